@@ -1,0 +1,204 @@
+//! A local Kubernetes API server for development and tests.
+//!
+//! `devcluster` serves the Kubernetes REST API on loopback with the semantics an
+//! operator depends on: discovery, CustomResourceDefinitions, list/watch with
+//! resourceVersions, bookmarks and 410 Gone, optimistic concurrency, every patch
+//! type including server-side apply, the status and scale subresources,
+//! generation, finalizers, ownerReference garbage collection, namespace
+//! deletion, admission and conversion webhooks. Real clients (kubectl, the
+//! `kube` crate, the Python client) talk to it over HTTP.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), devcluster::DevClusterError> {
+//! let cluster = devcluster::DevCluster::start(Default::default()).await?;
+//! let client = cluster.client();
+//! # let _ = client; Ok(()) }
+//! ```
+//!
+//! Modules: [`registry`] (resource types and discovery), [`store`] (objects,
+//! resourceVersions, history, watch fan-out, SQLite persistence), [`server`]
+//! (HTTP routing and handlers), [`gc`] (garbage collection), [`faults`]
+//! (fault injection), [`kubeconfig`]. The pure modules [`patch`], [`schema`]
+//! and [`webhook`] implement patch semantics, structural schemas and webhook calls.
+
+pub mod faults;
+pub mod gc;
+pub mod kubeconfig;
+pub mod patch;
+pub mod registry;
+pub mod schema;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod testing;
+pub mod webhook;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use faults::Faults;
+pub use testing::{TestCluster, test_cluster};
+
+/// How to start a [`DevCluster`].
+#[derive(Debug, Clone)]
+pub struct DevClusterOptions {
+    /// TCP port on 127.0.0.1; 0 picks a free port.
+    pub port: u16,
+    /// Bearer token every request must carry; `None` disables authentication.
+    pub token: Option<String>,
+    /// SQLite file holding the cluster state; `None` keeps everything in memory.
+    pub data: Option<PathBuf>,
+    /// Where to write the kubeconfig; `None` writes a temporary file owned by the handle.
+    pub kubeconfig: Option<PathBuf>,
+    /// How many watch events are kept for resuming watches from an older resourceVersion.
+    pub history_window: usize,
+}
+
+impl Default for DevClusterOptions {
+    fn default() -> Self {
+        Self { port: 0, token: None, data: None, kubeconfig: None, history_window: 10_000 }
+    }
+}
+
+/// Why a devcluster could not start or restart.
+#[derive(Debug, thiserror::Error)]
+pub enum DevClusterError {
+    /// The port could not be bound (in use, or not permitted).
+    #[error("cannot listen on 127.0.0.1:{port}: {source}; pick another port or pass 0 for a free one")]
+    Bind { port: u16, source: std::io::Error },
+    /// The SQLite data file could not be opened or read.
+    #[error("cannot use data file {path}: {message}; check the path is writable or delete a corrupt file")]
+    Data { path: PathBuf, message: String },
+    /// The kubeconfig could not be written or read back.
+    #[error("cannot write kubeconfig {path}: {message}")]
+    Kubeconfig { path: PathBuf, message: String },
+    /// The `kube` client could not be built from the kubeconfig.
+    #[error("cannot build a kube client for {url}: {message}")]
+    Client { url: String, message: String },
+}
+
+/// A running (or stopped) local API server. Dropping it stops serving.
+pub struct DevCluster {
+    shared: Arc<server::Shared>,
+    addr: SocketAddr,
+    url: String,
+    kubeconfig_path: PathBuf,
+    _kubeconfig_temp: Option<tempfile_lite::TempDir>,
+    client: kube::Client,
+    serving: Option<server::Serving>,
+}
+
+mod tempfile_lite {
+    //! A tiny owned temp directory so the library needs no `tempfile` dependency.
+    use std::path::{Path, PathBuf};
+
+    /// Removed with its contents on drop.
+    #[derive(Debug)]
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        pub fn new() -> std::io::Result<Self> {
+            let dir = std::env::temp_dir().join(format!("devcluster-{}", uuid::Uuid::new_v4().simple()));
+            std::fs::create_dir_all(&dir)?;
+            Ok(Self(dir))
+        }
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl DevCluster {
+    /// Starts serving on 127.0.0.1 and writes a kubeconfig pointing at it.
+    pub async fn start(options: DevClusterOptions) -> Result<DevCluster, DevClusterError> {
+        let store = store::Store::open(options.data.as_deref(), options.history_window)?;
+        let shared = Arc::new(server::Shared::new(store, options.token.clone()));
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
+            .await
+            .map_err(|source| DevClusterError::Bind { port: options.port, source })?;
+        let addr = listener.local_addr().map_err(|source| DevClusterError::Bind { port: options.port, source })?;
+        let url = format!("http://{addr}");
+        let (kubeconfig_path, temp) = match &options.kubeconfig {
+            Some(p) => (p.clone(), None),
+            None => {
+                let dir = tempfile_lite::TempDir::new().map_err(|e| DevClusterError::Kubeconfig {
+                    path: std::env::temp_dir(),
+                    message: e.to_string(),
+                })?;
+                (dir.path().join("kubeconfig"), Some(dir))
+            }
+        };
+        kubeconfig::write(&kubeconfig_path, &url, options.token.as_deref())?;
+        let client = kubeconfig::client(&kubeconfig_path, &url).await?;
+        let serving = server::serve(listener, shared.clone());
+        Ok(DevCluster { shared, addr, url, kubeconfig_path, _kubeconfig_temp: temp, client, serving: Some(serving) })
+    }
+
+    /// A real `kube::Client` over HTTP, built from the kubeconfig.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The server URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The kubeconfig written for this cluster (context `devcluster`).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// Fault injection for this cluster (cheap to clone).
+    pub fn faults(&self) -> Faults {
+        self.shared.faults.clone()
+    }
+
+    /// Stops serving (open connections and watches are closed); state stays in memory.
+    pub async fn stop(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.stop().await;
+        }
+        self.shared.store.close_watches();
+    }
+
+    /// Serves again on the same port with the same state.
+    pub async fn restart(&mut self) -> Result<(), DevClusterError> {
+        self.stop().await;
+        let port = self.addr.port();
+        // The old socket may linger briefly after the accept loop ends; retry a few times.
+        let mut last = None;
+        for _ in 0..50 {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(listener) => {
+                    self.serving = Some(server::serve(listener, self.shared.clone()));
+                    return Ok(());
+                }
+                Err(e) => {
+                    last = Some(e);
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+        Err(DevClusterError::Bind {
+            port,
+            source: last.unwrap_or_else(|| std::io::Error::other("bind failed")),
+        })
+    }
+}
+
+impl Drop for DevCluster {
+    fn drop(&mut self) {
+        if let Some(serving) = self.serving.take() {
+            serving.abort();
+        }
+        self.shared.store.close_watches();
+    }
+}

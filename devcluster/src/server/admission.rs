@@ -1,0 +1,92 @@
+//! Admission: structural-schema admission of custom resources and the
+//! mutating/validating webhook chain.
+
+use serde_json::Value;
+
+use super::Shared;
+use crate::registry::ResourceType;
+use crate::status::ApiError;
+use crate::webhook::{AdmissionAttributes, WebhookError};
+
+const MUTATING: &str = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
+const VALIDATING: &str = "admissionregistration.k8s.io/validatingwebhookconfigurations";
+
+/// Defaults, prunes and validates a custom resource against its version's schema.
+pub(super) fn schema(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(schema) = rt.crd.as_ref().and_then(|c| c.schema.as_ref()) else { return Ok(()) };
+    crate::schema::admit(schema, obj).map_err(|causes| {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let causes: Vec<(String, String, String)> = causes.into_iter().map(|c| (c.reason, c.field, c.message)).collect();
+        ApiError::invalid(rt, &name, &causes)
+    })
+}
+
+fn webhook_error(e: WebhookError) -> ApiError {
+    match e {
+        WebhookError::Denied { webhook, code, message } => {
+            let reason = match code {
+                400 => "BadRequest",
+                401 => "Unauthorized",
+                404 => "NotFound",
+                409 => "Conflict",
+                422 => "Invalid",
+                _ => "Forbidden",
+            };
+            ApiError::new(code, reason, format!("admission webhook \"{webhook}\" denied the request: {message}"))
+        }
+        WebhookError::Failed { webhook, message } => {
+            ApiError::internal(format!("Internal error occurred: failed calling webhook \"{webhook}\": {message}"))
+        }
+    }
+}
+
+/// What is being admitted.
+pub(super) struct Admit<'a> {
+    pub rt: &'a ResourceType,
+    pub operation: &'a str,
+    pub subresource: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub old: Option<Value>,
+    pub dry_run: bool,
+}
+
+/// Runs mutating then validating webhooks; returns the (possibly mutated) object.
+pub(super) async fn webhooks(shared: &Shared, a: Admit<'_>, object: Option<Value>) -> Result<Option<Value>, ApiError> {
+    let (mutating, validating, ns_labels) = {
+        let st = shared.store.lock();
+        let m: Vec<Value> = st.list(MUTATING, None).into_iter().map(|v| (*v).clone()).collect();
+        let v: Vec<Value> = st.list(VALIDATING, None).into_iter().map(|v| (*v).clone()).collect();
+        let labels = a
+            .namespace
+            .and_then(|ns| st.get("/namespaces", "", ns))
+            .and_then(|n| n["metadata"]["labels"].as_object().cloned())
+            .map(|m| m.into_iter().filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string()))).collect())
+            .unwrap_or_default();
+        (m, v, labels)
+    };
+    if mutating.is_empty() && validating.is_empty() {
+        return Ok(object);
+    }
+    let mut attrs = AdmissionAttributes {
+        group: a.rt.group.clone(),
+        version: a.rt.version.clone(),
+        kind: a.rt.kind.clone(),
+        resource: a.rt.plural.clone(),
+        sub_resource: a.subresource.unwrap_or_default().to_string(),
+        operation: a.operation.to_string(),
+        namespace: a.namespace.map(String::from),
+        name: a.name.to_string(),
+        object,
+        old_object: a.old,
+        dry_run: a.dry_run,
+        namespace_labels: ns_labels,
+    };
+    if !mutating.is_empty() && a.operation != "DELETE" {
+        attrs.object = shared.webhooks.mutate(&mutating, &attrs).await.map_err(webhook_error)?;
+    }
+    if !validating.is_empty() {
+        shared.webhooks.validate(&validating, &attrs).await.map_err(webhook_error)?;
+    }
+    Ok(attrs.object)
+}

@@ -1,0 +1,190 @@
+//! HTTP serving: the accept loop, authentication, fault injection, and a single
+//! dispatcher that parses the Kubernetes path grammar (`/api/v1/...`,
+//! `/apis/<group>/<version>/...`) instead of dozens of routes.
+
+mod admission;
+mod convert;
+mod discovery;
+mod path;
+mod query;
+mod resources;
+mod select;
+mod table;
+mod watch;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::faults::Faults;
+use crate::status::ApiError;
+use crate::store::Store;
+use crate::webhook::WebhookClient;
+
+pub use path::ResourcePath;
+pub use query::Query;
+
+/// State shared by every request of one cluster.
+pub struct Shared {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// Fault injection.
+    pub faults: Faults,
+    /// Required bearer token, if any.
+    pub token: Option<String>,
+    /// Client for admission and conversion webhooks.
+    pub webhooks: WebhookClient,
+}
+
+impl Shared {
+    /// Wraps a store.
+    pub fn new(store: Store, token: Option<String>) -> Self {
+        let store = Arc::new(store);
+        Self { faults: Faults::new(store.clone()), store, token, webhooks: WebhookClient::default() }
+    }
+}
+
+/// A running accept loop; aborting it closes every connection it accepted.
+pub struct Serving {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Serving {
+    /// Stops accepting and closes open connections, waiting for the loop to end.
+    pub async fn stop(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// Stops without waiting (for `Drop`).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+/// Serves `listener` until the returned handle is stopped.
+pub fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) -> Serving {
+    let task = tokio::spawn(async move {
+        // Connections live in this JoinSet so that aborting the loop drops (and aborts) them all.
+        let mut conns = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let shared = shared.clone();
+                    conns.spawn(async move {
+                        let svc = hyper::service::service_fn(move |req| {
+                            let shared = shared.clone();
+                            async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                        });
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+                    });
+                }
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+    });
+    Serving { task }
+}
+
+/// A JSON response.
+pub(crate) fn json_response(code: u16, body: &Value) -> Response<Body> {
+    let mut resp = Response::new(Body::from(body.to_string()));
+    *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp
+}
+
+/// A Status error response.
+pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
+    let mut resp = json_response(err.code, &err.to_status());
+    if err.code == 429 {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    resp
+}
+
+fn injected(status: u16) -> ApiError {
+    match status {
+        429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later"),
+        503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request"),
+        code => ApiError::new(code, "InternalError", "an error on the server (\"injected fault\") has prevented the request from succeeding"),
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if let Some(action) = path.strip_prefix("/_devcluster/faults/") {
+        let action = action.to_string();
+        let body = read_body(req).await.unwrap_or_default();
+        return admin(&shared.faults, &action, &body);
+    }
+    let latency = shared.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if let Some(status) = shared.faults.take_failure(&path) {
+        return error_response(&injected(status));
+    }
+    let public = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
+    if let Some(token) = &shared.token
+        && !public
+    {
+        let ok = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| t.trim() == token);
+        if !ok {
+            return error_response(&ApiError::new(401, "Unauthorized", "Unauthorized"));
+        }
+    }
+    match discovery::handle(&shared, &path) {
+        Some(resp) => resp,
+        None => resources::handle(shared, req).await,
+    }
+}
+
+/// Reads a request body completely.
+pub(crate) async fn read_body(req: Request<hyper::body::Incoming>) -> Result<Bytes, ApiError> {
+    req.into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))
+}
+
+/// The admin API of the `devcluster` binary: `POST /_devcluster/faults/<action>` with a JSON body.
+fn admin(faults: &Faults, action: &str, body: &[u8]) -> Response<Body> {
+    let v: Value = serde_json::from_slice(body).unwrap_or(json!({}));
+    match action {
+        "close-watches" => faults.close_watches(),
+        "expire-history" => faults.expire_history(),
+        "fail-next" => {
+            let prefix = v["pathPrefix"].as_str().or(v["path_prefix"].as_str()).unwrap_or("/");
+            let count = v["count"].as_u64().unwrap_or(1) as usize;
+            let status = v["status"].as_u64().unwrap_or(503) as u16;
+            faults.fail_next(prefix, count, status);
+        }
+        "latency" => {
+            let ms = v["millis"].as_u64().or(v["ms"].as_u64()).unwrap_or(0);
+            faults.set_latency(std::time::Duration::from_millis(ms));
+        }
+        other => {
+            return error_response(&ApiError::new(
+                404,
+                "NotFound",
+                format!("unknown fault {other:?}; use close-watches, expire-history, fail-next {{pathPrefix,count,status}} or latency {{millis}}"),
+            ));
+        }
+    }
+    json_response(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))
+}

@@ -1,0 +1,134 @@
+//! `meta.k8s.io/v1` Table output (what `kubectl get` asks for), with a CRD
+//! version's additionalPrinterColumns evaluated as simple JSONPath.
+
+use serde_json::{Value, json};
+
+use crate::registry::ResourceType;
+
+/// Whether the Accept header asks for a Table.
+pub(super) fn wants_table(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+}
+
+/// Evaluates `.a.b[0].c` and `.a[?(@.type=="Ready")].status` against `obj`.
+pub fn jsonpath<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim().trim_start_matches('{').trim_end_matches('}');
+    let path = path.strip_prefix('$').unwrap_or(path);
+    let mut cur = obj;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let (field, tail) = r.split_at(end);
+            if !field.is_empty() {
+                cur = cur.get(field)?;
+            }
+            rest = tail;
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let inner = &r[..end];
+            rest = &r[end + 1..];
+            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (k, v) = filter.split_once("==")?;
+                let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
+                cur = cur.as_array()?.iter().find(|e| jsonpath(e, &format!(".{}", k.trim())).and_then(Value::as_str) == Some(v))?;
+            } else {
+                cur = cur.get(inner.parse::<usize>().ok()?)?;
+            }
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// kube's HumanDuration for the Age column.
+pub fn human_age(created: Option<&str>) -> String {
+    let Some(t) = created.and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok()) else { return "<unknown>".into() };
+    let s = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86400);
+    match s {
+        _ if s < 120 => format!("{s}s"),
+        _ if m < 10 => format!("{m}m{}s", s % 60),
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 => format!("{h}h{}m", m % 60),
+        _ if h < 48 => format!("{h}h"),
+        _ if d < 8 => format!("{d}d{}h", h % 24),
+        _ => format!("{d}d"),
+    }
+}
+
+fn columns(rt: &ResourceType) -> (Vec<Value>, Vec<Value>) {
+    let name = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
+    let age = json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0});
+    let printer = rt.crd.as_ref().map(|c| c.printer_columns.clone()).unwrap_or_default();
+    let mut defs = vec![name];
+    if printer.is_empty() {
+        if rt.plural == "namespaces" {
+            defs.push(json!({"name": "Status", "type": "string", "format": "", "description": "The status of the namespace", "priority": 0}));
+        }
+        defs.push(age);
+    } else {
+        for c in &printer {
+            defs.push(json!({"name": c["name"], "type": c["type"], "format": c["format"].as_str().unwrap_or_default(),
+                             "description": c["description"].as_str().unwrap_or_default(), "priority": c["priority"].as_i64().unwrap_or(0)}));
+        }
+    }
+    (defs, printer)
+}
+
+fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
+    let mut out = vec![obj["metadata"]["name"].clone()];
+    if printer.is_empty() {
+        if rt.plural == "namespaces" {
+            out.push(obj["status"]["phase"].clone());
+        }
+        out.push(json!(human_age(obj["metadata"]["creationTimestamp"].as_str())));
+        return out;
+    }
+    for c in printer {
+        let path = c["jsonPath"].as_str().unwrap_or_default();
+        let v = jsonpath(obj, path).cloned().unwrap_or(Value::Null);
+        let v = match (c["type"].as_str(), &v) {
+            (Some("date"), Value::String(s)) => json!(human_age(Some(s))),
+            (_, Value::Object(_) | Value::Array(_)) => json!(v.to_string()),
+            _ => v,
+        };
+        out.push(v);
+    }
+    out
+}
+
+/// A Table of `objects` (`include` = `None`, `Metadata` (default) or `Object`).
+pub(super) fn table(rt: &ResourceType, objects: &[Value], include: &str, list_meta: Value) -> Value {
+    let (defs, printer) = columns(rt);
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut row = json!({"cells": cells(rt, &printer, o)});
+            match include {
+                "None" => {}
+                "Object" => row["object"] = o.clone(),
+                _ => {
+                    row["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]})
+                }
+            }
+            row
+        })
+        .collect();
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta, "columnDefinitions": defs, "rows": rows})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evaluates_jsonpath() {
+        let o = json!({"status": {"replicas": 3, "conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]}});
+        assert_eq!(jsonpath(&o, ".status.replicas"), Some(&json!(3)));
+        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type==\"Ready\")].status"), Some(&json!("True")));
+        assert_eq!(jsonpath(&o, ".status.conditions[0].type"), Some(&json!("A")));
+        assert_eq!(jsonpath(&o, ".spec.missing"), None);
+    }
+}

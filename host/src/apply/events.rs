@@ -1,0 +1,56 @@
+//! Events on primaries, through kube-runtime's `Recorder` (events.k8s.io/v1).
+
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::Resource;
+
+/// Records events for one controller (the reporting component is
+/// `wasm-operator/<plugin>`). Publishing is best effort: an event that cannot
+/// be written is logged, never fails a reconcile.
+#[derive(Clone)]
+pub struct EventSink {
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for EventSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventSink").finish_non_exhaustive()
+    }
+}
+
+impl EventSink {
+    /// A sink reporting as `wasm-operator/<plugin>`.
+    pub fn new(client: Client, plugin: &str) -> EventSink {
+        let reporter = Reporter { controller: super::field_manager(plugin), instance: std::env::var("POD_NAME").ok() };
+        EventSink { recorder: Recorder::new(client, reporter) }
+    }
+
+    /// Publishes one event on `obj`. `action` says what the host was doing
+    /// (`Reconcile`, `Finalize`, `Prune`).
+    pub async fn publish(&self, ar: &ApiResource, obj: &DynamicObject, warning: bool, reason: &str, message: &str, action: &str) {
+        let reference = obj.object_ref(ar);
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: reason.to_string(),
+            // The API limits notes to 1 kB.
+            note: Some(truncate(message, 1000)),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(%error, reason, object = ?reference.name, "cannot record event");
+        }
+    }
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

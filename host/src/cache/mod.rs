@@ -1,0 +1,193 @@
+//! Shared caches: one kube-runtime reflector per resource kind and namespace
+//! scope, shared by every controller that needs that kind and ref-counted so
+//! it stops when the last user lets go.
+//!
+//! Each reflector keeps a [`Store`] and fans its changes out to subscribers
+//! (controllers) as [`CacheEvent`]s. Unlike kube-runtime's own shared
+//! streams, deletions are fanned out too: a child deleted by hand must
+//! re-trigger its owner.
+
+mod reflection;
+mod selector;
+mod view;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::Stream;
+use kube::Client;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::Store;
+
+use crate::contract::ResourceKind;
+use reflection::Reflection;
+
+pub use selector::{LabelSelector, SelectorError};
+pub use view::{CacheView, object_json};
+
+/// One change seen by a reflector, as handed to subscribers.
+#[derive(Debug, Clone)]
+pub enum CacheEvent {
+    /// The object was created or changed (or is part of a (re)list).
+    Applied(Arc<DynamicObject>),
+    /// The object is gone from the cluster.
+    Deleted(Arc<DynamicObject>),
+}
+
+impl CacheEvent {
+    /// The object the event is about.
+    pub fn object(&self) -> &Arc<DynamicObject> {
+        match self {
+            CacheEvent::Applied(o) | CacheEvent::Deleted(o) => o,
+        }
+    }
+}
+
+/// Identifies one reflector: a kind and the namespace it watches (`None`: all).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+}
+
+/// The [`ApiResource`] (what kube's dynamic API needs) for a manifest kind.
+pub fn api_resource(kind: &ResourceKind) -> ApiResource {
+    ApiResource {
+        group: kind.group.clone(),
+        version: kind.version.clone(),
+        api_version: kind.api_version(),
+        kind: kind.kind.clone(),
+        plural: kind.plural.clone(),
+    }
+}
+
+struct Entry {
+    reflection: Arc<Reflection>,
+    refs: usize,
+}
+
+/// The set of running reflectors. Cheap to clone; clones share the set.
+#[derive(Clone)]
+pub struct SharedCache {
+    client: Client,
+    entries: Arc<Mutex<HashMap<CacheKey, Entry>>>,
+}
+
+impl std::fmt::Debug for SharedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedCache").field("reflectors", &self.reflector_count()).finish()
+    }
+}
+
+impl SharedCache {
+    /// An empty cache that starts reflectors with `client` on demand.
+    pub fn new(client: Client) -> SharedCache {
+        SharedCache { client, entries: Arc::new(Mutex::new(HashMap::new())) }
+    }
+
+    fn entries(&self) -> MutexGuard<'_, HashMap<CacheKey, Entry>> {
+        // A panic while holding this lock cannot leave the map half-updated
+        // (every update is a single insert/remove), so poisoning is ignored.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A lease on the reflector for `kind` in `namespace` (`None`: all
+    /// namespaces), starting it if nobody holds one yet. Must be called from
+    /// within a tokio runtime.
+    pub fn acquire(&self, kind: &ResourceKind, namespace: Option<&str>) -> CacheLease {
+        let key = CacheKey {
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            kind: kind.kind.clone(),
+            namespace: namespace.map(str::to_string),
+        };
+        let mut entries = self.entries();
+        let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
+            reflection: Arc::new(Reflection::start(self.client.clone(), api_resource(kind), namespace)),
+            refs: 0,
+        });
+        entry.refs += 1;
+        CacheLease { cache: self.clone(), key, reflection: entry.reflection.clone() }
+    }
+
+    /// How many reflectors run (tests check sharing with it).
+    pub fn reflector_count(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// The reflector that can answer for `api_version`/`kind` objects in
+    /// `namespace`: the cluster-wide one if any, else the one for exactly
+    /// that namespace.
+    fn find(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Option<Arc<Reflection>> {
+        let entries = self.entries();
+        let mut fallback = None;
+        for (key, entry) in entries.iter() {
+            if entry.reflection.api_resource().api_version != api_version || key.kind != kind {
+                continue;
+            }
+            match (&key.namespace, namespace) {
+                (None, _) => return Some(entry.reflection.clone()),
+                (Some(k), Some(n)) if k == n => fallback = Some(entry.reflection.clone()),
+                _ => {}
+            }
+        }
+        fallback
+    }
+
+    fn release(&self, key: &CacheKey) {
+        let mut entries = self.entries();
+        if let Some(entry) = entries.get_mut(key) {
+            entry.refs = entry.refs.saturating_sub(1);
+            if entry.refs == 0
+                && let Some(entry) = entries.remove(key)
+            {
+                entry.reflection.stop();
+            }
+        }
+    }
+}
+
+/// A counted reference to one shared reflector; dropping the last lease of a
+/// reflector stops it.
+pub struct CacheLease {
+    cache: SharedCache,
+    key: CacheKey,
+    reflection: Arc<Reflection>,
+}
+
+impl std::fmt::Debug for CacheLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CacheLease").field("key", &self.key).finish()
+    }
+}
+
+impl CacheLease {
+    /// The kind this reflector watches.
+    pub fn api_resource(&self) -> &ApiResource {
+        self.reflection.api_resource()
+    }
+
+    /// The reflector's read handle.
+    pub fn store(&self) -> Store<DynamicObject> {
+        self.reflection.store()
+    }
+
+    /// True once the initial list has been loaded into the store.
+    pub fn synced(&self) -> bool {
+        self.reflection.synced()
+    }
+
+    /// Every change from now on, preceded by the current contents when the
+    /// store has already synced (so a late subscriber sees existing objects).
+    pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
+        self.reflection.subscribe()
+    }
+}
+
+impl Drop for CacheLease {
+    fn drop(&mut self) {
+        self.cache.release(&self.key);
+    }
+}

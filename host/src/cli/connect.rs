@@ -1,0 +1,75 @@
+//! Building a `kube::Client` the way kubectl does: `--kubeconfig` and
+//! `--context` when given, otherwise `$KUBECONFIG` / `~/.kube/config`, then the
+//! in-cluster service account.
+
+use std::path::{Path, PathBuf};
+
+use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+
+/// Why no client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot read kubeconfig {}: {source}; check the --kubeconfig path", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("kubeconfig {} cannot be used{}: {source}", path.display(), context_note(context))]
+    Load {
+        path: PathBuf,
+        context: Option<String>,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("no kubeconfig context {context}: {source}; list contexts with `kubectl config get-contexts`")]
+    Context {
+        context: String,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "cannot find cluster credentials: {0}; pass --kubeconfig, set $KUBECONFIG, or run inside a pod with a service account"
+    )]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("cannot build a Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+fn context_note(context: &Option<String>) -> String {
+    match context {
+        Some(context) => format!(" with context {context}"),
+        None => String::new(),
+    }
+}
+
+/// A client for the cluster selected by `kubeconfig` and `context`.
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, ConnectError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let file = Kubeconfig::read_from(path).map_err(|source| ConnectError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|source| ConnectError::Load {
+                    path: path.to_path_buf(),
+                    context: options.context.clone(),
+                    source,
+                })?
+        }
+        (None, Some(context)) => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| ConnectError::Context {
+                context: context.to_string(),
+                source,
+            })?,
+        (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
+    };
+    kube::Client::try_from(config).map_err(ConnectError::Client)
+}

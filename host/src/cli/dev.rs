@@ -1,0 +1,117 @@
+//! `wasm-operator dev`: argument parsing and terminal output around
+//! [`crate::dev::DevSession`].
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::CliError;
+use crate::dev::{DevOptions, DevSession, LoadOutcome};
+
+/// Arguments of `wasm-operator dev`.
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Port of the embedded API server on 127.0.0.1 (0 picks a free port).
+    #[arg(long, default_value_t = 6443)]
+    pub port: u16,
+    /// SQLite file keeping the cluster's objects across runs (default: in memory).
+    #[arg(long, value_name = "FILE")]
+    pub data: Option<PathBuf>,
+    /// Where to write the kubeconfig for the embedded cluster (default: a temporary file).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Do not build the plugins; load the .wasm files already built.
+    #[arg(long)]
+    pub no_build: bool,
+    /// Directory of plugin crates.
+    #[arg(long, default_value = "plugins", value_name = "DIR")]
+    pub plugins_dir: PathBuf,
+    /// Directory of examples (`<name>/crd.yaml` and objects).
+    #[arg(long, default_value = "examples", value_name = "DIR")]
+    pub examples_dir: PathBuf,
+    /// Directory of built plugins to load and watch (default: target/wasm32-wasip2/release).
+    #[arg(long, env = "WASM_OPERATOR_WASM_DIR", value_name = "DIR")]
+    pub wasm_dir: Option<PathBuf>,
+    /// Do not apply the example objects (CRDs are still installed).
+    #[arg(long)]
+    pub no_examples: bool,
+    /// Serve /metrics, /healthz and /readyz here.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// How long a rebuilt .wasm must be quiet before it is reloaded, in milliseconds.
+    #[arg(long, default_value_t = 500, value_name = "MS")]
+    pub debounce_ms: u64,
+}
+
+impl DevArgs {
+    /// The session options these arguments describe, relative to the current
+    /// directory (the workspace root).
+    pub fn options(&self) -> DevOptions {
+        let mut options = DevOptions::for_workspace(".");
+        options.port = self.port;
+        options.data = self.data.clone();
+        options.kubeconfig = self.kubeconfig.clone();
+        options.build = !self.no_build;
+        options.plugins_dir = self.plugins_dir.clone();
+        options.examples_dir = self.examples_dir.clone();
+        if let Some(dir) = &self.wasm_dir {
+            options.wasm_dir = dir.clone();
+        }
+        options.apply_examples = !self.no_examples;
+        options.metrics_addr = self.metrics_addr;
+        options.debounce = Duration::from_millis(self.debounce_ms);
+        options
+    }
+}
+
+/// Runs `wasm-operator dev` until SIGINT/SIGTERM.
+pub async fn dev(args: DevArgs) -> Result<(), CliError> {
+    let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    let session = DevSession::start(args.options()).await?;
+    print_banner(&session);
+    let signal = shutdown.await;
+    tracing::info!(signal, "stopping: controllers first, then the devcluster");
+    session.shutdown().await;
+    Ok(())
+}
+
+fn print_banner(session: &DevSession) {
+    let summary = session.summary();
+    let mut out = std::io::stdout().lock();
+    // Printing is best effort: a closed stdout must not stop the session.
+    let _ = writeln!(out);
+    let _ = writeln!(out, "wasm-operator dev is running against {}", session.url());
+    for event in &summary.plugins {
+        let line = match &event.outcome {
+            LoadOutcome::Loaded { name, version, digest } => {
+                format!("  plugin {name} {version} ({})", short_digest(digest))
+            }
+            LoadOutcome::Failed(message) => format!("  FAILED {message}"),
+            LoadOutcome::Unchanged | LoadOutcome::Removed => continue,
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(addr) = summary.metrics_addr {
+        let _ = writeln!(out, "  metrics:    http://{addr}/metrics");
+    }
+    let _ = writeln!(out, "  kubeconfig: {}", session.kubeconfig_path().display());
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Try:");
+    let _ = writeln!(out, "  {}", session.kubectl_hint());
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Rebuild a plugin (cargo build --release --target wasm32-wasip2 -p NAME) and it is reloaded from {}.",
+        session.wasm_dir().display()
+    );
+    let _ = writeln!(out, "Press Ctrl-C to stop.");
+    let _ = out.flush();
+}
+
+fn short_digest(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    hex.get(..12).unwrap_or(hex)
+}

@@ -1,0 +1,199 @@
+//! `wasm-operator plugin inspect`: what a plugin component is, without a
+//! cluster: its manifest and its WIT world.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use super::{CliError, OutputFormat};
+use crate::contract::{Manifest, OptionalInterfaces, ResourceKind};
+use crate::engine::EngineError;
+use crate::engine::inspect::Inspection;
+
+/// Arguments of `wasm-operator plugin inspect`.
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The plugin component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+/// Why a plugin could not be inspected.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("cannot read plugin file {}: {source}; check the path", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{} is not a wasm-operator plugin: {source}; build it with `cargo build --release --target wasm32-wasip2` against the wasm-operator SDK",
+        path.display()
+    )]
+    Inspect {
+        path: PathBuf,
+        #[source]
+        source: EngineError,
+    },
+    #[error("cannot render the inspection of {} as {format}: {message}", path.display())]
+    Render {
+        path: PathBuf,
+        format: &'static str,
+        message: String,
+    },
+}
+
+/// Runs `wasm-operator plugin inspect`.
+pub async fn inspect(args: InspectArgs) -> Result<(), CliError> {
+    let rendered = render(&args).await?;
+    println!("{}", rendered.trim_end());
+    Ok(())
+}
+
+/// The text `inspect` prints for `args`.
+pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
+    let path = args.file.clone();
+    let bytes = tokio::fs::read(&path)
+        .await
+        .map_err(|source| InspectError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    // Inspecting compiles the component: CPU-bound, keep it off the runtime.
+    let inspection = tokio::task::spawn_blocking(move || crate::engine::inspect::inspect(&bytes))
+        .await
+        .map_err(|e| InspectError::Render {
+            path: path.clone(),
+            format: "text",
+            message: format!("the inspection task failed: {e}"),
+        })?
+        .map_err(|source| InspectError::Inspect {
+            path: path.clone(),
+            source,
+        })?;
+    match args.output {
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(&inspection).map_err(|e| InspectError::Render {
+                path: path.clone(),
+                format: "json",
+                message: e.to_string(),
+            })
+        }
+        OutputFormat::Yaml => serde_yaml::to_string(&inspection).map_err(|e| InspectError::Render {
+            path: path.clone(),
+            format: "yaml",
+            message: e.to_string(),
+        }),
+        OutputFormat::Text => Ok(render_text(&inspection)),
+    }
+}
+
+fn kind_line(kind: &ResourceKind) -> String {
+    format!("{} ({}, {})", kind.kind, kind.api_version(), kind.plural)
+}
+
+fn kinds_line(kinds: &[ResourceKind]) -> String {
+    if kinds.is_empty() {
+        "-".to_string()
+    } else {
+        kinds.iter().map(kind_line).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The human-readable summary: manifest first, then the WIT world.
+fn render_text(inspection: &Inspection) -> String {
+    let manifest = &inspection.manifest;
+    let mut out = String::new();
+    let _ = writeln!(out, "Name:           {}", manifest.name);
+    let _ = writeln!(out, "Version:        {}", manifest.version);
+    if !manifest.description.is_empty() {
+        let _ = writeln!(out, "Description:    {}", manifest.description);
+    }
+    let _ = writeln!(out, "Primary kind:   {}", kind_line(&manifest.primary));
+    let _ = writeln!(out, "Owns:           {}", kinds_line(&manifest.owns));
+    let _ = writeln!(out, "Watches:        {}", kinds_line(&manifest.watches));
+    let finalizer = if manifest.finalizer { "yes" } else { "no" };
+    let _ = writeln!(out, "Finalizer:      {finalizer}");
+    let mut implements = vec!["reconciler"];
+    if manifest.implements.migration {
+        implements.push("migration");
+    }
+    if manifest.implements.backup {
+        implements.push("backup");
+    }
+    let _ = writeln!(out, "Implements:     {}", implements.join(", "));
+    if let Some(min) = &manifest.min_compatible_version {
+        let _ = writeln!(out, "Min compatible: {min}");
+    }
+    let _ = writeln!(out, "Digest:         {}", inspection.digest);
+    let size = inspection.size as u64;
+    let _ = writeln!(out, "Size:           {} ({size} bytes)", human_size(size));
+    let _ = writeln!(out, "\nWorld:");
+    for line in inspection.world.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut size = bytes as f64;
+    let mut unit = 0;
+    while size >= 1024.0 && unit + 1 < UNITS.len() {
+        size /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{size:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Scope;
+
+    #[test]
+    fn text_lists_manifest_then_world() {
+        let kind = |group: &str, kind: &str, plural: &str| ResourceKind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope: Scope::Namespaced,
+        };
+        let inspection = Inspection {
+            digest: "sha256:ab".into(),
+            size: 2048,
+            manifest: Manifest {
+                name: "webapp".into(),
+                version: "1.0.0".into(),
+                description: "d".into(),
+                primary: kind("example.com", "WebApp", "webapps"),
+                owns: vec![kind("apps", "Deployment", "deployments")],
+                watches: vec![],
+                finalizer: true,
+                implements: OptionalInterfaces {
+                    migration: false,
+                    backup: true,
+                },
+                min_compatible_version: None,
+            },
+            world: "world plugin {\n  export wasm-operator:plugin/reconciler@0.1.0;\n}".into(),
+        };
+        let text = render_text(&inspection);
+        assert!(text.contains("Primary kind:   WebApp (example.com/v1, webapps)"));
+        assert!(text.contains("Owns:           Deployment (apps/v1, deployments)"));
+        assert!(text.contains("Watches:        -"));
+        assert!(text.contains("Implements:     reconciler, backup"));
+        assert!(text.contains("Size:           2.0 KiB (2048 bytes)"));
+        assert!(text.find("Name:").unwrap() < text.find("World:").unwrap());
+        assert!(text.contains("  export wasm-operator:plugin/reconciler@0.1.0;"));
+    }
+}

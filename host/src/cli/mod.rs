@@ -1,0 +1,102 @@
+//! Command-line interface: argument parsing (clap) and the thin glue from
+//! arguments to the library. Follows kubectl conventions: `--kubeconfig`,
+//! `--context`, `-o yaml|json`.
+
+pub mod connect;
+pub mod dev;
+pub mod inspect;
+pub mod run;
+pub mod signals;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Top-level arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "wasm-operator",
+    version,
+    about = "A Kubernetes operator host whose application logic runs in sandboxed WebAssembly components"
+)]
+pub struct Cli {
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (for log collectors).
+    Json,
+}
+
+/// Structured output format of commands that print objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// A human-readable summary.
+    Text,
+    Yaml,
+    Json,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the operator against a cluster, serving the given plugins.
+    Run(run::RunArgs),
+    /// Start a local devcluster with the workspace's plugins and examples,
+    /// reloading plugins when they are rebuilt.
+    Dev(dev::DevArgs),
+    /// Work with plugin files.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+}
+
+/// `wasm-operator plugin ...`
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// Print a plugin's manifest and WIT world.
+    Inspect(inspect::InspectArgs),
+}
+
+/// Why a command failed. Messages name the file or plugin and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Connect(#[from] connect::ConnectError),
+    #[error(transparent)]
+    Run(#[from] run::RunError),
+    #[error(transparent)]
+    Dev(#[from] crate::dev::DevError),
+    #[error(transparent)]
+    Inspect(#[from] inspect::InspectError),
+    #[error("cannot install signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+impl Cli {
+    /// Runs the parsed command to completion.
+    pub async fn execute(self) -> Result<(), CliError> {
+        crate::telemetry::init_logging(self.log_format == LogFormat::Json);
+        match self.command {
+            Command::Run(args) => run::run(args).await,
+            Command::Dev(args) => dev::dev(args).await,
+            Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

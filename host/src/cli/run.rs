@@ -1,0 +1,210 @@
+//! `wasm-operator run`: serve plugins against a cluster until stopped.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+use serde_json::Value;
+
+use super::{CliError, connect};
+use crate::plugins::{Registry, RegistryError, RegistryOptions};
+use crate::telemetry::{self, Metrics};
+
+/// Arguments of `wasm-operator run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A plugin component (.wasm) to serve; repeat for several plugins.
+    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    pub plugins: Vec<PathBuf>,
+    /// `config` for one plugin, as NAME=JSON (NAME is the plugin's manifest
+    /// name or its file name without `.wasm`); repeatable.
+    #[arg(long = "config-for", value_name = "NAME=JSON")]
+    pub config_for: Vec<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Address of the /metrics, /healthz and /readyz endpoint (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub metrics_addr: SocketAddr,
+    /// Reconciles running at once per plugin.
+    #[arg(long, value_name = "N")]
+    pub concurrency: Option<usize>,
+    /// Where compiled plugins are cached (by digest) so restarts skip compilation.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Why `run` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "no plugin given; pass --plugin FILE.wasm (repeatable). Loading plugins from WasmPlugin objects is not supported yet"
+    )]
+    NoPlugins,
+    #[error("--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'")]
+    ConfigSyntax(String),
+    #[error("--config-for {name}: the value is not valid JSON: {source}")]
+    ConfigJson {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("--config-for {name}: no plugin of that name was loaded (loaded: {loaded}); use the manifest name or the file name without .wasm")]
+    ConfigUnused { name: String, loaded: String },
+    #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
+    ReadPlugin {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start the plugin registry: {0}")]
+    Registry(#[source] RegistryError),
+    #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
+    LoadPlugin {
+        path: PathBuf,
+        #[source]
+        source: RegistryError,
+    },
+    #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
+    Telemetry {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Parses the `--config-for` values into plugin name → config.
+pub fn parse_configs(values: &[String]) -> Result<BTreeMap<String, Value>, RunError> {
+    let mut configs = BTreeMap::new();
+    for value in values {
+        let Some((name, json)) = value.split_once('=') else {
+            return Err(RunError::ConfigSyntax(value.clone()));
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(RunError::ConfigSyntax(value.clone()));
+        }
+        let config = serde_json::from_str(json).map_err(|source| RunError::ConfigJson {
+            name: name.to_string(),
+            source,
+        })?;
+        configs.insert(name.to_string(), config);
+    }
+    Ok(configs)
+}
+
+/// Runs `wasm-operator run`.
+pub async fn run(args: RunArgs) -> Result<(), CliError> {
+    if args.plugins.is_empty() {
+        return Err(RunError::NoPlugins.into());
+    }
+    let mut configs = parse_configs(&args.config_for)?;
+    // Read every file before touching the cluster: a typo fails fast.
+    let mut plugins = Vec::new();
+    for path in &args.plugins {
+        let bytes = tokio::fs::read(path).await.map_err(|source| RunError::ReadPlugin {
+            path: path.clone(),
+            source,
+        })?;
+        plugins.push((path.clone(), bytes));
+    }
+    let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+
+    let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let metrics = Metrics::new();
+    let mut options = RegistryOptions::default();
+    apply_registry_args(&mut options, &args, &metrics);
+    let registry = Arc::new(Registry::new(client, options).await.map_err(RunError::Registry)?);
+
+    let ready_registry = registry.clone();
+    let (bound, telemetry) = telemetry::serve(args.metrics_addr, metrics, move || ready_registry.ready())
+        .await
+        .map_err(|source| RunError::Telemetry {
+            addr: args.metrics_addr,
+            source,
+        })?;
+    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+
+    let mut loaded_names = Vec::new();
+    for (path, bytes) in plugins {
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let config = configs
+            .remove(&stem)
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let source = format!("file:{}", path.display());
+        let loaded = match registry.load(&source, &bytes, config.clone()).await {
+            Ok(loaded) => loaded,
+            Err(source) => {
+                registry.shutdown().await;
+                telemetry.abort();
+                return Err(RunError::LoadPlugin { path, source }.into());
+            }
+        };
+        // The config may be keyed by the manifest name instead of the file
+        // name: load once more with it (an atomic swap to the same version).
+        let loaded = match configs.remove(&loaded.name) {
+            Some(config) if loaded.name != stem => match registry.load(&source, &bytes, config).await {
+                Ok(loaded) => loaded,
+                Err(source) => {
+                    registry.shutdown().await;
+                    telemetry.abort();
+                    return Err(RunError::LoadPlugin { path, source }.into());
+                }
+            },
+            _ => loaded,
+        };
+        tracing::info!(
+            plugin = %loaded.name,
+            version = %loaded.version,
+            digest = %loaded.digest,
+            file = %path.display(),
+            "plugin loaded"
+        );
+        loaded_names.push(loaded.name);
+    }
+    if let Some(name) = configs.into_keys().next() {
+        registry.shutdown().await;
+        telemetry.abort();
+        return Err(RunError::ConfigUnused {
+            name,
+            loaded: loaded_names.join(", "),
+        }
+        .into());
+    }
+
+    let signal = shutdown.await;
+    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
+    registry.shutdown().await;
+    telemetry.abort();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_config_for() {
+        let configs = parse_configs(&["webapp={\"a\":1}".to_string(), "x = []".to_string()]).unwrap();
+        assert_eq!(configs["webapp"], serde_json::json!({"a": 1}));
+        assert_eq!(configs["x"], serde_json::json!([]));
+        assert!(matches!(
+            parse_configs(&["webapp".to_string()]),
+            Err(RunError::ConfigSyntax(_))
+        ));
+        assert!(matches!(
+            parse_configs(&["webapp={".to_string()]),
+            Err(RunError::ConfigJson { .. })
+        ));
+    }
+}

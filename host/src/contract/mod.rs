@@ -1,0 +1,236 @@
+//! The host's view of the WIT contract (`wit/plugin.wit`): plain Rust types that
+//! the engine converts plugin answers into, and that the controller, the apply
+//! layer and status writing consume. Nothing here knows about wasmtime.
+//!
+//! Plugin output is untrusted: [`Desired::validate`] checks an answer against the
+//! contract before anything acts on it.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Whether objects of a kind live in a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Scope {
+    Namespaced,
+    Cluster,
+}
+
+/// A Kubernetes resource kind, fully identified.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceKind {
+    /// API group; empty for the core group.
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub scope: Scope,
+}
+
+impl ResourceKind {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// True when `api_version`/`kind` name this kind.
+    pub fn matches(&self, api_version: &str, kind: &str) -> bool {
+        self.kind == kind && self.api_version() == api_version
+    }
+}
+
+/// Names one object.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// Optional interfaces a plugin really implements.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OptionalInterfaces {
+    pub migration: bool,
+    pub backup: bool,
+}
+
+/// What a plugin is and what it may touch (the WIT `manifest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub name: String,
+    /// Semantic version, checked to parse when a version is loaded.
+    pub version: String,
+    pub description: String,
+    pub primary: ResourceKind,
+    pub owns: Vec<ResourceKind>,
+    pub watches: Vec<ResourceKind>,
+    pub finalizer: bool,
+    pub implements: OptionalInterfaces,
+    pub min_compatible_version: Option<String>,
+}
+
+impl Manifest {
+    /// Kinds the plugin may read through the cache: primary, owned and watched.
+    pub fn readable(&self) -> impl Iterator<Item = &ResourceKind> {
+        std::iter::once(&self.primary).chain(&self.owns).chain(&self.watches)
+    }
+
+    /// True when the plugin may read `api_version`/`kind`.
+    pub fn may_read(&self, api_version: &str, kind: &str) -> bool {
+        self.readable().any(|k| k.matches(api_version, kind))
+    }
+
+    /// The owned kind named by `api_version`/`kind`, if the plugin owns it.
+    pub fn owned(&self, api_version: &str, kind: &str) -> Option<&ResourceKind> {
+        self.owns.iter().find(|k| k.matches(api_version, kind))
+    }
+}
+
+/// What the host knows about a call, beyond the object itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallContext {
+    pub plugin_version: String,
+    pub attempt: u32,
+    pub managed_by_version: Option<String>,
+    /// The deployment's `config`; `{}` when unset.
+    pub config: Value,
+}
+
+/// One status condition a plugin asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    /// Condition type (`type` in Kubernetes).
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// One event a plugin asks the host to record on the primary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// A plugin's answer to `reconcile`, parsed from its JSON strings.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Desired {
+    pub children: Vec<Value>,
+    pub status: Option<Value>,
+    pub conditions: Vec<Condition>,
+    pub events: Vec<Event>,
+    pub requeue_after_ms: Option<u64>,
+}
+
+/// Why a plugin said a call did not produce a result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Failure {
+    /// Worth retrying with backoff.
+    #[error("transient failure: {0}")]
+    Transient(String),
+    /// Wait for the object to change.
+    #[error("permanent failure: {0}")]
+    Permanent(String),
+}
+
+/// A plugin's answer to `finalize`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Finalized {
+    Done,
+    /// Call again after this many milliseconds.
+    Wait(u64),
+}
+
+/// A plugin answer that breaks the contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ContractViolation(pub String);
+
+const CONDITION_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
+impl Desired {
+    /// Checks the shape of an answer: every child is an object with
+    /// `apiVersion`, `kind` and `metadata.name`; status is an object; every
+    /// condition has a type, a valid status and a CamelCase-ish reason.
+    /// Capability checks (may this plugin write that kind?) are the apply
+    /// layer's job, which knows the manifest.
+    pub fn validate(&self) -> Result<(), ContractViolation> {
+        for (i, child) in self.children.iter().enumerate() {
+            let field = |name: &str| child.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+            if !child.is_object() {
+                return Err(ContractViolation(format!("children[{i}] is not a JSON object")));
+            }
+            if field("apiVersion").is_none() || field("kind").is_none() {
+                return Err(ContractViolation(format!("children[{i}] has no apiVersion or kind")));
+            }
+            let name = child.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty() {
+                return Err(ContractViolation(format!("children[{i}] has no metadata.name")));
+            }
+        }
+        if let Some(status) = &self.status
+            && !status.is_object()
+        {
+            return Err(ContractViolation("status is not a JSON object".into()));
+        }
+        for c in &self.conditions {
+            if c.kind.is_empty() {
+                return Err(ContractViolation("a condition has an empty type".into()));
+            }
+            if !CONDITION_STATUSES.contains(&c.status.as_str()) {
+                return Err(ContractViolation(format!(
+                    "condition {:?} has status {:?}; expected True, False or Unknown",
+                    c.kind, c.status
+                )));
+            }
+            if c.reason.is_empty() || !c.reason.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ',' || ch == ':') {
+                return Err(ContractViolation(format!("condition {:?} has an invalid reason {:?}", c.kind, c.reason)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rejects_child_without_name() {
+        let d = Desired { children: vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {}})], ..Default::default() };
+        assert!(d.validate().unwrap_err().0.contains("metadata.name"));
+    }
+
+    #[test]
+    fn rejects_bad_condition_status() {
+        let d = Desired {
+            conditions: vec![Condition { kind: "Ready".into(), status: "yes".into(), reason: "Ok".into(), message: String::new() }],
+            ..Default::default()
+        };
+        assert!(d.validate().is_err());
+    }
+
+    #[test]
+    fn accepts_well_formed_answer() {
+        let d = Desired {
+            children: vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}})],
+            status: Some(json!({"phase": "Running"})),
+            conditions: vec![Condition { kind: "Ready".into(), status: "True".into(), reason: "Available".into(), message: String::new() }],
+            ..Default::default()
+        };
+        d.validate().unwrap();
+    }
+}

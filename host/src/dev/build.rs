@@ -1,0 +1,181 @@
+//! Building the workspace's plugins to `wasm32-wasip2` components, the way a
+//! plugin author would by hand.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::Command;
+
+/// The cargo target the plugins are built for.
+pub const WASM_TARGET: &str = "wasm32-wasip2";
+
+/// Why the plugins could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot read the plugins directory {}: {source}", path.display())]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot start `{command}`: {source}; is cargo installed and on PATH?")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "`{command}` failed ({status}); fix the errors below, or pass --no-build to use the .wasm files already built\n{output}"
+    )]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        output: String,
+    },
+}
+
+/// One plugin crate found under the plugins directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginCrate {
+    /// The cargo package name (`-p` argument).
+    pub package: String,
+    /// The crate's directory.
+    pub dir: PathBuf,
+}
+
+impl PluginCrate {
+    /// File name of the component cargo writes for this crate (`my-plugin` →
+    /// `my_plugin.wasm`).
+    pub fn wasm_file_name(&self) -> String {
+        format!("{}.wasm", self.package.replace('-', "_"))
+    }
+}
+
+/// Every crate directory (one holding a `Cargo.toml`) under `plugins_dir`,
+/// sorted by package name.
+pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildError> {
+    let entries = std::fs::read_dir(plugins_dir).map_err(|source| BuildError::ReadDir {
+        path: plugins_dir.to_path_buf(),
+        source,
+    })?;
+    let mut crates = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let dir = entry.path();
+        let manifest = dir.join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else {
+            continue;
+        };
+        let package = package_name(&text).or_else(|| {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .map(str::to_string)
+        });
+        if let Some(package) = package {
+            crates.push(PluginCrate { package, dir });
+        }
+    }
+    crates.sort_by(|a, b| a.package.cmp(&b.package));
+    Ok(crates)
+}
+
+/// The `name` of the `[package]` table of a Cargo.toml. A line-based reader is
+/// enough for the manifests cargo itself writes and avoids a TOML dependency.
+fn package_name(cargo_toml: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in cargo_toml.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+            continue;
+        }
+        if !in_package {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("name") {
+            let value = rest.trim_start().strip_prefix('=')?.trim();
+            return Some(value.trim_matches('"').to_string());
+        }
+    }
+    None
+}
+
+/// Builds `crates` in release mode for [`WASM_TARGET`] from `workspace_dir`.
+/// Uses `scripts/build-plugins.sh` when the workspace has one (it knows the
+/// project's exact flags), plain cargo otherwise.
+pub async fn build_plugins(workspace_dir: &Path, crates: &[PluginCrate]) -> Result<(), BuildError> {
+    let script = workspace_dir.join("scripts").join("build-plugins.sh");
+    let mut command = if script.is_file() {
+        let mut command = Command::new("bash");
+        command.arg(&script);
+        command
+    } else {
+        let mut command = Command::new("cargo");
+        command.args(["build", "--release", "--target", WASM_TARGET]);
+        for plugin in crates {
+            command.args(["-p", &plugin.package]);
+        }
+        command
+    };
+    let shown = format!("{:?}", command.as_std())
+        .replace('"', "");
+    command
+        .current_dir(workspace_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = command.output().await.map_err(|source| BuildError::Spawn {
+        command: shown.clone(),
+        source,
+    })?;
+    if output.status.success() {
+        return Ok(());
+    }
+    Err(BuildError::Failed {
+        command: shown,
+        status: output.status,
+        output: tail(&output.stdout, &output.stderr, 40),
+    })
+}
+
+/// The last `lines` lines of a build's combined output: enough to show the
+/// first compiler error without flooding the terminal.
+fn tail(stdout: &[u8], stderr: &[u8], lines: usize) -> String {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(stdout),
+        String::from_utf8_lossy(stderr)
+    );
+    let all: Vec<&str> = text.lines().collect();
+    let start = all.len().saturating_sub(lines);
+    all[start..].join("\n")
+}
+
+/// Where cargo puts release builds for [`WASM_TARGET`]: under
+/// `$CARGO_TARGET_DIR` when set, `<workspace>/target` otherwise.
+pub fn default_wasm_dir(workspace_dir: &Path) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_dir.join("target"));
+    target.join(WASM_TARGET).join("release")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_package_name() {
+        let toml = "[lib]\nname = \"lib_name\"\n\n[package]\nname = \"my-plugin\"\nversion = \"1.0.0\"\n";
+        assert_eq!(package_name(toml).as_deref(), Some("my-plugin"));
+        let plugin = PluginCrate {
+            package: "my-plugin".into(),
+            dir: PathBuf::from("plugins/my-plugin"),
+        };
+        assert_eq!(plugin.wasm_file_name(), "my_plugin.wasm");
+    }
+
+    #[test]
+    fn tail_keeps_last_lines() {
+        assert_eq!(tail(b"a\nb\n", b"c\nd\n", 2), "c\nd");
+    }
+}

@@ -1,0 +1,209 @@
+//! Conversions between the generated WIT types and `crate::contract`, and the
+//! checks on untrusted plugin output (size, JSON, contract shape).
+
+use serde_json::Value;
+
+use super::bindings::types as wit;
+use crate::contract;
+
+/// A problem with a plugin answer, turned into a `CallError` by the caller
+/// (which knows the plugin, version and function).
+#[derive(Debug)]
+pub(crate) enum OutputProblem {
+    TooLarge { size: usize },
+    Invalid(String),
+}
+
+fn kind(k: wit::ResourceKind) -> contract::ResourceKind {
+    contract::ResourceKind {
+        group: k.group,
+        version: k.version,
+        kind: k.kind,
+        plural: k.plural,
+        scope: match k.scope {
+            wit::Scope::Namespaced => contract::Scope::Namespaced,
+            wit::Scope::Cluster => contract::Scope::Cluster,
+        },
+    }
+}
+
+/// The contract view of a manifest (unvalidated).
+pub(crate) fn manifest(m: wit::Manifest) -> contract::Manifest {
+    contract::Manifest {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        primary: kind(m.primary),
+        owns: m.owns.into_iter().map(kind).collect(),
+        watches: m.watches.into_iter().map(kind).collect(),
+        finalizer: m.finalizer,
+        implements: contract::OptionalInterfaces {
+            migration: m.implements.contains(wit::OptionalInterfaces::MIGRATION),
+            backup: m.implements.contains(wit::OptionalInterfaces::BACKUP),
+        },
+        min_compatible_version: m.min_compatible_version,
+    }
+}
+
+/// Checks that a manifest is usable: a name, a semver version, complete kinds.
+pub(crate) fn validate_manifest(m: &contract::Manifest) -> Result<(), String> {
+    if m.name.trim().is_empty() {
+        return Err("`name` is empty".into());
+    }
+    semver::Version::parse(&m.version).map_err(|e| format!("`version` {:?} is not a semantic version: {e}", m.version))?;
+    if let Some(min) = &m.min_compatible_version {
+        semver::Version::parse(min)
+            .map_err(|e| format!("`min-compatible-version` {min:?} is not a semantic version: {e}"))?;
+    }
+    let complete = |k: &contract::ResourceKind, role: &str| {
+        for (field, value) in [("version", &k.version), ("kind", &k.kind), ("plural", &k.plural)] {
+            if value.trim().is_empty() {
+                return Err(format!("{role} kind {:?} has an empty `{field}`", k.kind));
+            }
+        }
+        Ok(())
+    };
+    complete(&m.primary, "primary")?;
+    for k in &m.owns {
+        complete(k, "owned")?;
+    }
+    for k in &m.watches {
+        complete(k, "watched")?;
+    }
+    Ok(())
+}
+
+/// The WIT call context for a contract call context.
+pub(crate) fn call_context(ctx: &contract::CallContext) -> wit::CallContext {
+    wit::CallContext {
+        plugin_version: ctx.plugin_version.clone(),
+        attempt: ctx.attempt,
+        managed_by_version: ctx.managed_by_version.clone(),
+        config: if ctx.config.is_null() { "{}".to_string() } else { ctx.config.to_string() },
+    }
+}
+
+/// Rejects an answer whose strings add up to more than `limit` bytes.
+pub(crate) fn check_size(size: usize, limit: usize) -> Result<(), OutputProblem> {
+    if size > limit { Err(OutputProblem::TooLarge { size }) } else { Ok(()) }
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, OutputProblem> {
+    serde_json::from_str(text).map_err(|e| OutputProblem::Invalid(format!("{what} is not valid JSON: {e}")))
+}
+
+/// Parses and validates a `desired` answer.
+pub(crate) fn desired(d: wit::Desired, limit: usize) -> Result<contract::Desired, OutputProblem> {
+    let size = d.children.iter().map(String::len).sum::<usize>()
+        + d.status.as_ref().map_or(0, String::len)
+        + d.conditions.iter().map(|c| c.kind.len() + c.status.len() + c.reason.len() + c.message.len()).sum::<usize>()
+        + d.events.iter().map(|e| e.reason.len() + e.message.len()).sum::<usize>();
+    check_size(size, limit)?;
+    let children = d
+        .children
+        .iter()
+        .enumerate()
+        .map(|(i, c)| parse_json(&format!("children[{i}]"), c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let status = d.status.as_deref().map(|s| parse_json("status", s)).transpose()?;
+    let desired = contract::Desired {
+        children,
+        status,
+        conditions: d
+            .conditions
+            .into_iter()
+            .map(|c| contract::Condition { kind: c.kind, status: c.status, reason: c.reason, message: c.message })
+            .collect(),
+        events: d
+            .events
+            .into_iter()
+            .map(|e| contract::Event { warning: e.warning, reason: e.reason, message: e.message })
+            .collect(),
+        requeue_after_ms: d.requeue_after_ms,
+    };
+    desired.validate().map_err(|v| OutputProblem::Invalid(v.0))?;
+    Ok(desired)
+}
+
+/// The contract view of a plugin failure, bounded in size.
+pub(crate) fn failure(f: wit::Failure, limit: usize) -> Result<contract::Failure, OutputProblem> {
+    Ok(match f {
+        wit::Failure::Transient(m) => {
+            check_size(m.len(), limit)?;
+            contract::Failure::Transient(m)
+        }
+        wit::Failure::Permanent(m) => {
+            check_size(m.len(), limit)?;
+            contract::Failure::Permanent(m)
+        }
+    })
+}
+
+pub(crate) fn finalized(f: wit::Finalized) -> contract::Finalized {
+    match f {
+        wit::Finalized::Done => contract::Finalized::Done,
+        wit::Finalized::Wait(ms) => contract::Finalized::Wait(ms),
+    }
+}
+
+/// Parses a JSON object answer (convert, upgrade) and checks it is an object.
+pub(crate) fn object(text: &str, limit: usize) -> Result<Value, OutputProblem> {
+    check_size(text.len(), limit)?;
+    let value = parse_json("the returned object", text)?;
+    if !value.is_object() {
+        return Err(OutputProblem::Invalid("the returned object is not a JSON object".into()));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wit_desired(children: Vec<&str>) -> wit::Desired {
+        wit::Desired {
+            children: children.into_iter().map(String::from).collect(),
+            status: None,
+            conditions: vec![],
+            events: vec![],
+            requeue_after_ms: None,
+        }
+    }
+
+    #[test]
+    fn desired_rejects_garbage_and_oversize() {
+        assert!(matches!(desired(wit_desired(vec!["{not json"]), 1024), Err(OutputProblem::Invalid(m)) if m.contains("children[0]")));
+        let big = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"x"}},"data":{{"a":"{}"}}}}"#, "x".repeat(2000));
+        assert!(matches!(desired(wit_desired(vec![&big]), 1024), Err(OutputProblem::TooLarge { size }) if size > 1024));
+        let ok = desired(wit_desired(vec![r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"}}"#]), 1024).unwrap();
+        assert_eq!(ok.children[0]["kind"], "Service");
+    }
+
+    #[test]
+    fn manifest_validation_names_the_field() {
+        let k = contract::ResourceKind {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "WebApp".into(),
+            plural: "webapps".into(),
+            scope: contract::Scope::Namespaced,
+        };
+        let mut m = contract::Manifest {
+            name: "webapp".into(),
+            version: "1.0.0".into(),
+            description: String::new(),
+            primary: k,
+            owns: vec![],
+            watches: vec![],
+            finalizer: false,
+            implements: Default::default(),
+            min_compatible_version: None,
+        };
+        validate_manifest(&m).unwrap();
+        m.version = "one".into();
+        assert!(validate_manifest(&m).unwrap_err().contains("version"));
+        m.version = "1.0.0".into();
+        m.primary.plural.clear();
+        assert!(validate_manifest(&m).unwrap_err().contains("plural"));
+    }
+}

@@ -1,0 +1,293 @@
+//! The wasm engine: loads plugin components and runs their calls sandboxed.
+//!
+//! One [`Engine`] per process wraps one `wasmtime::Engine` (component model,
+//! Cranelift at `speed`, epoch interruption driven by a 10 ms ticker thread),
+//! the linker with the host's imports (`cache`, `log`, deny-by-default WASI
+//! p2) and an optional disk cache of compiled components. [`Engine::load`]
+//! turns component bytes into a [`LoadedPlugin`]; every call of a loaded
+//! plugin gets a fresh store and instance, a deadline, a memory cap and an
+//! output cap, so a faulty call fails alone and leaves nothing behind.
+
+mod bindings;
+mod compile;
+mod convert;
+mod error;
+mod host;
+pub mod inspect;
+mod plugin;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{HasSelf, Linker};
+
+pub use compile::LoadStats;
+pub use error::{CallError, EngineError};
+pub use plugin::LoadedPlugin;
+
+use crate::contract;
+use host::HostState;
+
+/// How often the ticker thread advances the epoch; the granularity of timeouts.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Per-call resource limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Wall-clock deadline of one call (epoch interruption). Default 5 s.
+    pub timeout: Duration,
+    /// Largest linear memory a call may grow to. Default 256 MiB.
+    pub memory_bytes: usize,
+    /// Largest answer (sum of the returned strings). Default 16 MiB.
+    pub output_bytes: usize,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits { timeout: Duration::from_secs(5), memory_bytes: 256 << 20, output_bytes: 16 << 20 }
+    }
+}
+
+/// How instances get their memories and tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InstanceAllocation {
+    /// mmap per instance (copy-on-write memory images). Nothing reserved up front.
+    #[default]
+    OnDemand,
+    /// Wasmtime's pooling allocator: slots reserved up front and reused, with
+    /// the first pages kept resident between calls. Faster instantiation;
+    /// at most `max_instances` calls run at once, and no call's memory can
+    /// exceed the engine's `limits.memory_bytes`.
+    Pooling { max_instances: u32 },
+}
+
+/// Outcome of one call, for metrics (`wasm_operator_plugin_call_duration_seconds`).
+#[derive(Debug, Clone, Copy)]
+pub struct CallReport<'a> {
+    pub plugin: &'a str,
+    pub version: &'a str,
+    /// `manifest`, `reconcile`, `finalize`, `upgrade` or `convert`.
+    pub function: &'a str,
+    pub duration: Duration,
+    /// `"Ok"`, or the [`CallError::reason`] of the failure.
+    pub outcome: &'static str,
+}
+
+/// Receives a [`CallReport`] after every call. Must be cheap: it runs on the
+/// call's thread.
+pub trait CallObserver: Send + Sync {
+    fn observe(&self, report: &CallReport<'_>);
+}
+
+/// Read access the host grants a call. The engine checks the manifest before a
+/// read reaches it: implementations only see declared kinds.
+pub trait CacheReader: Send + Sync {
+    /// One object, or `None` when it does not exist.
+    fn get(&self, r: &contract::ObjectRef) -> Option<serde_json::Value>;
+    /// Objects of a kind, optionally in one namespace and matching a label selector.
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<serde_json::Value>, String>;
+}
+
+/// A [`CacheReader`] that knows no objects (manifest-only tools, tests).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EmptyCache;
+
+impl CacheReader for EmptyCache {
+    fn get(&self, _r: &contract::ObjectRef) -> Option<serde_json::Value> {
+        None
+    }
+    fn list(&self, _: &str, _: &str, _: Option<&str>, _: Option<&str>) -> Result<Vec<serde_json::Value>, String> {
+        Ok(Vec::new())
+    }
+}
+
+/// Engine settings.
+#[derive(Clone, Default)]
+pub struct EngineConfig {
+    /// Directory of compiled components; `None` = compile on every load.
+    pub cache_dir: Option<PathBuf>,
+    /// Default limits of every plugin's calls (see [`LoadedPlugin::with_limits`]).
+    pub limits: CallLimits,
+    /// Gets a report after every call.
+    pub observer: Option<Arc<dyn CallObserver>>,
+    /// Instance allocation strategy.
+    pub allocation: InstanceAllocation,
+}
+
+impl std::fmt::Debug for EngineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineConfig")
+            .field("cache_dir", &self.cache_dir)
+            .field("limits", &self.limits)
+            .field("observer", &self.observer.is_some())
+            .field("allocation", &self.allocation)
+            .finish()
+    }
+}
+
+/// Hit/miss counts of the compiled-component disk cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+}
+
+pub(crate) struct EngineInner {
+    pub wasmtime: wasmtime::Engine,
+    pub linker: Linker<HostState>,
+    pub config: EngineConfig,
+    compat_key: String,
+    counters: compile::CacheCounters,
+}
+
+/// The process's wasm engine. Cheap to clone.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("config", &self.inner.config).finish()
+    }
+}
+
+fn wasmtime_config(config: &EngineConfig) -> wasmtime::Config {
+    let mut c = wasmtime::Config::new();
+    c.wasm_component_model(true)
+        .epoch_interruption(true)
+        .cranelift_opt_level(wasmtime::OptLevel::Speed)
+        .wasm_backtrace(true)
+        .parallel_compilation(true)
+        // Copy-on-write memory images: instantiation maps the data segments
+        // instead of copying them.
+        .memory_init_cow(true);
+    if let InstanceAllocation::Pooling { max_instances } = config.allocation {
+        let mut pool = wasmtime::PoolingAllocationConfig::default();
+        // A Rust wasip2 component holds a handful of core instances (the
+        // program, the WASI adapter, shims) with one memory each.
+        pool.total_component_instances(max_instances)
+            .total_core_instances(max_instances.saturating_mul(8))
+            .total_memories(max_instances.saturating_mul(2))
+            .total_tables(max_instances.saturating_mul(8))
+            .max_memory_size(config.limits.memory_bytes)
+            // Keep the hot first pages mapped between calls; they are zeroed
+            // with memset instead of madvise + page faults.
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(1 << 16);
+        c.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool));
+    }
+    c
+}
+
+impl Engine {
+    /// Creates the engine and starts its epoch ticker thread (which ends when
+    /// the last clone of the engine and of its plugins is dropped).
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config)).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let mut linker = Linker::<HostState>::new(&wasmtime);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| EngineError::Config(format!("WASI: {e:#}")))?;
+        bindings::cache::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| EngineError::Config(format!("cache import: {e:#}")))?;
+        bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+            .map_err(|e| EngineError::Config(format!("log import: {e:#}")))?;
+        if let Some(dir) = &config.cache_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| EngineError::Io { path: dir.display().to_string(), source })?;
+        }
+        let weak = wasmtime.weak();
+        std::thread::Builder::new()
+            .name("wasm-epoch".into())
+            .spawn(move || {
+                while let Some(engine) = weak.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })
+            .map_err(|e| EngineError::Config(format!("cannot start the epoch ticker thread: {e}")))?;
+        let compat_key = compile::compatibility_key(&wasmtime);
+        Ok(Engine {
+            inner: Arc::new(EngineInner { wasmtime, linker, config, compat_key, counters: Default::default() }),
+        })
+    }
+
+    /// The engine's configuration.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Disk cache hits and misses since this engine was created.
+    pub fn cache_stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.inner.counters.hits.load(Ordering::Relaxed),
+            misses: self.inner.counters.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Compiles (or loads from the disk cache), links, calls `manifest`,
+    /// validates it and returns a plugin ready to call.
+    pub fn load(&self, bytes: &[u8]) -> Result<LoadedPlugin, EngineError> {
+        let digest_hex = hex::encode(Sha256::digest(bytes));
+        let digest = format!("sha256:{digest_hex}");
+        check_header(bytes, &digest)?;
+        let (component, stats) = compile::load_component(
+            &self.inner.wasmtime,
+            &self.inner.compat_key,
+            self.inner.config.cache_dir.as_deref(),
+            &self.inner.counters,
+            bytes,
+            &digest_hex,
+            &digest,
+        )?;
+        plugin::LoadedPlugin::link(self.clone(), component, digest, stats)
+    }
+}
+
+/// Tells apart "not wasm", "a core module" and "a component" from the preamble.
+fn check_header(bytes: &[u8], digest: &str) -> Result<(), EngineError> {
+    let not = |what: &str| Err(EngineError::NotAComponent { digest: digest.to_string(), what: what.to_string() });
+    if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
+        return not("it is not WebAssembly at all: the file does not start with the `\\0asm` magic bytes");
+    }
+    match bytes[4..8] {
+        [1, 0, 0, 0] => not(
+            "it is a core wasm module, not a component; build for wasm32-wasip2 or wrap it with `wasm-tools component new`",
+        ),
+        [_, _, 1, 0] => Ok(()),
+        _ => not("unknown WebAssembly version/layer in the preamble"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_check_tells_core_modules_from_garbage() {
+        let digest = "sha256:00";
+        let garbage = check_header(b"hello world", digest).unwrap_err().to_string();
+        assert!(garbage.contains("not WebAssembly at all"), "{garbage}");
+        let core = check_header(b"\0asm\x01\0\0\0", digest).unwrap_err().to_string();
+        assert!(core.contains("core wasm module"), "{core}");
+        check_header(b"\0asm\x0d\0\x01\0", digest).unwrap();
+    }
+
+    #[test]
+    fn rejects_a_core_module_and_compiles_nothing() {
+        let engine = Engine::new(EngineConfig::default()).unwrap();
+        // The smallest valid core module: magic + version 1.
+        let err = engine.load(b"\0asm\x01\0\0\0").unwrap_err();
+        assert!(matches!(err, EngineError::NotAComponent { .. }), "{err}");
+        assert_eq!(engine.cache_stats(), CacheStats::default());
+    }
+}

@@ -1,0 +1,437 @@
+//! A loaded plugin and how one call runs: fresh store + instance from the
+//! plugin's `InstancePre`, deadline, memory limiter, output checks, and the
+//! mapping of every way a call can end to a [`CallError`].
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::component::{Component, Instance, InstancePre};
+use wasmtime::{Store, Trap, WasmBacktrace};
+
+use super::bindings::{backup, migration, reconciler};
+use super::compile::LoadStats;
+use super::convert::{self, OutputProblem};
+use super::error::{CallError, EngineError};
+use super::host::HostState;
+use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
+use crate::contract;
+
+/// How a call body can fail before it is attributed to a plugin.
+enum Fault {
+    /// Instantiation failed for a reason that is not the plugin's code.
+    Instantiate(wasmtime::Error),
+    /// The guest trapped, ran out of time or memory, or a host function failed.
+    Wasm(wasmtime::Error),
+    Output(OutputProblem),
+    Failed(contract::Failure),
+}
+
+impl From<OutputProblem> for Fault {
+    fn from(p: OutputProblem) -> Self {
+        Fault::Output(p)
+    }
+}
+
+struct Inner {
+    engine: Engine,
+    pre: InstancePre<HostState>,
+    reconciler: reconciler::GuestIndices,
+    migration: Option<migration::GuestIndices>,
+    #[allow(dead_code)] // looked up at load so `inspect` and future backup calls can rely on it
+    backup: Option<backup::GuestIndices>,
+    manifest: Arc<contract::Manifest>,
+    name: Arc<str>,
+    version: Arc<str>,
+    digest: String,
+    stats: LoadStats,
+}
+
+/// A plugin version ready to call. Cheap to clone; clones share the compiled
+/// code, each call still gets its own instance.
+#[derive(Clone)]
+pub struct LoadedPlugin {
+    inner: Arc<Inner>,
+    limits: CallLimits,
+}
+
+impl std::fmt::Debug for LoadedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedPlugin")
+            .field("name", &self.inner.name)
+            .field("version", &self.inner.version)
+            .field("digest", &self.inner.digest)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// Epoch ticks for a timeout: rounded up, plus one because the current tick
+/// is already partly over.
+fn deadline_ticks(timeout: Duration) -> u64 {
+    let tick = EPOCH_TICK.as_nanos().max(1);
+    (timeout.as_nanos().div_ceil(tick) as u64).saturating_add(1)
+}
+
+/// A short human summary of a trap: the trap and the innermost wasm frames.
+fn trap_summary(e: &wasmtime::Error) -> String {
+    let mut message = e.root_cause().to_string();
+    if let Some(trace) = e.downcast_ref::<WasmBacktrace>() {
+        let frames: Vec<String> = trace
+            .frames()
+            .iter()
+            .take(5)
+            .map(|f| f.func_name().map(str::to_string).unwrap_or_else(|| format!("func[{}]", f.func_index())))
+            .collect();
+        if !frames.is_empty() {
+            message.push_str(" at ");
+            message.push_str(&frames.join(" <- "));
+        }
+    }
+    message
+}
+
+/// The last lines of a captured stream, e.g. a Rust panic message.
+fn tail(bytes: &[u8], lines: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+impl LoadedPlugin {
+    /// Links a compiled component, calls and validates its manifest.
+    pub(crate) fn link(engine: Engine, component: Component, digest: String, stats: LoadStats) -> Result<LoadedPlugin, EngineError> {
+        let wrong = |missing: String| EngineError::WrongWorld { digest: digest.clone(), missing };
+        let pre = engine
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| wrong(format!("it imports something the host does not provide ({e:#})")))?;
+        let reconciler = reconciler::GuestIndices::new(&pre).map_err(|e| wrong(format!("{e:#}")))?;
+        let migration = migration::GuestIndices::new(&pre).ok();
+        let backup = backup::GuestIndices::new(&pre).ok();
+        let short = digest.get(7..19).unwrap_or(&digest).to_string();
+        let mut plugin = LoadedPlugin {
+            limits: engine.inner.config.limits,
+            inner: Arc::new(Inner {
+                engine,
+                pre,
+                reconciler,
+                migration,
+                backup,
+                manifest: Arc::new(placeholder_manifest()),
+                name: Arc::from(format!("<{short}>")),
+                version: Arc::from("unknown"),
+                digest: digest.clone(),
+                stats,
+            }),
+        };
+        let invalid = |problem: String| EngineError::InvalidManifest { digest: digest.clone(), problem };
+        let raw = plugin
+            .execute("manifest", None, |store, instance, _| {
+                let guest = plugin.inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                guest.call_manifest(&mut *store).map_err(Fault::Wasm)
+            })
+            .map_err(|e| match e {
+                // The exports exist but have other types: a different contract version.
+                CallError::Trap { message, .. } if message.contains("type mismatch") => {
+                    wrong(format!("its `reconciler` exports have other types ({message})"))
+                }
+                e => invalid(format!("calling `manifest` failed: {e}")),
+            })?;
+        let manifest = convert::manifest(raw);
+        convert::validate_manifest(&manifest).map_err(invalid)?;
+        if manifest.implements.migration && plugin.inner.migration.is_none() {
+            return Err(invalid("it declares `migration` but does not export the migration interface".into()));
+        }
+        if manifest.implements.backup && plugin.inner.backup.is_none() {
+            return Err(invalid("it declares `backup` but does not export the backup interface".into()));
+        }
+        let inner = Arc::get_mut(&mut plugin.inner).ok_or_else(|| invalid("internal: plugin shared during load".into()))?;
+        inner.name = Arc::from(manifest.name.as_str());
+        inner.version = Arc::from(manifest.version.as_str());
+        inner.manifest = Arc::new(manifest);
+        Ok(plugin)
+    }
+
+    /// The compiled component (for `inspect`).
+    pub(crate) fn component(&self) -> &Component {
+        self.inner.pre.component()
+    }
+
+    /// The validated manifest.
+    pub fn manifest(&self) -> &contract::Manifest {
+        &self.inner.manifest
+    }
+
+    /// `sha256:<hex>` of the component bytes.
+    pub fn digest(&self) -> &str {
+        &self.inner.digest
+    }
+
+    /// Whether this load compiled the component or used the disk cache.
+    pub fn load_stats(&self) -> LoadStats {
+        self.inner.stats
+    }
+
+    /// The limits of this handle's calls.
+    pub fn limits(&self) -> CallLimits {
+        self.limits
+    }
+
+    /// The same plugin with other call limits (e.g. from a `WasmPlugin`'s
+    /// resources). With the pooling allocator, memory cannot exceed the
+    /// engine's configured limit.
+    pub fn with_limits(&self, limits: CallLimits) -> LoadedPlugin {
+        LoadedPlugin { inner: self.inner.clone(), limits }
+    }
+
+    /// Computes the desired state of one primary object.
+    pub async fn reconcile(
+        &self,
+        ctx: &contract::CallContext,
+        object: &Value,
+        children: &[Value],
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<contract::Desired, CallError> {
+        let (this, ctx, object, children) = (self.clone(), ctx.clone(), object.to_string(), json_list(children));
+        blocking(move || this.reconcile_json(&ctx, &object, &children, cache)).await
+    }
+
+    /// [`LoadedPlugin::reconcile`] on the current thread (blocks it for up to the timeout).
+    pub fn reconcile_blocking(
+        &self,
+        ctx: &contract::CallContext,
+        object: &Value,
+        children: &[Value],
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<contract::Desired, CallError> {
+        self.reconcile_json(ctx, &object.to_string(), &json_list(children), cache)
+    }
+
+    fn reconcile_json(
+        &self,
+        ctx: &contract::CallContext,
+        object: &str,
+        children: &[String],
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<contract::Desired, CallError> {
+        let wit_ctx = convert::call_context(ctx);
+        let limit = self.limits.output_bytes;
+        self.execute("reconcile", Some(cache), |store, instance, inner| {
+            let guest = inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
+            match guest.call_reconcile(&mut *store, &wit_ctx, object, children).map_err(Fault::Wasm)? {
+                Ok(desired) => Ok(convert::desired(desired, limit)?),
+                Err(failure) => Err(Fault::Failed(convert::failure(failure, limit)?)),
+            }
+        })
+    }
+
+    /// Lets the plugin clean up before the primary is deleted.
+    pub async fn finalize(
+        &self,
+        ctx: &contract::CallContext,
+        object: &Value,
+        children: &[Value],
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<contract::Finalized, CallError> {
+        let (this, ctx, object, children) = (self.clone(), ctx.clone(), object.to_string(), json_list(children));
+        blocking(move || {
+            let wit_ctx = convert::call_context(&ctx);
+            let limit = this.limits.output_bytes;
+            this.execute("finalize", Some(cache), |store, instance, inner| {
+                let guest = inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                match guest.call_finalize(&mut *store, &wit_ctx, &object, &children).map_err(Fault::Wasm)? {
+                    Ok(f) => Ok(convert::finalized(f)),
+                    Err(failure) => Err(Fault::Failed(convert::failure(failure, limit)?)),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Upgrades an object last managed by `from_version` so that this version
+    /// can reconcile it; returns the whole object to write back.
+    pub async fn upgrade(
+        &self,
+        ctx: &contract::CallContext,
+        object: &Value,
+        from_version: &str,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<Value, CallError> {
+        let migration = self.migration_indices("upgrade")?;
+        let (this, ctx, object, from) = (self.clone(), ctx.clone(), object.to_string(), from_version.to_string());
+        blocking(move || {
+            let wit_ctx = convert::call_context(&ctx);
+            let limit = this.limits.output_bytes;
+            this.execute("upgrade", Some(cache), |store, instance, _| {
+                let guest = migration.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                match guest.call_upgrade(&mut *store, &wit_ctx, &object, &from).map_err(Fault::Wasm)? {
+                    Ok(text) => Ok(convert::object(&text, limit)?),
+                    Err(message) => Err(Fault::Failed(contract::Failure::Permanent(message))),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Converts an object of the primary kind to another API version.
+    pub async fn convert(&self, object: &Value, to_api_version: &str) -> Result<Value, CallError> {
+        let migration = self.migration_indices("convert")?;
+        let (this, object, to) = (self.clone(), object.to_string(), to_api_version.to_string());
+        blocking(move || {
+            let limit = this.limits.output_bytes;
+            this.execute("convert", None, |store, instance, _| {
+                let guest = migration.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                match guest.call_convert(&mut *store, &object, &to).map_err(Fault::Wasm)? {
+                    Ok(text) => Ok(convert::object(&text, limit)?),
+                    Err(message) => Err(Fault::Failed(contract::Failure::Permanent(message))),
+                }
+            })
+        })
+        .await
+    }
+
+    fn migration_indices(&self, function: &str) -> Result<migration::GuestIndices, CallError> {
+        match (&self.inner.migration, self.inner.manifest.implements.migration) {
+            (Some(indices), true) => Ok(indices.clone()),
+            _ => Err(CallError::NotImplemented { plugin: self.inner.name.to_string(), function: format!("migration.{function}") }),
+        }
+    }
+
+    /// Runs one call in a fresh store and instance and classifies its end.
+    fn execute<R>(
+        &self,
+        function: &'static str,
+        cache: Option<Arc<dyn CacheReader>>,
+        body: impl FnOnce(&mut Store<HostState>, &Instance, &Inner) -> Result<R, Fault>,
+    ) -> Result<R, CallError> {
+        let started = Instant::now();
+        let inner = &*self.inner;
+        let manifest = (function != "manifest").then(|| inner.manifest.clone());
+        let state = HostState::new(inner.name.clone(), inner.version.clone(), manifest, cache, self.limits.memory_bytes);
+        let mut store = Store::new(&inner.engine.inner.wasmtime, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
+        store.epoch_deadline_trap();
+        let outcome = match inner.pre.instantiate(&mut store) {
+            Ok(instance) => body(&mut store, &instance, inner),
+            Err(e) if e.is::<Trap>() || store.data().limiter.exceeded => Err(Fault::Wasm(e)),
+            Err(e) => Err(Fault::Instantiate(e)),
+        };
+        let state = store.data();
+        state.flush_stdio(function);
+        let result = match state.denied.first() {
+            // Reported even when the plugin swallowed the refusal and answered.
+            Some(kind) => Err(self.call_error(function, |plugin, version, function| CallError::CapabilityDenied {
+                plugin,
+                version,
+                function,
+                kind: kind.clone(),
+            })),
+            None => outcome.map_err(|fault| self.classify(function, fault, state)),
+        };
+        if let Some(observer) = &inner.engine.inner.config.observer {
+            observer.observe(&CallReport {
+                plugin: &inner.name,
+                version: &inner.version,
+                function,
+                duration: started.elapsed(),
+                outcome: result.as_ref().map_or_else(CallError::reason, |_| "Ok"),
+            });
+        }
+        result
+    }
+
+    fn call_error(&self, function: &str, make: impl FnOnce(String, String, String) -> CallError) -> CallError {
+        make(self.inner.name.to_string(), self.inner.version.to_string(), function.to_string())
+    }
+
+    fn classify(&self, function: &str, fault: Fault, state: &HostState) -> CallError {
+        let limits = self.limits;
+        match fault {
+            Fault::Failed(failure) => CallError::Failed(failure),
+            Fault::Output(OutputProblem::TooLarge { size }) => self.call_error(function, |plugin, version, function| {
+                CallError::OutputTooLarge { plugin, version, function, size, limit: limits.output_bytes }
+            }),
+            Fault::Output(OutputProblem::Invalid(problem)) => self
+                .call_error(function, |plugin, version, function| CallError::InvalidOutput { plugin, version, function, problem }),
+            Fault::Instantiate(e) => CallError::Internal(format!(
+                "cannot instantiate plugin {} {}: {e:#}",
+                self.inner.name, self.inner.version
+            )),
+            Fault::Wasm(_) if state.limiter.exceeded => self.call_error(function, |plugin, version, function| {
+                CallError::MemoryExceeded { plugin, version, function, limit: limits.memory_bytes }
+            }),
+            Fault::Wasm(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => self
+                .call_error(function, |plugin, version, function| CallError::Timeout {
+                    plugin,
+                    version,
+                    function,
+                    timeout: limits.timeout,
+                }),
+            Fault::Wasm(e) => {
+                let mut message = trap_summary(&e);
+                let stderr = tail(&state.stderr.contents(), 3);
+                if !stderr.is_empty() {
+                    message.push_str("; stderr: ");
+                    message.push_str(&stderr);
+                }
+                self.call_error(function, |plugin, version, function| CallError::Trap { plugin, version, function, message })
+            }
+        }
+    }
+}
+
+fn json_list(values: &[Value]) -> Vec<String> {
+    values.iter().map(Value::to_string).collect()
+}
+
+/// Runs a call on tokio's blocking pool: wasm execution never stalls the
+/// async runtime's workers.
+async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, CallError> + Send + 'static) -> Result<R, CallError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .unwrap_or_else(|e| Err(CallError::Internal(format!("the plugin call's thread failed: {e}"))))
+}
+
+/// Stands in for the manifest while `manifest` itself is being called: it
+/// declares no readable kinds beyond an impossible one.
+fn placeholder_manifest() -> contract::Manifest {
+    let none = contract::ResourceKind {
+        group: String::new(),
+        version: String::new(),
+        kind: String::new(),
+        plural: String::new(),
+        scope: contract::Scope::Namespaced,
+    };
+    contract::Manifest {
+        name: String::new(),
+        version: String::new(),
+        description: String::new(),
+        primary: none,
+        owns: Vec::new(),
+        watches: Vec::new(),
+        finalizer: false,
+        implements: Default::default(),
+        min_compatible_version: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_rounds_up() {
+        assert_eq!(deadline_ticks(Duration::from_millis(10)), 2);
+        assert_eq!(deadline_ticks(Duration::from_millis(11)), 3);
+        assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
+    }
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        assert_eq!(tail(b"a\n\nb\nc\nd\n", 2), "c | d");
+        assert_eq!(tail(b"", 2), "");
+    }
+}

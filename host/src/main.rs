@@ -1,0 +1,42 @@
+//! The `wasm-operator` binary: parses arguments and runs the command. All
+//! logic lives in the library (`wasm_operator::cli`, `wasm_operator::dev`).
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use wasm_operator::cli::Cli;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", describe(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(cli.execute())?;
+    Ok(())
+}
+
+/// The error and its causes on one line. Our error messages usually embed
+/// their cause already; a cause is only appended when it adds something.
+fn describe(error: &anyhow::Error) -> String {
+    let mut message = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !message.contains(&cause) {
+            message.push_str(": ");
+            message.push_str(&cause);
+        }
+    }
+    message
+}

@@ -1,0 +1,256 @@
+//! The Prometheus registry and every metric family the host records.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Outcome label of `controller_runtime_reconcile_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    Success,
+    Error,
+    Requeue,
+}
+
+impl ReconcileResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Success => "success",
+            ReconcileResult::Error => "error",
+            ReconcileResult::Requeue => "requeue",
+        }
+    }
+}
+
+/// Which plugin export a call went to (`function` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFunction {
+    Reconcile,
+    Finalize,
+}
+
+impl CallFunction {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallFunction::Reconcile => "reconcile",
+            CallFunction::Finalize => "finalize",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerResultLabels {
+    controller: String,
+    result: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: String,
+    version: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    plugin: String,
+    version: String,
+    function: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabels {
+    plugin: String,
+    version: String,
+    reason: String,
+}
+
+fn seconds_histogram() -> Histogram {
+    // 1 ms .. ~65 s: plugin calls are sub-millisecond to a deadline of seconds.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// Every metric the host records, in one Prometheus registry. Cheap to clone:
+/// clones share the same families.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    reconcile_total: Family<ControllerResultLabels, Counter>,
+    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    workqueue_depth: Family<QueueLabels, Gauge>,
+    workqueue_adds: Family<QueueLabels, Counter>,
+    call_duration: Family<CallLabels, Histogram, fn() -> Histogram>,
+    traps: Family<PluginLabels, Counter>,
+    timeouts: Family<PluginLabels, Counter>,
+    failures: Family<FailureLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A fresh registry with every family registered (and empty).
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let reconcile_total = Family::<ControllerResultLabels, Counter>::default();
+        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
+        let reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(seconds_histogram);
+        let workqueue_depth = Family::<QueueLabels, Gauge>::default();
+        let workqueue_adds = Family::<QueueLabels, Counter>::default();
+        let call_duration: Family<CallLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(seconds_histogram);
+        let traps = Family::<PluginLabels, Counter>::default();
+        let timeouts = Family::<PluginLabels, Counter>::default();
+        let failures = Family::<FailureLabels, Counter>::default();
+        // Counters get their `_total` suffix from the encoder.
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            reconcile_total.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            reconcile_errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            reconcile_time.clone(),
+        );
+        registry.register(
+            "workqueue_depth",
+            "Reconciliations currently running per controller",
+            workqueue_depth.clone(),
+        );
+        registry.register("workqueue_adds", "Total number of reconciliations started per controller", workqueue_adds.clone());
+        registry.register(
+            "wasm_operator_plugin_call_duration_seconds",
+            "Duration of plugin calls",
+            call_duration.clone(),
+        );
+        registry.register("wasm_operator_plugin_traps", "Plugin calls that trapped", traps.clone());
+        registry.register("wasm_operator_plugin_timeouts", "Plugin calls that ran past their deadline", timeouts.clone());
+        registry.register("wasm_operator_plugin_failures", "Plugin calls that failed, by reason", failures.clone());
+        Metrics {
+            registry: Arc::new(registry),
+            reconcile_total,
+            reconcile_errors,
+            reconcile_time,
+            workqueue_depth,
+            workqueue_adds,
+            call_duration,
+            traps,
+            timeouts,
+            failures,
+        }
+    }
+
+    /// The registry in Prometheus text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// A reconcile of `controller` started (queue bookkeeping).
+    pub fn reconcile_started(&self, controller: &str) {
+        let labels = QueueLabels { name: controller.to_string() };
+        self.workqueue_adds.get_or_create(&labels).inc();
+        self.workqueue_depth.get_or_create(&labels).inc();
+    }
+
+    /// A reconcile of `controller` finished after `seconds` with `result`.
+    pub fn reconcile_finished(&self, controller: &str, result: ReconcileResult, seconds: f64) {
+        self.workqueue_depth.get_or_create(&QueueLabels { name: controller.to_string() }).dec();
+        let labels = ControllerLabels { controller: controller.to_string() };
+        self.reconcile_time.get_or_create(&labels).observe(seconds);
+        self.reconcile_total
+            .get_or_create(&ControllerResultLabels { controller: controller.to_string(), result: result.as_str().to_string() })
+            .inc();
+        if result == ReconcileResult::Error {
+            self.reconcile_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// One plugin call finished after `seconds`.
+    pub fn plugin_call(&self, plugin: &str, version: &str, function: CallFunction, seconds: f64) {
+        self.call_duration
+            .get_or_create(&CallLabels {
+                plugin: plugin.to_string(),
+                version: version.to_string(),
+                function: function.as_str().to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// One plugin call failed with `reason` (a `CallError::reason()` string).
+    pub fn plugin_failure(&self, plugin: &str, version: &str, reason: &str) {
+        let pv = PluginLabels { plugin: plugin.to_string(), version: version.to_string() };
+        match reason {
+            "PluginTrap" => {
+                self.traps.get_or_create(&pv).inc();
+            }
+            "PluginTimeout" => {
+                self.timeouts.get_or_create(&pv).inc();
+            }
+            _ => {}
+        }
+        self.failures
+            .get_or_create(&FailureLabels { plugin: pv.plugin, version: pv.version, reason: reason.to_string() })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_controller_runtime_names() {
+        let m = Metrics::new();
+        m.reconcile_started("webapp");
+        m.reconcile_finished("webapp", ReconcileResult::Error, 0.01);
+        m.plugin_call("webapp", "1.0.0", CallFunction::Reconcile, 0.002);
+        m.plugin_failure("webapp", "1.0.0", "PluginTrap");
+        let text = m.encode();
+        for needle in [
+            "controller_runtime_reconcile_total{controller=\"webapp\",result=\"error\"} 1",
+            "controller_runtime_reconcile_errors_total{controller=\"webapp\"} 1",
+            "controller_runtime_reconcile_time_seconds_bucket",
+            "workqueue_adds_total{name=\"webapp\"} 1",
+            "workqueue_depth{name=\"webapp\"} 0",
+            "wasm_operator_plugin_call_duration_seconds_count{plugin=\"webapp\",version=\"1.0.0\",function=\"reconcile\"} 1",
+            "wasm_operator_plugin_traps_total{plugin=\"webapp\",version=\"1.0.0\"} 1",
+            "wasm_operator_plugin_failures_total{plugin=\"webapp\",version=\"1.0.0\",reason=\"PluginTrap\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! Telemetry: Prometheus metrics, the health/readiness/metrics HTTP server and
+//! logging initialisation.
+//!
+//! Metric names follow controller-runtime where a concept matches, so the
+//! dashboards and alerts operators already have keep working.
+
+mod logging;
+mod metrics;
+mod server;
+
+pub use logging::init_logging;
+pub use metrics::{CallFunction, Metrics, ReconcileResult};
+pub use server::serve;

@@ -1,0 +1,7 @@
+//! End-to-end tests of the `wasm-operator` binary and of dev mode: the real
+//! binary, a real devcluster over HTTP and the real plugins built to wasm.
+
+mod common;
+mod hot_reload;
+mod inspect;
+mod run;

@@ -1,0 +1,167 @@
+//! Implements the generated `Guest` traits for any [`Reconciler`], converting
+//! between the WIT records and the SDK's types. Used by
+//! [`export_plugin!`](crate::export_plugin); compiled natively too so the
+//! conversions are type-checked and testable everywhere.
+
+use std::marker::PhantomData;
+
+use crate::bindings::exports::wasm_operator::plugin::{backup, migration, reconciler};
+use crate::bindings::wasm_operator::plugin::types as wit;
+use crate::glue;
+use crate::{Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Reconciler, Scope};
+
+/// The exported component: `Glue<MyPlugin>` implements every exported
+/// interface by calling `MyPlugin`'s [`Reconciler`] methods.
+pub struct Glue<R>(PhantomData<R>);
+
+impl<R: Reconciler> reconciler::Guest for Glue<R> {
+    fn manifest() -> wit::Manifest {
+        manifest_to_wit(R::manifest())
+    }
+
+    fn reconcile(ctx: wit::CallContext, object: String, children: Vec<String>) -> Result<wit::Desired, wit::Failure> {
+        glue::reconcile_json::<R>(&context_from_wit(ctx), &object, &children)
+            .map(desired_to_wit)
+            .map_err(failure_to_wit)
+    }
+
+    fn finalize(ctx: wit::CallContext, object: String, children: Vec<String>) -> Result<wit::Finalized, wit::Failure> {
+        glue::finalize_json::<R>(&context_from_wit(ctx), &object, &children)
+            .map(|f| match f.wait_ms() {
+                None => wit::Finalized::Done,
+                Some(ms) => wit::Finalized::Wait(ms),
+            })
+            .map_err(failure_to_wit)
+    }
+}
+
+impl<R: Reconciler> migration::Guest for Glue<R> {
+    fn convert(object: String, to_api_version: String) -> Result<String, String> {
+        glue::convert_json::<R>(&object, &to_api_version)
+    }
+
+    fn upgrade(ctx: wit::CallContext, object: String, from_plugin_version: String) -> Result<String, String> {
+        glue::upgrade_json::<R>(&context_from_wit(ctx), &object, &from_plugin_version)
+    }
+}
+
+impl<R: Reconciler> backup::Guest for Glue<R> {
+    fn plan(ctx: wit::CallContext, object: String) -> Result<Option<wit::BackupPlan>, String> {
+        glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| {
+            plan.map(|p| wit::BackupPlan {
+                schedule: p.schedule,
+                job: p.job.to_string(),
+                retain: p.retain,
+                backup_on_delete: p.backup_on_delete,
+            })
+        })
+    }
+
+    fn restore(ctx: wit::CallContext, object: String, backup: String) -> Result<String, String> {
+        glue::restore_json::<R>(&context_from_wit(ctx), &object, &backup)
+    }
+}
+
+fn context_from_wit(ctx: wit::CallContext) -> Context {
+    Context {
+        plugin_version: ctx.plugin_version,
+        attempt: ctx.attempt,
+        managed_by_version: ctx.managed_by_version,
+        config_json: ctx.config,
+    }
+}
+
+fn kind_to_wit(kind: Kind) -> wit::ResourceKind {
+    wit::ResourceKind {
+        group: kind.group,
+        version: kind.version,
+        kind: kind.kind,
+        plural: kind.plural,
+        scope: match kind.scope {
+            Scope::Namespaced => wit::Scope::Namespaced,
+            Scope::Cluster => wit::Scope::Cluster,
+        },
+    }
+}
+
+fn manifest_to_wit(m: Manifest) -> wit::Manifest {
+    let mut implements = wit::OptionalInterfaces::empty();
+    if m.implements_migration {
+        implements |= wit::OptionalInterfaces::MIGRATION;
+    }
+    if m.implements_backup {
+        implements |= wit::OptionalInterfaces::BACKUP;
+    }
+    wit::Manifest {
+        name: m.name,
+        version: m.version,
+        description: m.description,
+        primary: kind_to_wit(m.primary),
+        owns: m.owns.into_iter().map(kind_to_wit).collect(),
+        watches: m.watches.into_iter().map(kind_to_wit).collect(),
+        finalizer: m.finalizer,
+        implements,
+        min_compatible_version: m.min_compatible_version,
+    }
+}
+
+fn desired_to_wit(d: DesiredJson) -> wit::Desired {
+    wit::Desired {
+        children: d.children,
+        status: d.status,
+        conditions: d.conditions.into_iter().map(condition_to_wit).collect(),
+        events: d.events.into_iter().map(event_to_wit).collect(),
+        requeue_after_ms: d.requeue_after_ms,
+    }
+}
+
+fn condition_to_wit(c: Condition) -> wit::Condition {
+    wit::Condition { kind: c.kind, status: c.status, reason: c.reason, message: c.message }
+}
+
+fn event_to_wit(e: Event) -> wit::Event {
+    wit::Event { warning: e.warning, reason: e.reason, message: e.message }
+}
+
+fn failure_to_wit(f: Failure) -> wit::Failure {
+    match f {
+        Failure::Transient(m) => wit::Failure::Transient(m),
+        Failure::Permanent(m) => wit::Failure::Permanent(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn manifest_converts_flags_and_kinds() {
+        let m = Manifest::new("p", "1.2.3")
+            .primary(Kind::namespaced("example.com", "v1", "WebApp", "webapps"))
+            .owns::<ConfigMap>()
+            .implements_backup()
+            .min_compatible_version("1.0.0");
+        let w = manifest_to_wit(m);
+        assert_eq!(w.implements, wit::OptionalInterfaces::BACKUP);
+        assert_eq!(w.owns[0].plural, "configmaps");
+        assert_eq!(w.owns[0].group, "");
+        assert!(matches!(w.primary.scope, wit::Scope::Namespaced));
+        assert_eq!(w.min_compatible_version.as_deref(), Some("1.0.0"));
+    }
+
+    #[test]
+    fn failure_and_desired_convert() {
+        assert!(matches!(failure_to_wit(Failure::permanent("x")), wit::Failure::Permanent(m) if m == "x"));
+        let d = desired_to_wit(DesiredJson {
+            children: vec!["{}".into()],
+            status: None,
+            conditions: vec![Condition::ready(false, "Waiting", "m")],
+            events: vec![Event::warning("Bad", "m")],
+            requeue_after_ms: Some(5),
+        });
+        assert_eq!(d.conditions[0].status, "False");
+        assert!(d.events[0].warning);
+        assert_eq!(d.requeue_after_ms, Some(5));
+    }
+}

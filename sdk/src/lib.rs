@@ -1,0 +1,154 @@
+//! Write [wasm-operator] plugins in Rust against typed Kubernetes objects.
+//!
+//! A plugin is a *function of observed state*: the host hands it the primary
+//! object and the children it owns; the plugin answers with the desired
+//! children, status, conditions and events. The host does every API write.
+//!
+//! Implement [`Reconciler`] for a type, call [`export_plugin!`] once, and build
+//! with `cargo build --release --target wasm32-wasip2`: the `cdylib` is the
+//! component the host loads. The same code compiles natively (the export is
+//! only emitted on `wasm32`), so unit tests and benchmarks call the logic
+//! directly or through [`reconcile_json`], the path the export glue uses.
+//!
+//! # A complete plugin
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! use serde::Deserialize;
+//! use wasm_operator_sdk::{
+//!     Children, Condition, Context, Desired, Event, Failure, Kind, Manifest, Reconciler, log,
+//! };
+//!
+//! /// The primary object: `greeters.example.com/v1`, kind `Greeter`.
+//! #[derive(Deserialize)]
+//! struct Greeter {
+//!     metadata: ObjectMeta,
+//!     spec: GreeterSpec,
+//! }
+//!
+//! #[derive(Deserialize)]
+//! struct GreeterSpec {
+//!     greeting: String,
+//! }
+//!
+//! /// Optional plugin config (`spec.config` of the `WasmPlugin`).
+//! #[derive(Deserialize, Default)]
+//! #[serde(default)]
+//! struct Config {
+//!     shout: bool,
+//! }
+//!
+//! struct GreeterPlugin;
+//!
+//! impl Reconciler for GreeterPlugin {
+//!     type Object = Greeter;
+//!
+//!     fn manifest() -> Manifest {
+//!         Manifest::new("greeter", "0.1.0")
+//!             .description("Writes a greeting into a ConfigMap")
+//!             .primary(Kind::namespaced("example.com", "v1", "Greeter", "greeters"))
+//!             .owns::<ConfigMap>()
+//!     }
+//!
+//!     fn reconcile(ctx: &Context, greeter: Greeter, children: &Children) -> Result<Desired, Failure> {
+//!         let config: Config = ctx.config()?;
+//!         let name = greeter.metadata.name.unwrap_or_default();
+//!         let mut greeting = greeter.spec.greeting;
+//!         if config.shout {
+//!             greeting = greeting.to_uppercase();
+//!         }
+//!         let existed = children.get::<ConfigMap>(&name)?.is_some();
+//!         if !existed {
+//!             log::info(format!("creating the greeting for {name}"));
+//!         }
+//!         let cm = ConfigMap {
+//!             metadata: ObjectMeta { name: Some(name), ..Default::default() },
+//!             data: Some([("greeting".to_owned(), greeting)].into()),
+//!             ..Default::default()
+//!         };
+//!         let mut desired = Desired::new()
+//!             .child(&cm)?
+//!             .status(serde_json::json!({ "phase": "Greeting" }))
+//!             .condition(Condition::ready(true, "GreetingWritten", "the ConfigMap holds the greeting"))
+//!             .requeue_after(Duration::from_secs(300));
+//!         if !existed {
+//!             desired = desired.event(Event::normal("Created", "wrote the greeting ConfigMap"));
+//!         }
+//!         Ok(desired)
+//!     }
+//! }
+//!
+//! wasm_operator_sdk::export_plugin!(GreeterPlugin);
+//!
+//! // Natively, the same logic runs on JSON exactly as the host would call it:
+//! let answer = wasm_operator_sdk::reconcile_json::<GreeterPlugin>(
+//!     &Context::new("0.1.0"),
+//!     r#"{"apiVersion":"example.com/v1","kind":"Greeter",
+//!         "metadata":{"name":"hi","namespace":"default"},"spec":{"greeting":"hello"}}"#,
+//!     &[],
+//! )
+//! .unwrap();
+//! assert_eq!(answer.children.len(), 1);
+//! ```
+//!
+//! [wasm-operator]: https://example.invalid/wasm-operator
+
+// Lets the generated bindings name this crate the same way from inside it and
+// from the plugin crates the export macro expands in.
+extern crate self as wasm_operator_sdk;
+
+pub mod bindings;
+pub mod cache;
+mod children;
+mod context;
+mod desired;
+mod export;
+mod failure;
+mod glue;
+mod kind;
+pub mod log;
+mod manifest;
+mod reconciler;
+
+pub use children::Children;
+pub use context::Context;
+pub use desired::{BackupPlan, Condition, Desired, DesiredJson, Event, Finalized};
+pub use failure::Failure;
+pub use glue::{convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json};
+pub use kind::{Kind, KnownScope, Scope};
+pub use manifest::Manifest;
+pub use reconciler::Reconciler;
+
+/// Re-exports of the SDK's own dependencies, so plugins need not list them.
+pub use k8s_openapi;
+pub use serde_json;
+
+/// Items the macros expand to. Not part of the public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::export::Glue;
+    pub use wit_bindgen;
+}
+
+/// Exports a [`Reconciler`] as the plugin's component interface.
+///
+/// Call it once per plugin crate, at module level. It expands to nothing when
+/// compiling for anything but `wasm32`, so the crate still builds natively for
+/// tests and benchmarks.
+///
+/// ```ignore
+/// wasm_operator_sdk::export_plugin!(MyPlugin);
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            type __WasmOperatorPlugin = $crate::__private::Glue<$plugin>;
+            $crate::bindings::export!(__WasmOperatorPlugin with_types_in $crate::bindings);
+        };
+    };
+}
