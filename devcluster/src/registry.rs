@@ -34,14 +34,23 @@ pub struct CrdVersion {
 /// One served resource at one group/version.
 #[derive(Debug, Clone)]
 pub struct ResourceType {
+    /// API group, empty for the core group.
     pub group: String,
+    /// The version this entry serves, e.g. `v1`.
     pub version: String,
+    /// E.g. `Deployment`.
     pub kind: String,
+    /// E.g. `DeploymentList`.
     pub list_kind: String,
+    /// The URL segment, e.g. `deployments`.
     pub plural: String,
+    /// E.g. `deployment`.
     pub singular: String,
+    /// Namespaced (true) or cluster-scoped.
     pub namespaced: bool,
+    /// Short names for kubectl, e.g. `deploy`.
     pub short_names: Vec<String>,
+    /// Categories for kubectl, e.g. `all`.
     pub categories: Vec<String>,
     /// Has a `/status` subresource (writes to the main resource keep the stored status).
     pub status: bool,

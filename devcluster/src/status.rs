@@ -15,7 +15,7 @@ pub struct ApiError {
     /// Human-readable message, worded like kube-apiserver's.
     pub message: String,
     /// `details` (name, group, kind, causes), if any.
-    pub details: Option<Value>,
+    pub details: Option<Box<Value>>,
 }
 
 impl ApiError {
@@ -25,7 +25,7 @@ impl ApiError {
     }
 
     fn with(mut self, rt: &ResourceType, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural}));
+        self.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.plural})));
         self
     }
 
@@ -37,7 +37,7 @@ impl ApiError {
     /// 404 for a namespace that does not exist.
     pub fn namespace_not_found(ns: &str) -> Self {
         let mut e = Self::new(404, "NotFound", format!("namespaces \"{ns}\" not found"));
-        e.details = Some(json!({"name": ns, "kind": "namespaces"}));
+        e.details = Some(Box::new(json!({"name": ns, "kind": "namespaces"})));
         e
     }
 
@@ -77,7 +77,7 @@ impl ApiError {
         let mut e = Self::new(422, "Invalid", format!("{gk} \"{name}\" is invalid: {summary}"));
         let causes: Vec<Value> =
             causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect();
-        e.details = Some(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}));
+        e.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes})));
         e
     }
 
@@ -103,7 +103,7 @@ impl ApiError {
             "message": self.message, "reason": self.reason, "code": self.code,
         });
         if let Some(d) = &self.details {
-            s["details"] = d.clone();
+            s["details"] = (**d).clone();
         }
         s
     }

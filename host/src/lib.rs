@@ -3,3 +3,10 @@
 
 pub mod contract;
 pub mod engine;
+pub mod apply;
+pub mod cache;
+pub mod controller;
+pub mod plugins;
+pub mod telemetry;
+pub mod cli;
+pub mod dev;

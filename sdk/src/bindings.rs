@@ -7,15 +7,11 @@
 
 wit_bindgen::generate!({
     world: "plugin",
-    // A copy of ../wit/plugin.wit in which the function `list` is written
-    // `%list`: `list` is a WIT keyword, so the canonical file does not parse.
-    // The escape does not change the component-level name (`list`). The test
-    // `wit_copy_matches_contract` fails if the two files drift apart.
-    path: "wit",
+    path: "../wit",
     // The export macro is expanded in plugin crates, so it must be `pub` and
     // find the generated types through this crate rather than through `self`.
     pub_export_macro: true,
     default_bindings_module: "wasm_operator_sdk::bindings",
     // Plugins depend on this crate only, never on wit-bindgen directly.
-    runtime_path: "wasm_operator_sdk::__private::wit_bindgen",
+    runtime_path: "wasm_operator_sdk::__private::wit_bindgen::rt",
 });

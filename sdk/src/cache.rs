@@ -77,11 +77,13 @@ where
     let Some(value) = get_json(&ObjectRef::of::<T>(namespace, name))? else {
         return Ok(None);
     };
-    T::deserialize(value).map(Some).map_err(|e| CacheError::Parse {
-        kind: T::KIND.to_owned(),
-        name: name.to_owned(),
-        error: e.to_string(),
-    })
+    T::deserialize(value)
+        .map(Some)
+        .map_err(|e| CacheError::Parse {
+            kind: T::KIND.to_owned(),
+            name: name.to_owned(),
+            error: e.to_string(),
+        })
 }
 
 /// Objects of type `T`, optionally in one namespace and matching a label
@@ -107,11 +109,13 @@ pub fn get_json(object: &ObjectRef) -> Result<Option<Value>, CacheError> {
     let Some(raw) = host::get(object)? else {
         return Ok(None);
     };
-    serde_json::from_str(&raw).map(Some).map_err(|e| CacheError::Parse {
-        kind: object.kind.clone(),
-        name: object.name.clone(),
-        error: e.to_string(),
-    })
+    serde_json::from_str(&raw)
+        .map(Some)
+        .map_err(|e| CacheError::Parse {
+            kind: object.kind.clone(),
+            name: object.name.clone(),
+            error: e.to_string(),
+        })
 }
 
 /// Objects of a kind as JSON, for kinds without a Rust type.

@@ -50,8 +50,10 @@ impl Children {
 
     /// The child with `apiVersion`, `kind` and `metadata.name`, as JSON.
     pub fn get_json(&self, api_version: &str, kind: &str, name: &str) -> Option<&Value> {
-        self.of_kind(api_version, kind)
-            .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(name))
+        self.objects.iter().find(|o| {
+            is_kind(o, api_version, kind)
+                && o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+        })
     }
 
     /// The child of type `T` called `name`, if it exists.
@@ -69,24 +71,34 @@ impl Children {
     where
         T: k8s_openapi::Resource + DeserializeOwned,
     {
-        self.of_kind(T::API_VERSION, T::KIND)
+        self.objects
+            .iter()
+            .filter(|o| is_kind(o, T::API_VERSION, T::KIND))
             .map(|o| {
-                let name = o.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("?");
+                let name = o
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?");
                 parse::<T>(o, name)
             })
             .collect()
     }
-
-    fn of_kind<'a>(&'a self, api_version: &'a str, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.objects.iter().filter(move |o| {
-            o.get("apiVersion").and_then(Value::as_str) == Some(api_version)
-                && o.get("kind").and_then(Value::as_str) == Some(kind)
-        })
-    }
 }
 
-fn parse<T: k8s_openapi::Resource + DeserializeOwned>(object: &Value, name: &str) -> Result<T, Failure> {
+fn is_kind(object: &Value, api_version: &str, kind: &str) -> bool {
+    object.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+        && object.get("kind").and_then(Value::as_str) == Some(kind)
+}
+
+fn parse<T: k8s_openapi::Resource + DeserializeOwned>(
+    object: &Value,
+    name: &str,
+) -> Result<T, Failure> {
     T::deserialize(object).map_err(|e| {
-        Failure::transient(format!("child {} {name:?} does not parse as {}: {e}", T::KIND, T::API_VERSION))
+        Failure::transient(format!(
+            "child {} {name:?} does not parse as {}: {e}",
+            T::KIND,
+            T::API_VERSION
+        ))
     })
 }

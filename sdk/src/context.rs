@@ -49,7 +49,11 @@ impl Context {
     /// The plugin config, deserialized. A config that does not fit `T` is a
     /// permanent failure: retrying cannot fix it, editing the `WasmPlugin` can.
     pub fn config<T: DeserializeOwned>(&self) -> Result<T, Failure> {
-        let raw = if self.config_json.trim().is_empty() { "{}" } else { &self.config_json };
+        let raw = if self.config_json.trim().is_empty() {
+            "{}"
+        } else {
+            &self.config_json
+        };
         serde_json::from_str(raw).map_err(|e| {
             Failure::permanent(format!(
                 "plugin config is invalid: {e}; fix spec.config of the WasmPlugin"

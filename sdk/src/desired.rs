@@ -41,7 +41,12 @@ impl Condition {
 
     /// The `Ready` condition, `True` when `ready`, `False` otherwise.
     pub fn ready(ready: bool, reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Condition::new("Ready", if ready { "True" } else { "False" }, reason, message)
+        Condition::new(
+            "Ready",
+            if ready { "True" } else { "False" },
+            reason,
+            message,
+        )
     }
 }
 
@@ -59,12 +64,20 @@ pub struct Event {
 impl Event {
     /// A `Normal` event.
     pub fn normal(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Event { warning: false, reason: reason.into(), message: message.into() }
+        Event {
+            warning: false,
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 
     /// A `Warning` event.
     pub fn warning(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        Event { warning: true, reason: reason.into(), message: message.into() }
+        Event {
+            warning: true,
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
 

@@ -19,13 +19,21 @@ impl<R: Reconciler> reconciler::Guest for Glue<R> {
         manifest_to_wit(R::manifest())
     }
 
-    fn reconcile(ctx: wit::CallContext, object: String, children: Vec<String>) -> Result<wit::Desired, wit::Failure> {
+    fn reconcile(
+        ctx: wit::CallContext,
+        object: String,
+        children: Vec<String>,
+    ) -> Result<wit::Desired, wit::Failure> {
         glue::reconcile_json::<R>(&context_from_wit(ctx), &object, &children)
             .map(desired_to_wit)
             .map_err(failure_to_wit)
     }
 
-    fn finalize(ctx: wit::CallContext, object: String, children: Vec<String>) -> Result<wit::Finalized, wit::Failure> {
+    fn finalize(
+        ctx: wit::CallContext,
+        object: String,
+        children: Vec<String>,
+    ) -> Result<wit::Finalized, wit::Failure> {
         glue::finalize_json::<R>(&context_from_wit(ctx), &object, &children)
             .map(|f| match f.wait_ms() {
                 None => wit::Finalized::Done,
@@ -40,7 +48,11 @@ impl<R: Reconciler> migration::Guest for Glue<R> {
         glue::convert_json::<R>(&object, &to_api_version)
     }
 
-    fn upgrade(ctx: wit::CallContext, object: String, from_plugin_version: String) -> Result<String, String> {
+    fn upgrade(
+        ctx: wit::CallContext,
+        object: String,
+        from_plugin_version: String,
+    ) -> Result<String, String> {
         glue::upgrade_json::<R>(&context_from_wit(ctx), &object, &from_plugin_version)
     }
 }
@@ -116,11 +128,20 @@ fn desired_to_wit(d: DesiredJson) -> wit::Desired {
 }
 
 fn condition_to_wit(c: Condition) -> wit::Condition {
-    wit::Condition { kind: c.kind, status: c.status, reason: c.reason, message: c.message }
+    wit::Condition {
+        kind: c.kind,
+        status: c.status,
+        reason: c.reason,
+        message: c.message,
+    }
 }
 
 fn event_to_wit(e: Event) -> wit::Event {
-    wit::Event { warning: e.warning, reason: e.reason, message: e.message }
+    wit::Event {
+        warning: e.warning,
+        reason: e.reason,
+        message: e.message,
+    }
 }
 
 fn failure_to_wit(f: Failure) -> wit::Failure {
@@ -152,7 +173,9 @@ mod tests {
 
     #[test]
     fn failure_and_desired_convert() {
-        assert!(matches!(failure_to_wit(Failure::permanent("x")), wit::Failure::Permanent(m) if m == "x"));
+        assert!(
+            matches!(failure_to_wit(Failure::permanent("x")), wit::Failure::Permanent(m) if m == "x")
+        );
         let d = desired_to_wit(DesiredJson {
             children: vec!["{}".into()],
             status: None,

@@ -31,14 +31,20 @@ pub fn finalize_json<R: Reconciler>(
 }
 
 /// Runs `R::upgrade` on the host's JSON.
-pub fn upgrade_json<R: Reconciler>(ctx: &Context, object: &str, from_plugin_version: &str) -> Result<String, String> {
-    let object: Value = serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
+pub fn upgrade_json<R: Reconciler>(
+    ctx: &Context,
+    object: &str,
+    from_plugin_version: &str,
+) -> Result<String, String> {
+    let object: Value =
+        serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
     R::upgrade(ctx, object, from_plugin_version).map(|v| v.to_string())
 }
 
 /// Runs `R::convert` on the host's JSON.
 pub fn convert_json<R: Reconciler>(object: &str, to_api_version: &str) -> Result<String, String> {
-    let object: Value = serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
+    let object: Value =
+        serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
     R::convert(object, to_api_version).map(|v| v.to_string())
 }
 
@@ -49,9 +55,14 @@ pub fn plan_json<R: Reconciler>(ctx: &Context, object: &str) -> Result<Option<Ba
 }
 
 /// Runs `R::restore` on the host's JSON.
-pub fn restore_json<R: Reconciler>(ctx: &Context, object: &str, backup: &str) -> Result<String, String> {
+pub fn restore_json<R: Reconciler>(
+    ctx: &Context,
+    object: &str,
+    backup: &str,
+) -> Result<String, String> {
     let object = parse_primary::<R::Object>(object).map_err(|f| f.message().to_owned())?;
-    let backup: Value = serde_json::from_str(backup).map_err(|e| format!("the backup is not JSON: {e}"))?;
+    let backup: Value =
+        serde_json::from_str(backup).map_err(|e| format!("the backup is not JSON: {e}"))?;
     R::restore(ctx, object, backup).map(|v| v.to_string())
 }
 
@@ -64,15 +75,26 @@ fn parse_primary<T: DeserializeOwned>(object: &str) -> Result<T, Failure> {
             "spec is invalid: {e} (object {}); fix the object",
             describe(object)
         )),
-        Category::Syntax | Category::Eof | Category::Io => {
-            Failure::transient(format!("the host passed a primary object that is not JSON: {e}"))
-        }
+        Category::Syntax | Category::Eof | Category::Io => Failure::transient(format!(
+            "the host passed a primary object that is not JSON: {e}"
+        )),
     })
 }
 
 /// `namespace/name` of a primary for error messages; only runs on failure.
 fn describe(object: &str) -> String {
     let value: Value = serde_json::from_str(object).unwrap_or(Value::Null);
-    let field = |p: &str| value.pointer(p).and_then(Value::as_str).unwrap_or("?").to_owned();
-    format!("{} {}/{}", field("/kind"), field("/metadata/namespace"), field("/metadata/name"))
+    let field = |p: &str| {
+        value
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_owned()
+    };
+    format!(
+        "{} {}/{}",
+        field("/kind"),
+        field("/metadata/namespace"),
+        field("/metadata/name")
+    )
 }

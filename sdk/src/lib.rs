@@ -12,7 +12,7 @@
 //!
 //! # A complete plugin
 //!
-//! ```no_run
+//! ```
 //! use std::time::Duration;
 //!
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -96,10 +96,13 @@
 //!
 //! [wasm-operator]: https://example.invalid/wasm-operator
 
+#![warn(missing_docs)]
+
 // Lets the generated bindings name this crate the same way from inside it and
 // from the plugin crates the export macro expands in.
 extern crate self as wasm_operator_sdk;
 
+#[allow(missing_docs)] // generated code; documented by the WIT
 pub mod bindings;
 pub mod cache;
 mod children;
@@ -117,7 +120,9 @@ pub use children::Children;
 pub use context::Context;
 pub use desired::{BackupPlan, Condition, Desired, DesiredJson, Event, Finalized};
 pub use failure::Failure;
-pub use glue::{convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json};
+pub use glue::{
+    convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json,
+};
 pub use kind::{Kind, KnownScope, Scope};
 pub use manifest::Manifest;
 pub use reconciler::Reconciler;
@@ -139,7 +144,20 @@ pub mod __private {
 /// compiling for anything but `wasm32`, so the crate still builds natively for
 /// tests and benchmarks.
 ///
-/// ```ignore
+/// ```
+/// # use wasm_operator_sdk::{Children, Context, Desired, Failure, Manifest, Reconciler};
+/// struct MyPlugin;
+///
+/// impl Reconciler for MyPlugin {
+///     type Object = serde_json::Value;
+///     fn manifest() -> Manifest {
+///         Manifest::new("mine", "0.1.0")
+///     }
+///     fn reconcile(_: &Context, _: serde_json::Value, _: &Children) -> Result<Desired, Failure> {
+///         Ok(Desired::new())
+///     }
+/// }
+///
 /// wasm_operator_sdk::export_plugin!(MyPlugin);
 /// ```
 #[macro_export]
@@ -148,7 +166,7 @@ macro_rules! export_plugin {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             type __WasmOperatorPlugin = $crate::__private::Glue<$plugin>;
-            $crate::bindings::export!(__WasmOperatorPlugin with_types_in $crate::bindings);
+    $crate::bindings::export!(__WasmOperatorPlugin with_types_in $crate::bindings);
         };
     };
 }

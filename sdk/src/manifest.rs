@@ -1,6 +1,6 @@
 //! The plugin manifest: what a plugin is and what it may touch.
 
-use crate::kind::{KnownScope, Kind};
+use crate::kind::{Kind, KnownScope};
 
 /// What a plugin is and what it may touch. The host reads it once per loaded
 /// version and enforces it on every call: a plugin may write only the kinds it

@@ -23,24 +23,38 @@ pub trait Reconciler {
     fn manifest() -> Manifest;
 
     /// The desired state of one primary, given the children it owns now.
-    fn reconcile(ctx: &Context, object: Self::Object, children: &Children) -> Result<Desired, Failure>;
+    fn reconcile(
+        ctx: &Context,
+        object: Self::Object,
+        children: &Children,
+    ) -> Result<Desired, Failure>;
 
     /// Clean-up before the primary is deleted; only called when the manifest
     /// asks for a finalizer. The default has nothing to clean up.
-    fn finalize(_ctx: &Context, _object: Self::Object, _children: &Children) -> Result<Finalized, Failure> {
+    fn finalize(
+        _ctx: &Context,
+        _object: Self::Object,
+        _children: &Children,
+    ) -> Result<Finalized, Failure> {
         Ok(Finalized::Done)
     }
 
     /// Upgrades an object last managed by `from_plugin_version`. Works on raw
     /// JSON because an old object may not fit [`Self::Object`].
     fn upgrade(_ctx: &Context, _object: Value, from_plugin_version: &str) -> Result<Value, String> {
-        Err(not_implemented("migration.upgrade", &format!("from version {from_plugin_version}")))
+        Err(not_implemented(
+            "migration.upgrade",
+            &format!("from version {from_plugin_version}"),
+        ))
     }
 
     /// Converts an object of the primary kind to `to_api_version` (CRD
     /// conversion webhook).
     fn convert(_object: Value, to_api_version: &str) -> Result<Value, String> {
-        Err(not_implemented("migration.convert", &format!("to {to_api_version}")))
+        Err(not_implemented(
+            "migration.convert",
+            &format!("to {to_api_version}"),
+        ))
     }
 
     /// How to back this object up, if at all.

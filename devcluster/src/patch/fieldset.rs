@@ -191,13 +191,15 @@ impl FieldSet {
     /// that is a member and has children carries a `".":{}` marker.
     pub(crate) fn to_fields_v1(&self) -> Value {
         let mut m = Map::new();
-        if self.member && !self.children.is_empty() {
+        let kids: Vec<(&Pe, &FieldSet)> = self
+            .children
+            .iter()
+            .filter(|(_, c)| !c.is_empty())
+            .collect();
+        if self.member && !kids.is_empty() {
             m.insert(".".into(), Value::Object(Map::new()));
         }
-        for (pe, child) in &self.children {
-            if child.is_empty() {
-                continue;
-            }
+        for (pe, child) in kids {
             m.insert(pe.0.clone(), child.to_fields_v1());
         }
         Value::Object(m)

@@ -252,6 +252,30 @@ mod tests {
     }
 
     #[test]
+    fn strategic_nested_directives_like_kubectl_apply_sends() {
+        let patch = json!({"spec": {"template": {"spec": {
+            "$setElementOrder/containers": [{"name": "web"}, {"name": "sidecar"}],
+            "containers": [{
+                "name": "web",
+                "$setElementOrder/env": [{"name": "B"}, {"name": "A"}],
+                "env": [{"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 80, "$patch": "delete"}]
+            }]
+        }}}});
+        let out = strategic_merge_patch(&deployment(), &patch).unwrap();
+        let web = &containers(&out)[0];
+        assert_eq!(
+            web["env"],
+            json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}])
+        );
+        assert_eq!(web["ports"], json!([]));
+        let strategy = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let recreate = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate", "rollingUpdate": null}}});
+        let out = strategic_merge_patch(&strategy, &recreate).unwrap();
+        assert_eq!(out, json!({"spec": {"strategy": {"type": "Recreate"}}}));
+    }
+
+    #[test]
     fn strategic_malformed_patches() {
         let target = deployment();
         let cases = [

@@ -69,7 +69,8 @@ const SERVER_METADATA: &[&str] = &[
 /// its `metadata.managedFields` updated.
 ///
 /// With `info.subresource == Some("status")` only `.status` of `applied` is
-/// used. When the apply changes nothing (same values, same ownership) the
+/// used; otherwise `.status` of `applied` is ignored, as kube-apiserver resets
+/// it on main-resource writes. When the apply changes nothing (same values, same ownership) the
 /// result equals `live` exactly, so the caller can skip the write as the real
 /// server does. Fields owned by other managers with a different value are
 /// [`ApplyError::Conflicts`] unless `force`, which transfers their ownership.
@@ -204,7 +205,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, info: WriteInfo<'_>) 
     let new_view = ownership_view(new, info.subresource);
     let old_view = match old {
         Some(old) => ownership_view(old, info.subresource),
-        None => creation_base(&new_view),
+        None => creation_base(&new_view, info.api_version),
     };
     let cmp = walk::compare(&old_view, &new_view);
     if !cmp.is_empty() {
@@ -268,6 +269,13 @@ pub fn conflict_message(conflicts: &[Conflict]) -> String {
     )
 }
 
+/// The `message` of the `FieldManagerConflict` cause kube puts in the 409
+/// Status for each conflict (its `field` is [`Conflict::field`]), e.g.
+/// `conflict with "kubectl"`.
+pub fn conflict_cause_message(conflict: &Conflict) -> String {
+    format!("conflict with {}", quote(&conflict.manager))
+}
+
 /// Go's `%q` for ordinary strings: JSON string quoting.
 fn quote(s: &str) -> String {
     Value::String(s.to_string()).to_string()
@@ -278,7 +286,8 @@ fn is_status(subresource: Option<&str>) -> bool {
 }
 
 /// The part of an applied configuration that is merged: without server-set
-/// metadata, and only `.status` for the status subresource.
+/// metadata; only `.status` for the status subresource, everything but
+/// `.status` for the main resource.
 fn applied_config(applied: &Value, status_only: bool) -> Value {
     if status_only {
         let mut m = Map::new();
@@ -288,6 +297,11 @@ fn applied_config(applied: &Value, status_only: bool) -> Value {
         return Value::Object(m);
     }
     let mut config = applied.clone();
+    // kube-apiserver resets `.status` on writes to the main resource (the
+    // status subresource owns it), so an applied status is neither merged nor owned.
+    if let Value::Object(root) = &mut config {
+        root.remove("status");
+    }
     if let Some(Value::Object(meta)) = config.get_mut("metadata") {
         for f in SERVER_METADATA
             .iter()
@@ -344,14 +358,20 @@ fn ownership_view(obj: &Value, subresource: Option<&str>) -> Value {
     Value::Object(view)
 }
 
-/// What a created object is compared against: its top-level objects exist
-/// empty, as the zero value of a typed object does, so `metadata` and `spec`
-/// themselves get no `.` marker while everything inside them is added.
-fn creation_base(view: &Value) -> Value {
+/// What a created object is compared against: the zero value of its type.
+/// For built-in kinds `metadata`, `spec` and `status` are non-pointer structs
+/// that exist empty, so they get no `.` marker while maps such as `data` or
+/// `labels` are added with one; for custom resources only `metadata` exists.
+fn creation_base(view: &Value, api_version: &str) -> Value {
+    let structs: &[&str] = if is_builtin(api_version) {
+        &["metadata", "spec", "status"]
+    } else {
+        &["metadata"]
+    };
     let mut base = Map::new();
     if let Value::Object(root) = view {
         for (k, v) in root {
-            if v.is_object() {
+            if v.is_object() && structs.contains(&k.as_str()) {
                 base.insert(k.clone(), Value::Object(Map::new()));
             }
         }
@@ -359,11 +379,23 @@ fn creation_base(view: &Value) -> Value {
     Value::Object(base)
 }
 
+/// Whether `apiVersion` names a built-in group (`v1`, `apps/v1`, `*.k8s.io/…`).
+fn is_builtin(api_version: &str) -> bool {
+    match api_version.split_once('/') {
+        None => true,
+        Some((group, _)) => !group.contains('.') || group.ends_with(".k8s.io"),
+    }
+}
+
 /// kube-apiserver gives an object without managedFields to
 /// `before-first-apply` when it is first applied to.
 fn before_first_apply(live: &Value, info: WriteInfo<'_>) -> Vec<Entry> {
     let view = ownership_view(live, None);
-    let fields = walk::compare(&creation_base(&view), &view).changed();
+    let api_version = live
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(info.api_version);
+    let fields = walk::compare(&creation_base(&view, api_version), &view).changed();
     if fields.is_empty() {
         return Vec::new();
     }
@@ -688,9 +720,36 @@ mod tests {
         let e = entry(&obj, "kubectl-create", "Update").unwrap();
         assert_eq!(
             e["fieldsV1"],
-            json!({"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
+            json!({"f:data": {".": {}, "f:k": {}}, "f:metadata": {"f:labels": {".": {}, "f:a": {}}}})
         );
         assert_eq!(e["apiVersion"], "v1");
+
+        let mut cr = json!({"apiVersion": "example.dev/v1", "kind": "WebApp", "metadata": {"name": "w"},
+                            "spec": {"replicas": 1}});
+        let ci = WriteInfo {
+            manager: "m",
+            api_version: "example.dev/v1",
+            subresource: None,
+            now: T1,
+        };
+        record_update(None, &mut cr, ci);
+        assert_eq!(
+            entry(&cr, "m", "Update").unwrap()["fieldsV1"],
+            json!({"f:spec": {".": {}, "f:replicas": {}}})
+        );
+        let mut dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                             "spec": {"replicas": 1}});
+        let di = WriteInfo {
+            manager: "m",
+            api_version: "apps/v1",
+            subresource: None,
+            now: T1,
+        };
+        record_update(None, &mut dep, di);
+        assert_eq!(
+            entry(&dep, "m", "Update").unwrap()["fieldsV1"],
+            json!({"f:spec": {"f:replicas": {}}})
+        );
     }
 
     #[test]
@@ -719,9 +778,10 @@ mod tests {
                 now: T2,
             },
         );
+        // `a` created the `data` map itself (`.`) and keeps `j`.
         assert_eq!(
             entry(&new, "a", "Update").unwrap()["fieldsV1"],
-            json!({"f:data": {"f:j": {}}})
+            json!({"f:data": {".": {}, "f:j": {}}})
         );
         assert_eq!(
             entry(&new, "b", "Update").unwrap()["fieldsV1"],
@@ -740,7 +800,22 @@ mod tests {
                 now: T2,
             },
         );
+        assert_eq!(
+            entry(&new, "a", "Update").unwrap()["fieldsV1"],
+            json!({"f:data": {}})
+        );
+        // Removing the map drops the last field `a` owned, and with it the entry.
+        let old = new.clone();
+        new.as_object_mut().unwrap().remove("data");
+        let bi = WriteInfo {
+            manager: "b",
+            api_version: "v1",
+            subresource: None,
+            now: T2,
+        };
+        record_update(Some(&old), &mut new, bi);
         assert!(entry(&new, "a", "Update").is_none());
+        assert!(entry(&new, "b", "Update").is_none());
         // A write that changes nothing leaves managedFields alone.
         let old = new.clone();
         record_update(
@@ -816,7 +891,10 @@ mod tests {
         );
         // The object had no managedFields: its fields went to before-first-apply.
         let before = entry(&out, BEFORE_FIRST_APPLY, "Update").unwrap();
-        assert_eq!(before["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+        assert_eq!(
+            before["fieldsV1"],
+            json!({"f:spec": {".": {}, "f:replicas": {}}})
+        );
     }
 
     #[test]
@@ -887,6 +965,110 @@ mod tests {
         assert_eq!(
             conflict_message(&many),
             "Apply failed with 3 conflicts: conflicts with \"kubectl\":\n- .spec.replicas\n- .spec.paused\nconflicts with \"z\":\n- .a"
+        );
+    }
+
+    #[test]
+    fn force_takes_fields_from_an_update_manager() {
+        let mut live = deploy(2, json!({"app": "web"}), "nginx:1");
+        record_update(None, &mut live, info("kubectl-create", T1));
+        let live = stored(&live);
+        let cfg = json!({"metadata": {"name": "web"}, "spec": {"replicas": 3, "paused": true}});
+        let Err(ApplyError::Conflicts(c)) = apply(Some(&live), &cfg, info("op", T2), false) else {
+            panic!("expected a conflict on replicas")
+        };
+        assert_eq!(
+            c,
+            vec![Conflict {
+                manager: "kubectl-create".into(),
+                field: ".spec.replicas".into()
+            }]
+        );
+        assert_eq!(
+            conflict_cause_message(&c[0]),
+            "conflict with \"kubectl-create\""
+        );
+        let out = apply(Some(&live), &cfg, info("op", T2), true).unwrap();
+        assert_eq!(out["spec"]["replicas"], 3);
+        assert_eq!(out["spec"]["paused"], true);
+        let creator = entry(&out, "kubectl-create", "Update").unwrap();
+        assert!(creator["fieldsV1"]["f:spec"].get("f:replicas").is_none());
+        assert!(creator["fieldsV1"]["f:spec"].get("f:template").is_some());
+        // Apply entries sort before Update entries, as the API server writes them.
+        assert_eq!(out["metadata"]["managedFields"][0]["operation"], "Apply");
+    }
+
+    #[test]
+    fn record_update_on_the_status_subresource() {
+        let old = stored(
+            &json!({"metadata": {"name": "w"}, "spec": {"a": 1}, "status": {"phase": "Pending"}}),
+        );
+        let mut new = old.clone();
+        new["status"]["phase"] = json!("Running");
+        new["spec"]["a"] = json!(2); // ignored: not part of the status subresource
+        let si = WriteInfo {
+            manager: "op",
+            api_version: "v1",
+            subresource: Some("status"),
+            now: T1,
+        };
+        record_update(Some(&old), &mut new, si);
+        let e = entry(&new, "op", "Update").unwrap();
+        assert_eq!(e["subresource"], "status");
+        assert_eq!(e["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
+    }
+
+    #[test]
+    fn conditions_merge_by_type_across_managers() {
+        let live = stored(&json!({"metadata": {"name": "w"}, "status": {}}));
+        let si = |m| WriteInfo {
+            manager: m,
+            api_version: "v1",
+            subresource: Some("status"),
+            now: T1,
+        };
+        let a = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+        let live = stored(&apply(Some(&live), &a, si("a"), false).unwrap());
+        let b = json!({"status": {"conditions": [{"type": "Synced", "status": "False"}]}});
+        let live = stored(&apply(Some(&live), &b, si("b"), false).unwrap());
+        assert_eq!(live["status"]["conditions"].as_array().unwrap().len(), 2);
+        let b2 = json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        let Err(ApplyError::Conflicts(c)) = apply(Some(&live), &b2, si("b"), false) else {
+            panic!("expected a conflict on Ready")
+        };
+        assert_eq!(c[0].field, ".status.conditions[type=\"Ready\"].status");
+        // `b` dropping Synced removes only its own condition.
+        let b3 = json!({"status": {"conditions": []}});
+        let out = apply(Some(&live), &b3, si("b"), false).unwrap();
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}])
+        );
+    }
+
+    #[test]
+    fn main_resource_apply_ignores_status() {
+        let live = stored(
+            &json!({"metadata": {"name": "w"}, "spec": {"a": 1}, "status": {"phase": "Running"}}),
+        );
+        let mut live = live;
+        record_update(
+            None,
+            &mut live,
+            WriteInfo {
+                manager: "ctrl",
+                api_version: "v1",
+                subresource: None,
+                now: T1,
+            },
+        );
+        let cfg =
+            json!({"metadata": {"name": "w"}, "spec": {"a": 1}, "status": {"phase": "Pending"}});
+        let out = apply(Some(&live), &cfg, info("kubectl", T2), false).unwrap();
+        assert_eq!(out["status"]["phase"], "Running");
+        assert_eq!(
+            entry(&out, "kubectl", "Apply").unwrap()["fieldsV1"],
+            json!({"f:spec": {"f:a": {}}})
         );
     }
 

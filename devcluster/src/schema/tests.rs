@@ -54,6 +54,15 @@ fn embedded_resource_keeps_its_object_fields() {
         obj["spec"]["template"],
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"a": 1}})
     );
+    let c = only_cause(
+        &schema,
+        object(json!({"template": {"apiVersion": "v1", "spec": {}}})),
+    );
+    assert_eq!(
+        (c.reason.as_str(), c.field.as_str()),
+        ("FieldValueRequired", "spec.template.kind")
+    );
+    assert_eq!(c.message, "Required value: must not be empty");
 }
 
 #[test]
@@ -133,19 +142,28 @@ fn type_errors() {
 }
 
 #[test]
-fn null_needs_nullable() {
-    let schema = crd_schema(
-        json!({"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string", "nullable": true}}}),
+fn nulls_follow_kube_defaulting_and_nullable_rules() {
+    // The example of the Kubernetes docs, "Defaulting and Nullable".
+    let schema = crd_schema(json!({"type": "object", "properties": {
+        "foo": {"type": "string", "nullable": false, "default": "default"},
+        "bar": {"type": "string", "nullable": true},
+        "baz": {"type": "string"},
+        "map": {"type": "object", "additionalProperties": {"type": "string"}},
+        "list": {"type": "array", "items": {"type": "string"}},
+    }}));
+    let mut obj =
+        object(json!({"foo": null, "bar": null, "baz": null, "map": {"a": null, "b": "x"}}));
+    admit(&schema, &mut obj).unwrap();
+    assert_eq!(
+        obj["spec"],
+        json!({"foo": "default", "bar": null, "map": {"b": "x"}})
     );
-    let c = only_cause(&schema, object(json!({"a": null})));
-    assert_eq!(c.field, "spec.a");
+    let c = only_cause(&schema, object(json!({"list": ["a", null]})));
+    assert_eq!(c.field, "spec.list[1]");
     assert_eq!(
         c.message,
-        "Invalid value: \"null\": spec.a in body must be of type string: \"null\""
+        "Invalid value: \"null\": spec.list[1] in body must be of type string: \"null\""
     );
-    let mut ok = object(json!({"b": null}));
-    admit(&schema, &mut ok).unwrap();
-    assert!(ok["spec"]["b"].is_null());
 }
 
 #[test]
@@ -321,4 +339,41 @@ fn structural_rejects_missing_types_and_items() {
         )
         .is_err()
     );
+}
+
+#[test]
+fn list_types_reject_duplicates() {
+    let schema = crd_schema(json!({"type": "object", "properties": {
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+    }}));
+    let mut obj = object(
+        json!({"tags": ["a", "b", "a"], "ports": [{"name": "http", "port": 80}, {"name": "http", "port": 81}]}),
+    );
+    let causes = admit(&schema, &mut obj).unwrap_err();
+    let got: Vec<(&str, &str, &str)> = causes
+        .iter()
+        .map(|c| (c.reason.as_str(), c.field.as_str(), c.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "FieldValueDuplicate",
+                "spec.tags[2]",
+                "Duplicate value: \"a\""
+            ),
+            (
+                "FieldValueDuplicate",
+                "spec.ports[1]",
+                "Duplicate value: map[string]interface {}{\"name\":\"http\"}"
+            ),
+        ]
+    );
+    admit(
+        &schema,
+        &mut object(json!({"tags": ["a", "b"], "ports": [{"name": "a"}, {"name": "b"}]})),
+    )
+    .unwrap();
 }

@@ -30,10 +30,11 @@ fn node(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCause>) {
             return;
         }
     } else if let Some(expected) = type_of(schema)
-        && !type_matches(expected, value) {
-            out.push(type_invalid(at, expected, json_type(value)));
-            return;
-        }
+        && !type_matches(expected, value)
+    {
+        out.push(type_invalid(at, expected, json_type(value)));
+        return;
+    }
     check_format(schema, value, at, out);
     check_enum(schema, value, at, out);
     check_numeric(schema, value, at, out);
@@ -42,6 +43,23 @@ fn node(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCause>) {
     check_junctors(schema, value, at, out);
     match value {
         Value::Object(map) => {
+            if flag(schema, "x-kubernetes-embedded-resource") {
+                // An embedded resource must say what it is, as a top-level object must.
+                for field in ["apiVersion", "kind"] {
+                    if map
+                        .get(field)
+                        .and_then(Value::as_str)
+                        .is_none_or(str::is_empty)
+                    {
+                        let message = "Required value: must not be empty".to_string();
+                        out.push(cause(
+                            "FieldValueRequired",
+                            &path::child(at, field),
+                            message,
+                        ));
+                    }
+                }
+            }
             if let Some(required) = schema.get("required").and_then(Value::as_array) {
                 for name in required.iter().filter_map(Value::as_str) {
                     if !map.contains_key(name) {
@@ -71,9 +89,68 @@ fn node(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCause>) {
                     node(item_schema, item, &path::index(at, i), out);
                 }
             }
+            check_list_type(schema, items, at, out);
         }
         _ => {}
     }
+}
+
+/// `x-kubernetes-list-type: set` items and `map` keys must be unique; the
+/// second occurrence is reported as kube does (`Duplicate value: ...`).
+fn check_list_type(schema: &Value, items: &[Value], at: &str, out: &mut Vec<FieldCause>) {
+    let map_keys: Option<Vec<&str>> =
+        match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("set") => None,
+            Some("map") => Some(
+                schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .map(|k| k.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default(),
+            ),
+            _ => return,
+        };
+    let mut seen: Vec<Value> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        // A set item is its own identity; a map item is identified by its key fields.
+        let (id, shown) = match &map_keys {
+            None => (item.clone(), show(item)),
+            Some(keys) => {
+                let Some(fields) = item.as_object() else {
+                    continue;
+                };
+                let key: serde_json::Map<String, Value> = keys
+                    .iter()
+                    .filter_map(|k| fields.get(*k).map(|v| ((*k).to_string(), v.clone())))
+                    .collect();
+                if key.is_empty() {
+                    continue;
+                }
+                let shown = go_map(&key);
+                (Value::Object(key), shown)
+            }
+        };
+        if seen.iter().any(|s| same(s, &id)) {
+            out.push(cause(
+                "FieldValueDuplicate",
+                &path::index(at, i),
+                format!("Duplicate value: {shown}"),
+            ));
+        } else {
+            seen.push(id);
+        }
+    }
+}
+
+/// A map key of a list-type map printed as Go's `%#v` prints it.
+fn go_map(key: &serde_json::Map<String, Value>) -> String {
+    let mut entries: Vec<(&String, &Value)> = key.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let body: Vec<String> = entries
+        .iter()
+        .map(|(k, v)| format!("{}:{}", quote(k), show(v)))
+        .collect();
+    format!("map[string]interface {{}}{{{}}}", body.join(", "))
 }
 
 /// The type named in a type error for `schema`.
@@ -268,13 +345,15 @@ fn check_numeric(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCau
         }
     }
     if let Some(factor) = schema.get("multipleOf").and_then(Value::as_f64)
-        && factor > 0.0 && (x / factor).fract().abs() > f64::EPSILON {
-            out.push(invalid(
-                at,
-                value,
-                &format!("should be a multiple of {}", show(&schema["multipleOf"])),
-            ));
-        }
+        && factor > 0.0
+        && (x / factor).fract().abs() > f64::EPSILON
+    {
+        out.push(invalid(
+            at,
+            value,
+            &format!("should be a multiple of {}", show(&schema["multipleOf"])),
+        ));
+    }
 }
 
 fn check_string(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCause>) {
@@ -282,29 +361,32 @@ fn check_string(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCaus
     // kube-openapi counts characters (runes), not bytes.
     let len = s.chars().count() as u64;
     if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-        && len > max {
-            let unit = if max == 1 { "byte" } else { "bytes" };
-            out.push(cause(
-                "FieldValueTooLong",
-                at,
-                format!("Too long: may not be more than {max} {unit}"),
-            ));
-        }
+        && len > max
+    {
+        let unit = if max == 1 { "byte" } else { "bytes" };
+        out.push(cause(
+            "FieldValueTooLong",
+            at,
+            format!("Too long: may not be more than {max} {unit}"),
+        ));
+    }
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-        && len < min {
-            out.push(invalid(
-                at,
-                value,
-                &format!("should be at least {min} chars long"),
-            ));
-        }
+        && len < min
+    {
+        out.push(invalid(
+            at,
+            value,
+            &format!("should be at least {min} chars long"),
+        ));
+    }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
         // An uncompilable pattern is a schema problem, not the object's: skip it
         // (check_structural reports it when the CRD is written).
         if let Ok(re) = regex::Regex::new(pattern)
-            && !re.is_match(s) {
-                out.push(invalid(at, value, &format!("should match '{pattern}'")));
-            }
+            && !re.is_match(s)
+        {
+            out.push(invalid(at, value, &format!("should match '{pattern}'")));
+        }
     }
 }
 
@@ -320,21 +402,23 @@ fn check_counts(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCaus
         _ => return,
     };
     if let Some(max) = schema.get(max_key).and_then(Value::as_u64)
-        && count > max {
-            out.push(cause(
-                "FieldValueTooMany",
-                at,
-                format!("Too many: {count}: must have at most {max} items"),
-            ));
-        }
+        && count > max
+    {
+        out.push(cause(
+            "FieldValueTooMany",
+            at,
+            format!("Too many: {count}: must have at most {max} items"),
+        ));
+    }
     if let Some(min) = schema.get(min_key).and_then(Value::as_u64)
-        && count < min {
-            out.push(invalid(
-                at,
-                value,
-                &format!("should have at least {min} {noun}"),
-            ));
-        }
+        && count < min
+    {
+        out.push(invalid(
+            at,
+            value,
+            &format!("should have at least {min} {noun}"),
+        ));
+    }
 }
 
 /// Causes `value` would get against `schema` alone.
@@ -374,13 +458,15 @@ fn check_junctors(schema: &Value, value: &Value, at: &str, out: &mut Vec<FieldCa
                 "must validate one and only one schema (oneOf)",
             ));
             if passing == 0
-                && let Some(best) = results.into_iter().min_by_key(Vec::len) {
-                    out.extend(best);
-                }
+                && let Some(best) = results.into_iter().min_by_key(Vec::len)
+            {
+                out.extend(best);
+            }
         }
     }
     if let Some(not) = schema.get("not").filter(|s| s.is_object())
-        && causes_for(not, value, at).is_empty() {
-            out.push(invalid(at, value, "must not validate the schema (not)"));
-        }
+        && causes_for(not, value, at).is_empty()
+    {
+        out.push(invalid(at, value, "must not validate the schema (not)"));
+    }
 }

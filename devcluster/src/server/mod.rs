@@ -6,6 +6,7 @@ mod admission;
 mod convert;
 mod discovery;
 mod path;
+mod protobuf;
 mod query;
 mod resources;
 mod select;

@@ -4,11 +4,17 @@
 /// `/api/v1[/namespaces/{ns}]/{plural}[/{name}[/{subresource}]]` or the same under `/apis/{group}/{version}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourcePath {
+    /// API group, empty for `/api/v1`.
     pub group: String,
+    /// API version.
     pub version: String,
+    /// The namespace segment, if any.
     pub namespace: Option<String>,
+    /// The resource (plural) segment.
     pub plural: String,
+    /// The object name, absent for collections.
     pub name: Option<String>,
+    /// `status`, `scale` or `finalize`.
     pub subresource: Option<String>,
 }
 

@@ -73,11 +73,16 @@ async fn handle_inner(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) 
     };
     let method = req.method().clone();
     let has_name = ctx.path.name.is_some();
+    // Writes to a namespaced resource must name the namespace in the path.
+    let collection_read = method == Method::GET || (method == Method::DELETE && !has_name);
+    if ctx.rt.namespaced && ctx.path.namespace.is_none() && !collection_read {
+        return Err(not_found());
+    }
     match (method, has_name) {
         (Method::GET, false) if ctx.q.flag("watch") => {
             let selector = selector(&ctx)?;
-            let table = table::wants_table(&ctx.accept).then(|| ctx.q.get("includeObject").unwrap_or("Metadata").to_string());
-            Ok(watch::watch(ctx.shared.clone(), ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.q, selector, table))
+            let output = output(&ctx);
+            Ok(watch::watch(ctx.shared.clone(), ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.q, selector, output))
         }
         (Method::GET, false) => list(&ctx).await,
         (Method::GET, true) => get(&ctx).await,
@@ -87,7 +92,7 @@ async fn handle_inner(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) 
         }
         (Method::PUT, true) => {
             let body = read_body(req).await?;
-            write(&ctx, Op::Update(parse_json(&body)?)).await
+            write(&ctx, Op::Update(parse_object(&ctx, &body)?)).await
         }
         (Method::PATCH, true) => {
             let body = read_body(req).await?;
@@ -128,13 +133,12 @@ fn field_manager(ctx: &Ctx) -> String {
     }
 }
 
+fn output(ctx: &Ctx) -> table::Output {
+    table::Output::from_accept(&ctx.accept, ctx.q.get("includeObject"))
+}
+
 fn respond(ctx: &Ctx, code: u16, obj: Value) -> Response<Body> {
-    if table::wants_table(&ctx.accept) {
-        let include = ctx.q.get("includeObject").unwrap_or("Metadata");
-        let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
-        return json_response(code, &table::table(&ctx.rt, &[obj], include, meta));
-    }
-    json_response(code, &obj)
+    json_response(code, &output(ctx).one(&ctx.rt, obj))
 }
 
 async fn current(ctx: &Ctx) -> Result<Option<Value>, ApiError> {
@@ -208,14 +212,7 @@ async fn list(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     }
     let objs: Vec<Value> = items.drain(..).map(|o| (*o).clone()).collect();
     let objs = convert::to_version(&ctx.shared, &ctx.rt, objs, &ctx.rt.version).await?;
-    if table::wants_table(&ctx.accept) {
-        let include = ctx.q.get("includeObject").unwrap_or("Metadata");
-        return Ok(json_response(200, &table::table(&ctx.rt, &objs, include, meta)));
-    }
-    Ok(json_response(
-        200,
-        &json!({"kind": ctx.rt.list_kind, "apiVersion": ctx.rt.api_version(), "metadata": meta, "items": objs}),
-    ))
+    Ok(json_response(200, &output(ctx).list(&ctx.rt, objs, meta)))
 }
 
 /// What a write does to the object it read.
@@ -254,7 +251,7 @@ fn apply_error(rt: &ResourceType, name: &str, e: ssa::ApplyError) -> ApiError {
                 .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
                 .collect();
             let mut err = ApiError::new(409, "Conflict", message);
-            err.details = Some(json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes}));
+            err.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes})));
             err
         }
         ssa::ApplyError::Invalid(m) => ApiError::new(422, "Invalid", m),
@@ -285,8 +282,13 @@ async fn patch_request(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiErro
     write(ctx, op).await
 }
 
+/// Parses a create/update body: JSON, or protobuf for the kinds kubectl sends that way.
+fn parse_object(ctx: &Ctx, body: &[u8]) -> Result<Value, ApiError> {
+    if super::protobuf::is_protobuf(&ctx.content_type) { super::protobuf::decode(body) } else { parse_json(body) }
+}
+
 async fn create(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
-    let obj = parse_json(body)?;
+    let obj = parse_object(ctx, body)?;
     write(ctx, Op::Create(obj)).await
 }
 

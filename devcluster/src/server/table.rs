@@ -5,9 +5,57 @@ use serde_json::{Value, json};
 
 use crate::registry::ResourceType;
 
-/// Whether the Accept header asks for a Table.
-pub(super) fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+/// The representation a client asked for in its Accept header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Output {
+    /// The objects themselves.
+    Full,
+    /// A `meta.k8s.io/v1` Table; the `includeObject` policy.
+    Table(String),
+    /// `PartialObjectMetadata` (kube's metadata-only watches and lists).
+    Metadata,
+}
+
+impl Output {
+    /// Chooses from the first media type of `accept` (clients list their preference first).
+    pub(super) fn from_accept(accept: &str, include_object: Option<&str>) -> Output {
+        let first = accept.split(',').next().unwrap_or_default();
+        if first.contains("as=Table") {
+            Output::Table(include_object.unwrap_or("Metadata").to_string())
+        } else if first.contains("as=PartialObjectMetadata") {
+            Output::Metadata
+        } else {
+            Output::Full
+        }
+    }
+
+    /// Renders one object (a single-row Table in Table mode).
+    pub(super) fn one(&self, rt: &ResourceType, obj: Value) -> Value {
+        match self {
+            Output::Full => obj,
+            Output::Metadata => metadata_only(obj),
+            Output::Table(include) => {
+                let meta = json!({"resourceVersion": obj["metadata"]["resourceVersion"]});
+                table(rt, &[obj], include, meta)
+            }
+        }
+    }
+
+    /// Renders a list.
+    pub(super) fn list(&self, rt: &ResourceType, items: Vec<Value>, meta: Value) -> Value {
+        match self {
+            Output::Full => json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta, "items": items}),
+            Output::Metadata => {
+                let items: Vec<Value> = items.into_iter().map(metadata_only).collect();
+                json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})
+            }
+            Output::Table(include) => table(rt, &items, include, meta),
+        }
+    }
+}
+
+fn metadata_only(obj: Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": obj["metadata"]})
 }
 
 /// Evaluates `.a.b[0].c` and `.a[?(@.type=="Ready")].status` against `obj`.

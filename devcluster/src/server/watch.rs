@@ -22,7 +22,7 @@ struct Stream {
     shared: Arc<Shared>,
     rt: ResourceType,
     selector: Selector,
-    table: Option<String>,
+    output: table::Output,
     bookmarks: bool,
     out: mpsc::Sender<Result<Bytes, std::io::Error>>,
 }
@@ -58,10 +58,7 @@ impl Stream {
             Ok(o) => o,
             Err(e) => return self.send(&json!({"type": "ERROR", "object": e.to_status()})).await,
         };
-        let obj = match &self.table {
-            Some(include) => table::table(&self.rt, &[obj], include, json!({"resourceVersion": c.rv.to_string()})),
-            None => obj,
-        };
+        let obj = self.output.one(&self.rt, obj);
         self.send(&json!({"type": kind, "object": obj})).await
     }
 }
@@ -73,7 +70,7 @@ pub(super) fn watch(
     namespace: Option<String>,
     q: &Query,
     selector: Selector,
-    table: Option<String>,
+    output: table::Output,
 ) -> Response<Body> {
     let send_initial = q.flag("sendInitialEvents");
     let bookmarks = q.flag("allowWatchBookmarks");
@@ -90,7 +87,7 @@ pub(super) fn watch(
         }
     };
     let (tx, rx) = mpsc::channel(256);
-    let stream = Stream { shared, rt, selector, table, bookmarks, out: tx };
+    let stream = Stream { shared, rt, selector, output, bookmarks, out: tx };
     tokio::spawn(async move {
         let start = match start {
             Ok(s) => s,
@@ -105,8 +102,10 @@ pub(super) fn watch(
                 return;
             }
         }
-        if send_initial {
-            let b = stream.bookmark(start.rv, true);
+        // The end of the initial events: annotated for the streaming-list form, and a
+        // plain bookmark for any watch that allows them.
+        if send_initial || stream.bookmarks {
+            let b = stream.bookmark(start.rv, send_initial);
             if !stream.send(&b).await {
                 return;
             }

@@ -31,8 +31,11 @@ pub const WATCH_BUFFER: usize = 16_384;
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
+    /// The object was created.
     Added,
+    /// The object was changed.
     Modified,
+    /// The object was removed.
     Deleted,
 }
 
@@ -54,6 +57,7 @@ pub struct Change {
     pub rv: u64,
     /// Resource storage key (`group/plural`).
     pub resource: String,
+    /// What happened.
     pub kind: EventType,
     /// The object after the change (for DELETED: its last state).
     pub object: Arc<Value>,
@@ -62,7 +66,6 @@ pub struct Change {
 }
 
 struct Watcher {
-    id: u64,
     namespace: Option<String>,
     tx: mpsc::Sender<Arc<Change>>,
 }
@@ -77,7 +80,6 @@ pub struct State {
     floor: u64,
     window: usize,
     watchers: HashMap<String, Vec<Watcher>>,
-    next_watcher: u64,
     /// Served resource types (changes with CRDs).
     pub registry: Registry,
     db: Option<persist::Db>,
@@ -119,7 +121,6 @@ impl Store {
             floor: 0,
             window: window.max(1),
             watchers: HashMap::new(),
-            next_watcher: 0,
             registry: Registry::default(),
             db: None,
             gc_pending: false,
@@ -273,9 +274,7 @@ impl State {
 
     fn register(&mut self, resource: &str, namespace: Option<&str>) -> mpsc::Receiver<Arc<Change>> {
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
-        self.next_watcher += 1;
-        let w = Watcher { id: self.next_watcher, namespace: namespace.map(String::from), tx };
-        let _ = w.id;
+        let w = Watcher { namespace: namespace.map(String::from), tx };
         self.watchers.entry(resource.to_string()).or_default().push(w);
         rx
     }

@@ -15,6 +15,9 @@ use super::ObjKey;
 use crate::DevClusterError;
 use crate::status::ApiError;
 
+/// The database, the stored resourceVersion and every stored `(resource, object)`.
+pub(super) type Opened = (Db, u64, Vec<(String, Value)>);
+
 pub(super) struct Db {
     conn: Connection,
 }
@@ -25,7 +28,7 @@ fn db_err(e: rusqlite::Error) -> ApiError {
 
 impl Db {
     /// Opens (creating if needed) the file; returns the stored resourceVersion and objects.
-    pub(super) fn open(path: &Path) -> Result<(Db, u64, Vec<(String, Value)>), DevClusterError> {
+    pub(super) fn open(path: &Path) -> Result<Opened, DevClusterError> {
         let err = |e: String| DevClusterError::Data { path: path.to_path_buf(), message: e };
         let conn = Connection::open(path).map_err(|e| err(e.to_string()))?;
         conn.execute_batch(

@@ -30,8 +30,11 @@ pub enum Deleted {
 pub struct DeleteOpts {
     /// `Background` (default), `Foreground` or `Orphan`.
     pub propagation: Option<String>,
+    /// `preconditions.uid`: delete only this incarnation of the object.
     pub precondition_uid: Option<String>,
+    /// `preconditions.resourceVersion`: delete only this version.
     pub precondition_rv: Option<String>,
+    /// `dryRun=All`: check, change nothing.
     pub dry_run: bool,
 }
 

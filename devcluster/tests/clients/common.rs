@@ -18,12 +18,9 @@ impl TestCluster {
     /// Starts a fresh in-memory cluster on a random port and writes its kubeconfig into a temp dir.
     pub async fn start() -> TestCluster {
         let dir = tempfile::tempdir().unwrap();
+        // The defaults are what the tests need: port 0 (random), no token, in-memory state.
         let cluster = DevCluster::start(DevClusterOptions {
-            port: 0,
-            token: None,
-            data: None,
             kubeconfig: Some(dir.path().join("kubeconfig")),
-            history_window: 10_000,
             ..Default::default()
         })
         .await
@@ -39,7 +36,9 @@ impl TestCluster {
 
 /// A file shipped next to this test binary's sources (scripts, YAML fixtures).
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(name)
 }
 
 /// True when `program` can be executed (used to skip a client that is not installed).

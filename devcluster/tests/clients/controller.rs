@@ -1,7 +1,8 @@
 //! The host's exact use of the API: a kube-runtime `Controller` over a dynamic CRD kind that
 //! `.owns` ConfigMaps and server-side-applies one child per primary. The test checks that it
 //! converges, repairs a deleted child, and loses no event across closed watches, expired history
-//! (410 Gone) and injected 503s.
+//! (410 Gone) and injected 503s (absorbed by the client's retry layer) and 500s (retried by the
+//! controller's error policy).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,7 +35,10 @@ struct Ctx {
 }
 
 fn webapp_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("demo.wasm-operator.dev", "v1", "WebApp"), "webapps")
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("demo.wasm-operator.dev", "v1", "WebApp"),
+        "webapps",
+    )
 }
 
 fn child_name(primary: &str) -> String {
@@ -47,7 +51,10 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, 
     if webapp.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let image = webapp.data["spec"]["image"].as_str().unwrap_or_default().to_string();
+    let image = webapp.data["spec"]["image"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let replicas = webapp.data["spec"]["replicas"].as_i64().unwrap_or(1);
     let owner = webapp
         .controller_owner_ref(&ctx.resource)
@@ -56,11 +63,23 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, 
         metadata: ObjectMeta {
             name: Some(child_name(&webapp.name_any())),
             namespace: Some(NS.into()),
-            labels: Some([("app.kubernetes.io/managed-by".to_string(), MANAGER.to_string())].into()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    MANAGER.to_string(),
+                )]
+                .into(),
+            ),
             owner_references: Some(vec![owner]),
             ..Default::default()
         },
-        data: Some([("image".to_string(), image), ("replicas".to_string(), replicas.to_string())].into()),
+        data: Some(
+            [
+                ("image".to_string(), image),
+                ("replicas".to_string(), replicas.to_string()),
+            ]
+            .into(),
+        ),
         ..Default::default()
     };
     let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), NS);
@@ -75,7 +94,10 @@ async fn reconcile(webapp: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, 
 
 fn error_policy(webapp: Arc<DynamicObject>, error: &kube::Error, ctx: Arc<Ctx>) -> Action {
     ctx.errors.fetch_add(1, Ordering::SeqCst);
-    println!("reconcile of {} failed (will retry): {error}", webapp.name_any());
+    println!(
+        "reconcile of {} failed (will retry): {error}",
+        webapp.name_any()
+    );
     Action::requeue(Duration::from_millis(300))
 }
 
@@ -91,7 +113,10 @@ where
             println!("ok: {what}");
             return value;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never happened within {CONVERGE:?}: {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never happened within {CONVERGE:?}: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -136,21 +161,30 @@ fn webapp(resource: &ApiResource, name: &str, image: &str) -> DynamicObject {
 
 async fn set_image(webapps: &Api<DynamicObject>, name: &str, image: &str) {
     let patch = json!({ "spec": { "image": image } });
-    with_retry(&format!("merge-patch webapp {name} to image {image}"), || {
-        webapps.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-    })
+    with_retry(
+        &format!("merge-patch webapp {name} to image {image}"),
+        || async {
+            webapps
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        },
+    )
     .await;
 }
 
 async fn install_crd(client: &Client) {
     let crd: CustomResourceDefinition =
-        serde_yaml::from_str(&std::fs::read_to_string(fixture("webapp-crd.yaml")).unwrap()).unwrap();
+        serde_yaml::from_str(&std::fs::read_to_string(fixture("webapp-crd.yaml")).unwrap())
+            .unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     crds.create(&PostParams::default(), &crd).await.unwrap();
-    tokio::time::timeout(CONVERGE, await_condition(crds, WEBAPP_CRD_NAME, conditions::is_crd_established()))
-        .await
-        .expect("the WebApp CRD never became Established")
-        .unwrap();
+    tokio::time::timeout(
+        CONVERGE,
+        await_condition(crds, WEBAPP_CRD_NAME, conditions::is_crd_established()),
+    )
+    .await
+    .expect("the WebApp CRD never became Established")
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,29 +202,52 @@ async fn kube_runtime_controller_converges_and_survives_faults() {
         reconciles: AtomicUsize::new(0),
         errors: AtomicUsize::new(0),
     });
-    let controller = Controller::new_with(webapps.clone(), watcher::Config::default(), resource.clone())
-        .owns(cms.clone(), watcher::Config::default())
-        .run(reconcile, error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                println!("controller stream error (the controller keeps running): {e}");
-            }
-        });
+    let controller = Controller::new_with(
+        webapps.clone(),
+        watcher::Config::default(),
+        resource.clone(),
+    )
+    .owns(cms.clone(), watcher::Config::default())
+    .run(reconcile, error_policy, ctx.clone())
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            println!("controller stream error (the controller keeps running): {e}");
+        }
+    });
     let controller = tokio::spawn(controller);
 
     // 1. Converges: every primary gets its child, owned by the primary's controller reference.
     for (name, image) in [("alpha", "nginx:1.25"), ("beta", "httpd:2.4")] {
-        webapps.create(&PostParams::default(), &webapp(&resource, name, image)).await.unwrap();
+        webapps
+            .create(&PostParams::default(), &webapp(&resource, name, image))
+            .await
+            .unwrap();
     }
     let alpha_child = child_with_image(&cms, "alpha", "nginx:1.25").await;
     child_with_image(&cms, "beta", "httpd:2.4").await;
     let alpha = webapps.get("alpha").await.unwrap();
     let owner = &alpha_child.metadata.owner_references.as_ref().unwrap()[0];
-    assert_eq!(owner.uid, alpha.uid().unwrap(), "the child's ownerReference points at alpha");
-    assert_eq!(owner.controller, Some(true), "the child's ownerReference is a controller reference");
-    let managers: Vec<_> =
-        alpha_child.metadata.managed_fields.iter().flatten().filter_map(|m| m.manager.clone()).collect();
-    assert!(managers.iter().any(|m| m == MANAGER), "SSA recorded the field manager, got {managers:?}");
+    assert_eq!(
+        owner.uid,
+        alpha.uid().unwrap(),
+        "the child's ownerReference points at alpha"
+    );
+    assert_eq!(
+        owner.controller,
+        Some(true),
+        "the child's ownerReference is a controller reference"
+    );
+    let managers: Vec<_> = alpha_child
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == MANAGER),
+        "SSA recorded the field manager, got {managers:?}"
+    );
 
     // 2. Reacts to a spec change.
     set_image(&webapps, "alpha", "nginx:1.26").await;
@@ -198,7 +255,9 @@ async fn kube_runtime_controller_converges_and_survives_faults() {
 
     // 3. Reacts to child deletion via the owned-ConfigMap watch: the child comes back (new uid).
     let old_uid = cms.get(&child_name("alpha")).await.unwrap().uid().unwrap();
-    cms.delete(&child_name("alpha"), &DeleteParams::default()).await.unwrap();
+    cms.delete(&child_name("alpha"), &DeleteParams::default())
+        .await
+        .unwrap();
     eventually("the deleted child alpha-config is recreated", || async {
         let cm = cms.get_opt(&child_name("alpha")).await.ok().flatten()?;
         (cm.uid().as_deref() != Some(old_uid.as_str())).then_some(())
@@ -210,35 +269,63 @@ async fn kube_runtime_controller_converges_and_survives_faults() {
     tc.cluster.faults().expire_history();
     tc.cluster.faults().close_watches();
     set_image(&webapps, "beta", "httpd:2.5").await;
-    with_retry("create webapp gamma", || {
-        webapps.create(&PostParams::default(), &webapp(&resource, "gamma", "caddy:2"))
+    with_retry("create webapp gamma", || async {
+        webapps
+            .create(
+                &PostParams::default(),
+                &webapp(&resource, "gamma", "caddy:2"),
+            )
+            .await
     })
     .await;
     child_with_image(&cms, "beta", "httpd:2.5").await;
     child_with_image(&cms, "gamma", "caddy:2").await;
     tc.cluster.faults().expire_history();
     tc.cluster.faults().close_watches();
-    with_retry("delete configmap gamma-config", || {
+    with_retry("delete configmap gamma-config", || async {
         cms.delete(&child_name("gamma"), &DeleteParams::default())
+            .await
     })
     .await;
     let recreated = child_with_image(&cms, "gamma", "caddy:2").await;
     assert!(recreated.metadata.deletion_timestamp.is_none());
 
-    // 5. Three injected 503s on the core API (the controller's child writes and its
-    // ConfigMap watch reconnect): the reconciler's retries must absorb them.
+    // 5. Three injected 503s on the core API. kube's client retries 429/503/504 itself, so the
+    // reconciler must not even notice: the child simply converges.
     tc.cluster.faults().fail_next("/api/v1", 3, 503);
-    tc.cluster.faults().close_watches();
     set_image(&webapps, "beta", "httpd:2.6").await;
     child_with_image(&cms, "beta", "httpd:2.6").await;
-    with_retry("delete configmap alpha-config", || {
+
+    // 5a. Three injected 500s, which the client does not retry. The primary is patched through
+    // /apis (not affected) and nothing else is polled meanwhile, so the 500s land on the
+    // reconciler's child writes and its error policy must requeue until the child converges.
+    let errors_before = ctx.errors.load(Ordering::SeqCst);
+    tc.cluster.faults().fail_next("/api/v1", 3, 500);
+    set_image(&webapps, "beta", "httpd:2.7").await;
+    eventually(
+        "the reconciler's child writes hit the three injected 500s",
+        || async { (ctx.errors.load(Ordering::SeqCst) >= errors_before + 3).then_some(()) },
+    )
+    .await;
+    child_with_image(&cms, "beta", "httpd:2.7").await;
+
+    // 5b. 503s while the watches reconnect: the owned-ConfigMap watch must come back and still
+    // deliver the deletion of a child.
+    tc.cluster.faults().fail_next("/api/v1", 3, 503);
+    tc.cluster.faults().close_watches();
+    with_retry("delete configmap alpha-config", || async {
         cms.delete(&child_name("alpha"), &DeleteParams::default())
+            .await
     })
     .await;
     child_with_image(&cms, "alpha", "nginx:1.26").await;
 
     // 6. Nothing lost: every primary's child reflects the primary's latest spec.
-    for (name, image) in [("alpha", "nginx:1.26"), ("beta", "httpd:2.6"), ("gamma", "caddy:2")] {
+    for (name, image) in [
+        ("alpha", "nginx:1.26"),
+        ("beta", "httpd:2.7"),
+        ("gamma", "caddy:2"),
+    ] {
         child_with_image(&cms, name, image).await;
     }
     println!(
@@ -246,7 +333,10 @@ async fn kube_runtime_controller_converges_and_survives_faults() {
         ctx.reconciles.load(Ordering::SeqCst),
         ctx.errors.load(Ordering::SeqCst)
     );
-    assert!(!controller.is_finished(), "the controller stream ended on its own");
+    assert!(
+        !controller.is_finished(),
+        "the controller stream ended on its own"
+    );
     controller.abort();
     tc.cluster.stop().await;
 }

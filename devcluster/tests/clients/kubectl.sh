@@ -184,6 +184,15 @@ expect_contains "${out}" "alpha" "describe names the object"
 expect_contains "${out}" "nginx:1.26" "describe shows the spec"
 expect_contains "${out}" "Ready" "describe shows the status condition"
 
+step "client-side kubectl apply twice (create, then a strategic-merge patch) + kubectl label"
+printf 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: applied}\ndata: {mode: one}\n' >applied.yaml
+expect_contains "$($K apply -f applied.yaml)" "created" "the first apply creates"
+sed -i 's/mode: one/mode: two/' applied.yaml
+expect_contains "$($K apply -f applied.yaml)" "configured" "the second apply patches"
+expect_eq "$($K get configmap applied -o jsonpath='{.data.mode}')" "two" "applied .data.mode"
+$K label configmap applied stage=test
+expect_contains "$($K get configmaps -l stage=test -o name)" "configmap/applied" "label + selector"
+
 step "kubectl create configmap + read it back"
 $K create configmap app-config --from-literal=greeting=hello --from-literal=mode=dev
 expect_eq "$($K get configmap app-config -o jsonpath='{.data.greeting}')" "hello" "app-config .data.greeting"
@@ -212,13 +221,15 @@ assert names == ["alpha", "beta", "gamma"], names
 print("ok: the -o json list holds alpha, beta, gamma")
 EOF
 
-step "kubectl delete --cascade=foreground removes the owner after its dependent"
+step "kubectl delete --cascade=foreground keeps the owner until its dependent is gone"
 uid="$($K get webapp alpha -o jsonpath='{.metadata.uid}')"
+# The dependent carries its own finalizer so the in-between state can be observed.
 cat >child.yaml <<EOF
 apiVersion: v1
 kind: ConfigMap
 metadata:
   name: alpha-child
+  finalizers: ["test.wasm-operator.dev/hold"]
   ownerReferences:
     - apiVersion: demo.wasm-operator.dev/v1
       kind: WebApp
@@ -230,10 +241,20 @@ data:
   owner: alpha
 EOF
 $K create -f child.yaml
-$K delete webapp alpha --cascade=foreground --timeout=60s
+$K delete webapp alpha --cascade=foreground --wait=false
+expect_contains "$($K get webapp alpha -o jsonpath='{.metadata.finalizers}')" "foregroundDeletion" \
+    "the owner carries the foregroundDeletion finalizer"
+[ -n "$($K get webapp alpha -o jsonpath='{.metadata.deletionTimestamp}')" ] \
+    || fail "the owner alpha has no deletionTimestamp after a foreground delete"
+echo "ok: the owner alpha is terminating but still present"
+wait_until 30 "the garbage collector marks the dependent alpha-child for deletion" \
+    bash -c "[ -n \"\$($K get configmap alpha-child -o jsonpath='{.metadata.deletionTimestamp}')\" ]"
+$K get webapp alpha >/dev/null || fail "the owner alpha vanished while its blocking dependent still exists"
+echo "ok: the owner waits for its blocking dependent"
+$K patch configmap alpha-child --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
 wait_until 30 "the dependent configmap alpha-child is gone" \
     bash -c "! $K get configmap alpha-child"
-wait_until 30 "webapp alpha is gone" bash -c "! $K get webapp alpha"
+wait_until 30 "the owner webapp alpha is gone" bash -c "! $K get webapp alpha"
 
 step "kubectl delete webapp beta"
 out="$($K delete webapp beta)"
@@ -262,5 +283,11 @@ spec:
 EOF
 expect_failure "create without the required spec.image" "spec.image" $K create -f bad2.yaml
 expect_contains "$(cat err.txt)" "Required value" "the message says the field is required"
+
+step "kubectl explain reads the CRD schema from the published OpenAPI v3"
+out="$($K explain webapp.spec)"
+echo "${out}"
+expect_contains "${out}" "replicas" "explain lists spec.replicas"
+expect_contains "${out}" "image" "explain lists spec.image"
 
 printf '\nALL KUBECTL CHECKS PASSED\n'

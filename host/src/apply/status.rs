@@ -32,9 +32,7 @@ pub fn build_status(
     let current_status = current.data.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
     let generation = current.metadata.generation;
     let mut patch = desired_status.cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
-    let Some(body) = patch.as_object_mut() else {
-        return None;
-    };
+    let body = patch.as_object_mut()?;
     // The host owns these two; a plugin cannot fake them.
     body.remove("conditions");
     body.remove("observedGeneration");

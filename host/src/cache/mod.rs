@@ -186,6 +186,16 @@ impl CacheLease {
     }
 }
 
+impl Clone for CacheLease {
+    /// Another counted reference to the same reflector.
+    fn clone(&self) -> Self {
+        if let Some(entry) = self.cache.entries().get_mut(&self.key) {
+            entry.refs += 1;
+        }
+        CacheLease { cache: self.cache.clone(), key: self.key.clone(), reflection: self.reflection.clone() }
+    }
+}
+
 impl Drop for CacheLease {
     fn drop(&mut self) {
         self.cache.release(&self.key);

@@ -105,16 +105,14 @@ impl Reflection {
         };
         let store = self.store.clone();
         let live = stream::unfold((rx, store), |(mut rx, store)| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(event) => return Some((vec![event], (rx, store))),
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::debug!(missed, "cache subscriber lagged; resyncing from the store");
-                        let all = store.state().into_iter().map(CacheEvent::Applied).collect();
-                        return Some((all, (rx, store)));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
+            match rx.recv().await {
+                Ok(event) => Some((vec![event], (rx, store))),
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::debug!(missed, "cache subscriber lagged; resyncing from the store");
+                    let all = store.state().into_iter().map(CacheEvent::Applied).collect();
+                    Some((all, (rx, store)))
                 }
+                Err(broadcast::error::RecvError::Closed) => None,
             }
         })
         .flat_map(stream::iter);

@@ -22,7 +22,9 @@ pub enum ConnectError {
         #[source]
         source: kube::config::KubeconfigError,
     },
-    #[error("no kubeconfig context {context}: {source}; list contexts with `kubectl config get-contexts`")]
+    #[error(
+        "no kubeconfig context {context}: {source}; list contexts with `kubectl config get-contexts`"
+    )]
     Context {
         context: String,
         #[source]
@@ -44,7 +46,10 @@ fn context_note(context: &Option<String>) -> String {
 }
 
 /// A client for the cluster selected by `kubeconfig` and `context`.
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<kube::Client, ConnectError> {
+pub async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, ConnectError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -63,12 +68,14 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
                     source,
                 })?
         }
-        (None, Some(context)) => Config::from_kubeconfig(&options)
-            .await
-            .map_err(|source| ConnectError::Context {
-                context: context.to_string(),
-                source,
-            })?,
+        (None, Some(context)) => {
+            Config::from_kubeconfig(&options)
+                .await
+                .map_err(|source| ConnectError::Context {
+                    context: context.to_string(),
+                    source,
+                })?
+        }
         (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
     };
     kube::Client::try_from(config).map_err(ConnectError::Client)

@@ -70,7 +70,16 @@ impl DevArgs {
 /// Runs `wasm-operator dev` until SIGINT/SIGTERM.
 pub async fn dev(args: DevArgs) -> Result<(), CliError> {
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
-    let session = DevSession::start(args.options()).await?;
+    tokio::pin!(shutdown);
+    // Ctrl-C during a long build stops right away (the build is killed and
+    // the cluster stopped when the start future is dropped).
+    let session = tokio::select! {
+        session = DevSession::start(args.options()) => session?,
+        signal = &mut shutdown => {
+            tracing::info!(signal, "stopped while starting");
+            return Ok(());
+        }
+    };
     print_banner(&session);
     let signal = shutdown.await;
     tracing::info!(signal, "stopping: controllers first, then the devcluster");
@@ -83,10 +92,18 @@ fn print_banner(session: &DevSession) {
     let mut out = std::io::stdout().lock();
     // Printing is best effort: a closed stdout must not stop the session.
     let _ = writeln!(out);
-    let _ = writeln!(out, "wasm-operator dev is running against {}", session.url());
+    let _ = writeln!(
+        out,
+        "wasm-operator dev is running against {}",
+        session.url()
+    );
     for event in &summary.plugins {
         let line = match &event.outcome {
-            LoadOutcome::Loaded { name, version, digest } => {
+            LoadOutcome::Loaded {
+                name,
+                version,
+                digest,
+            } => {
                 format!("  plugin {name} {version} ({})", short_digest(digest))
             }
             LoadOutcome::Failed(message) => format!("  FAILED {message}"),

@@ -4,11 +4,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use clap::Args;
 use super::{CliError, OutputFormat};
-use crate::contract::{Manifest, OptionalInterfaces, ResourceKind};
+use crate::contract::ResourceKind;
 use crate::engine::EngineError;
 use crate::engine::inspect::Inspection;
+use clap::Args;
 
 /// Arguments of `wasm-operator plugin inspect`.
 #[derive(Debug, Args)]
@@ -30,10 +30,7 @@ pub enum InspectError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "{} is not a wasm-operator plugin: {source}; build it with `cargo build --release --target wasm32-wasip2` against the wasm-operator SDK",
-        path.display()
-    )]
+    #[error("{} is not a wasm-operator plugin: {source}", path.display())]
     Inspect {
         path: PathBuf,
         #[source]
@@ -83,11 +80,13 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
                 message: e.to_string(),
             })
         }
-        OutputFormat::Yaml => serde_yaml::to_string(&inspection).map_err(|e| InspectError::Render {
-            path: path.clone(),
-            format: "yaml",
-            message: e.to_string(),
-        }),
+        OutputFormat::Yaml => {
+            serde_yaml::to_string(&inspection).map_err(|e| InspectError::Render {
+                path: path.clone(),
+                format: "yaml",
+                message: e.to_string(),
+            })
+        }
         OutputFormat::Text => Ok(render_text(&inspection)),
     }
 }
@@ -157,7 +156,7 @@ fn human_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::Scope;
+    use crate::contract::{Manifest, OptionalInterfaces, Scope};
 
     #[test]
     fn text_lists_manifest_then_world() {

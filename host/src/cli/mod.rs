@@ -81,10 +81,18 @@ pub enum CliError {
 impl Cli {
     /// Runs the parsed command to completion.
     pub async fn execute(self) -> Result<(), CliError> {
-        crate::telemetry::init_logging(self.log_format == LogFormat::Json);
+        let json = self.log_format == LogFormat::Json;
         match self.command {
-            Command::Run(args) => run::run(args).await,
-            Command::Dev(args) => dev::dev(args).await,
+            Command::Run(args) => {
+                crate::telemetry::init_logging(json);
+                run::run(args).await
+            }
+            Command::Dev(args) => {
+                crate::telemetry::init_logging(json);
+                dev::dev(args).await
+            }
+            // No log subscriber: `-o json|yaml` output must stay parseable,
+            // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
         }
     }

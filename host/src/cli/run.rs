@@ -2,15 +2,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::Value;
+use tokio::task::JoinHandle;
 
 use super::{CliError, connect};
 use crate::plugins::{Registry, RegistryError, RegistryOptions};
-use crate::telemetry::{self, Metrics};
+use crate::telemetry;
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -34,8 +34,9 @@ pub struct RunArgs {
     /// Reconciles running at once per plugin.
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
-    /// Where compiled plugins are cached (by digest) so restarts skip compilation.
-    #[arg(long, value_name = "DIR")]
+    /// Where compiled plugins are cached (by digest) so restarts skip
+    /// compilation (default: no disk cache).
+    #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
 
@@ -46,7 +47,9 @@ pub enum RunError {
         "no plugin given; pass --plugin FILE.wasm (repeatable). Loading plugins from WasmPlugin objects is not supported yet"
     )]
     NoPlugins,
-    #[error("--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'")]
+    #[error(
+        "--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'"
+    )]
     ConfigSyntax(String),
     #[error("--config-for {name}: the value is not valid JSON: {source}")]
     ConfigJson {
@@ -54,7 +57,9 @@ pub enum RunError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("--config-for {name}: no plugin of that name was loaded (loaded: {loaded}); use the manifest name or the file name without .wasm")]
+    #[error(
+        "--config-for {name}: no plugin of that name was loaded (loaded: {loaded}); use the manifest name or the file name without .wasm"
+    )]
     ConfigUnused { name: String, loaded: String },
     #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
     ReadPlugin {
@@ -63,13 +68,15 @@ pub enum RunError {
         source: std::io::Error,
     },
     #[error("cannot start the plugin registry: {0}")]
-    Registry(#[source] RegistryError),
+    Registry(#[source] Box<RegistryError>),
     #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
     LoadPlugin {
         path: PathBuf,
         #[source]
-        source: RegistryError,
+        source: Box<RegistryError>,
     },
+    #[error("cannot read the manifest of plugin {}: {message}; check it with `wasm-operator plugin inspect {}`", path.display(), path.display())]
+    Inspect { path: PathBuf, message: String },
     #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
     Telemetry {
         addr: SocketAddr,
@@ -103,65 +110,98 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     if args.plugins.is_empty() {
         return Err(RunError::NoPlugins.into());
     }
-    let mut configs = parse_configs(&args.config_for)?;
+    let configs = parse_configs(&args.config_for)?;
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {
-        let bytes = tokio::fs::read(path).await.map_err(|source| RunError::ReadPlugin {
-            path: path.clone(),
-            source,
-        })?;
+        let bytes = tokio::fs::read(path)
+            .await
+            .map_err(|source| RunError::ReadPlugin {
+                path: path.clone(),
+                source,
+            })?;
         plugins.push((path.clone(), bytes));
     }
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    tokio::pin!(shutdown);
+    // Ctrl-C while connecting or compiling stops right away.
+    let (registry, telemetry) = tokio::select! {
+        started = start(&args, plugins, configs) => started?,
+        signal = &mut shutdown => {
+            tracing::info!(signal, "stopped before the plugins were loaded");
+            return Ok(());
+        }
+    };
+    let signal = shutdown.await;
+    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
+    registry.shutdown().await;
+    telemetry.abort();
+    tracing::info!("stopped");
+    Ok(())
+}
 
+/// Connects, serves telemetry and loads every plugin.
+async fn start(
+    args: &RunArgs,
+    plugins: Vec<(PathBuf, Vec<u8>)>,
+    configs: BTreeMap<String, Value>,
+) -> Result<(Registry, JoinHandle<()>), CliError> {
     let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let metrics = Metrics::new();
-    let mut options = RegistryOptions::default();
-    apply_registry_args(&mut options, &args, &metrics);
-    let registry = Arc::new(Registry::new(client, options).await.map_err(RunError::Registry)?);
-
-    let ready_registry = registry.clone();
-    let (bound, telemetry) = telemetry::serve(args.metrics_addr, metrics, move || ready_registry.ready())
+    let options = registry_options(args);
+    let metrics = options.metrics.clone();
+    let registry = Registry::new(client, options)
         .await
-        .map_err(|source| RunError::Telemetry {
-            addr: args.metrics_addr,
-            source,
-        })?;
+        .map_err(|e| RunError::Registry(Box::new(e)))?;
+    let ready_registry = registry.clone();
+    let (bound, telemetry) =
+        telemetry::serve(args.metrics_addr, metrics, move || ready_registry.ready())
+            .await
+            .map_err(|source| RunError::Telemetry {
+                addr: args.metrics_addr,
+                source,
+            })?;
     tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    if let Err(error) = load_all(&registry, plugins, configs).await {
+        registry.shutdown().await;
+        telemetry.abort();
+        return Err(error.into());
+    }
+    Ok((registry, telemetry))
+}
 
+/// Loads every plugin with its config. A config is found by file name
+/// (`webapp` for `webapp.wasm`) or, failing that, by manifest name; the
+/// manifest is read before loading so no controller ever runs with the
+/// wrong config.
+async fn load_all(
+    registry: &Registry,
+    plugins: Vec<(PathBuf, Vec<u8>)>,
+    mut configs: BTreeMap<String, Value>,
+) -> Result<(), RunError> {
     let mut loaded_names = Vec::new();
     for (path, bytes) in plugins {
+        let source = format!("file:{}", path.display());
         let stem = path
             .file_stem()
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
-        let config = configs
-            .remove(&stem)
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        let source = format!("file:{}", path.display());
-        let loaded = match registry.load(&source, &bytes, config.clone()).await {
-            Ok(loaded) => loaded,
-            Err(source) => {
-                registry.shutdown().await;
-                telemetry.abort();
-                return Err(RunError::LoadPlugin { path, source }.into());
+        let config = match configs.remove(&stem) {
+            Some(config) => Some(config),
+            None if !configs.is_empty() => {
+                let name = manifest_name(registry, &path, &bytes).await?;
+                configs.remove(&name)
             }
+            None => None,
         };
-        // The config may be keyed by the manifest name instead of the file
-        // name: load once more with it (an atomic swap to the same version).
-        let loaded = match configs.remove(&loaded.name) {
-            Some(config) if loaded.name != stem => match registry.load(&source, &bytes, config).await {
-                Ok(loaded) => loaded,
-                Err(source) => {
-                    registry.shutdown().await;
-                    telemetry.abort();
-                    return Err(RunError::LoadPlugin { path, source }.into());
-                }
-            },
-            _ => loaded,
-        };
+        let config = config.unwrap_or_else(|| Value::Object(Default::default()));
+        let loaded = registry
+            .load(&source, &bytes, config)
+            .await
+            .map_err(|source| RunError::LoadPlugin {
+                path: path.clone(),
+                source: Box::new(source),
+            })?;
         tracing::info!(
             plugin = %loaded.name,
             version = %loaded.version,
@@ -171,22 +211,43 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         );
         loaded_names.push(loaded.name);
     }
-    if let Some(name) = configs.into_keys().next() {
-        registry.shutdown().await;
-        telemetry.abort();
-        return Err(RunError::ConfigUnused {
+    match configs.into_keys().next() {
+        Some(name) => Err(RunError::ConfigUnused {
             name,
             loaded: loaded_names.join(", "),
-        }
-        .into());
+        }),
+        None => Ok(()),
     }
+}
 
-    let signal = shutdown.await;
-    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
-    registry.shutdown().await;
-    telemetry.abort();
-    tracing::info!("stopped");
-    Ok(())
+/// The manifest name of a component, compiled with the registry's engine.
+async fn manifest_name(registry: &Registry, path: &Path, bytes: &[u8]) -> Result<String, RunError> {
+    let engine = registry.engine().clone();
+    let owned = bytes.to_vec();
+    let loaded = tokio::task::spawn_blocking(move || engine.load(&owned))
+        .await
+        .map_err(|e| RunError::Inspect {
+            path: path.to_path_buf(),
+            message: format!("the compile task failed: {e}"),
+        })?
+        .map_err(|e| RunError::Inspect {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    Ok(loaded.manifest().name.clone())
+}
+
+/// The registry options the flags describe; unset flags keep the registry's
+/// defaults (which include a fresh metrics registry).
+fn registry_options(args: &RunArgs) -> RegistryOptions {
+    let mut options = RegistryOptions::default();
+    if let Some(concurrency) = args.concurrency {
+        options.concurrency = concurrency.max(1);
+    }
+    if let Some(dir) = &args.cache_dir {
+        options.engine.cache_dir = Some(dir.clone());
+    }
+    options
 }
 
 #[cfg(test)]
@@ -195,7 +256,8 @@ mod tests {
 
     #[test]
     fn parses_config_for() {
-        let configs = parse_configs(&["webapp={\"a\":1}".to_string(), "x = []".to_string()]).unwrap();
+        let configs =
+            parse_configs(&["webapp={\"a\":1}".to_string(), "x = []".to_string()]).unwrap();
         assert_eq!(configs["webapp"], serde_json::json!({"a": 1}));
         assert_eq!(configs["x"], serde_json::json!([]));
         assert!(matches!(

@@ -65,11 +65,8 @@ pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildE
         let Ok(text) = std::fs::read_to_string(&manifest) else {
             continue;
         };
-        let package = package_name(&text).or_else(|| {
-            dir.file_name()
-                .and_then(|n| n.to_str())
-                .map(str::to_string)
-        });
+        let package = package_name(&text)
+            .or_else(|| dir.file_name().and_then(|n| n.to_str()).map(str::to_string));
         if let Some(package) = package {
             crates.push(PluginCrate { package, dir });
         }
@@ -99,27 +96,20 @@ fn package_name(cargo_toml: &str) -> Option<String> {
     None
 }
 
-/// Builds `crates` in release mode for [`WASM_TARGET`] from `workspace_dir`.
-/// Uses `scripts/build-plugins.sh` when the workspace has one (it knows the
-/// project's exact flags), plain cargo otherwise.
+/// Builds `crates` in release mode for [`WASM_TARGET`] from `workspace_dir`
+/// with cargo. Cargo is invoked directly (not through a script) so that
+/// stopping `dev` stops the build, and so every crate under the plugins
+/// directory is built, not only the ones a script lists.
 pub async fn build_plugins(workspace_dir: &Path, crates: &[PluginCrate]) -> Result<(), BuildError> {
-    let script = workspace_dir.join("scripts").join("build-plugins.sh");
-    let mut command = if script.is_file() {
-        let mut command = Command::new("bash");
-        command.arg(&script);
-        command
-    } else {
-        let mut command = Command::new("cargo");
-        command.args(["build", "--release", "--target", WASM_TARGET]);
-        for plugin in crates {
-            command.args(["-p", &plugin.package]);
-        }
-        command
-    };
-    let shown = format!("{:?}", command.as_std())
-        .replace('"', "");
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.args(["build", "--release", "--target", WASM_TARGET]);
+    for plugin in crates {
+        command.args(["-p", &plugin.package]);
+    }
+    let shown = format!("{:?}", command.as_std()).replace('"', "");
     command
         .current_dir(workspace_dir)
+        .kill_on_drop(true)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -165,7 +155,8 @@ mod tests {
 
     #[test]
     fn reads_package_name() {
-        let toml = "[lib]\nname = \"lib_name\"\n\n[package]\nname = \"my-plugin\"\nversion = \"1.0.0\"\n";
+        let toml =
+            "[lib]\nname = \"lib_name\"\n\n[package]\nname = \"my-plugin\"\nversion = \"1.0.0\"\n";
         assert_eq!(package_name(toml).as_deref(), Some("my-plugin"));
         let plugin = PluginCrate {
             package: "my-plugin".into(),

@@ -6,13 +6,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::{self, Scope};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -54,7 +54,9 @@ pub enum ManifestError {
         #[source]
         source: kube::Error,
     },
-    #[error("CRD {name} did not become Established within {timeout:?}; check `kubectl get crd {name} -o yaml` for its conditions")]
+    #[error(
+        "CRD {name} did not become Established within {timeout:?}; check `kubectl get crd {name} -o yaml` for its conditions"
+    )]
     NotEstablished { name: String, timeout: Duration },
     #[error("waiting for CRD {name} failed: {source}")]
     Wait {
@@ -116,7 +118,10 @@ pub fn read_manifest(path: &Path) -> Result<Vec<ManifestObject>, ManifestError> 
         for object in items {
             let complete = object.get("apiVersion").and_then(Value::as_str).is_some()
                 && object.get("kind").and_then(Value::as_str).is_some()
-                && object.pointer("/metadata/name").and_then(Value::as_str).is_some();
+                && object
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some();
             if !complete {
                 return Err(ManifestError::Incomplete {
                     path: path.to_path_buf(),
@@ -217,7 +222,11 @@ pub async fn apply_objects(client: &Client, path: &Path) -> Result<Vec<String>, 
     Ok(applied)
 }
 
-async fn ensure_namespace(client: &Client, namespace: &str, path: &Path) -> Result<(), ManifestError> {
+async fn ensure_namespace(
+    client: &Client,
+    namespace: &str,
+    path: &Path,
+) -> Result<(), ManifestError> {
     let api: Api<Namespace> = Api::all(client.clone());
     let exists = api
         .get_opt(namespace)

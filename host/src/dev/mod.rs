@@ -14,17 +14,16 @@ pub mod reload;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use devcluster::{DevCluster, DevClusterError, DevClusterOptions};
 use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::plugins::{Registry, RegistryError, RegistryOptions};
-use crate::telemetry::{self, Metrics};
+use crate::telemetry;
 use build::{BuildError, PluginCrate};
 use manifests::ManifestError;
 use progress::Step;
@@ -76,13 +75,13 @@ impl DevOptions {
             plugins_dir: workspace_dir.join("plugins"),
             examples_dir: workspace_dir.join("examples"),
             wasm_dir: build::default_wasm_dir(&workspace_dir),
+            registry: dev_registry_options(&workspace_dir),
             workspace_dir,
             build: true,
             apply_examples: true,
             skip_examples: vec!["faulty".to_string()],
             debounce: Duration::from_millis(500),
             metrics_addr: None,
-            registry: RegistryOptions::default(),
             plugin_config: Value::Object(Default::default()),
         }
     }
@@ -133,9 +132,10 @@ pub struct DevSummary {
 /// dropping it stops the cluster too, without waiting for in-flight calls.
 pub struct DevSession {
     cluster: DevCluster,
-    registry: Arc<Registry>,
+    registry: Registry,
     events: broadcast::Sender<LoadEvent>,
-    cancel: CancellationToken,
+    /// Stops the reloader when the session is dropped without `shutdown`.
+    cancel: DropGuard,
     reloader: JoinHandle<()>,
     telemetry: Option<JoinHandle<()>>,
     wasm_dir: PathBuf,
@@ -169,7 +169,11 @@ impl DevSession {
         let step = Step::start("Installing example CRDs");
         match install_example_crds(&client, &options.examples_dir).await {
             Ok(crds) => {
-                step.done(if crds.is_empty() { "none found".to_string() } else { crds.join(", ") });
+                step.done(if crds.is_empty() {
+                    "none found".to_string()
+                } else {
+                    crds.join(", ")
+                });
                 summary.crds = crds;
             }
             Err(error) => {
@@ -196,14 +200,15 @@ impl DevSession {
         }
         let filter = plugin_filter(&crates);
 
-        let metrics = Metrics::new();
-        let registry = Arc::new(Registry::new(cluster.client(), options.registry.clone()).await?);
+        let metrics = options.registry.metrics.clone();
+        let registry = Registry::new(cluster.client(), options.registry.clone()).await?;
         let telemetry = match options.metrics_addr {
             Some(addr) => {
                 let ready_registry = registry.clone();
-                let (bound, handle) = telemetry::serve(addr, metrics.clone(), move || ready_registry.ready())
-                    .await
-                    .map_err(|source| DevError::Telemetry { addr, source })?;
+                let (bound, handle) =
+                    telemetry::serve(addr, metrics.clone(), move || ready_registry.ready())
+                        .await
+                        .map_err(|source| DevError::Telemetry { addr, source })?;
                 summary.metrics_addr = Some(bound);
                 Some(handle)
             }
@@ -228,7 +233,7 @@ impl DevSession {
     }
 
     /// The plugin registry serving the loaded plugins.
-    pub fn registry(&self) -> &Arc<Registry> {
+    pub fn registry(&self) -> &Registry {
         &self.registry
     }
 
@@ -258,7 +263,7 @@ impl DevSession {
     /// Stops watching, lets the controllers finish their in-flight calls and
     /// stop, then stops the cluster.
     pub async fn shutdown(self) {
-        self.cancel.cancel();
+        drop(self.cancel);
         let _ = self.reloader.await;
         self.registry.shutdown().await;
         if let Some(telemetry) = self.telemetry {
@@ -272,16 +277,23 @@ impl DevSession {
 async fn finish_start(
     options: DevOptions,
     cluster: DevCluster,
-    registry: Arc<Registry>,
+    registry: Registry,
     filter: PluginFilter,
     mut summary: DevSummary,
     telemetry: Option<JoinHandle<()>>,
 ) -> Result<DevSession, DevError> {
     let (events, _) = broadcast::channel(64);
-    let mut loader = PluginLoader::new(registry.clone(), options.plugin_config.clone(), events.clone());
+    let mut loader = PluginLoader::new(
+        registry.clone(),
+        options.plugin_config.clone(),
+        events.clone(),
+    );
 
     let files = reload::plugin_files(&options.wasm_dir, &filter);
-    let step = Step::start(format!("Loading plugins from {}", options.wasm_dir.display()));
+    let step = Step::start(format!(
+        "Loading plugins from {}",
+        options.wasm_dir.display()
+    ));
     for file in &files {
         let outcome = loader.load_file(file).await;
         summary.plugins.push(LoadEvent {
@@ -296,6 +308,7 @@ async fn finish_start(
         .count();
     if loaded == 0 {
         step.failed();
+        stop_partial(&registry, telemetry).await;
         return Err(DevError::NoPlugins {
             dir: options.wasm_dir.clone(),
         });
@@ -304,30 +317,69 @@ async fn finish_start(
 
     if options.apply_examples {
         let step = Step::start("Applying example objects");
-        match apply_examples(&cluster.client(), &options.examples_dir, &options.skip_examples).await {
+        match apply_examples(
+            &cluster.client(),
+            &options.examples_dir,
+            &options.skip_examples,
+        )
+        .await
+        {
             Ok(applied) => {
                 step.done(format!("{} objects", applied.len()));
                 summary.applied = applied;
             }
             Err(error) => {
                 step.failed();
+                stop_partial(&registry, telemetry).await;
                 return Err(DevError::Examples(error));
             }
         }
     }
 
     let cancel = CancellationToken::new();
-    let reloader = reload::spawn_reloader(&options.wasm_dir, filter, options.debounce, loader, cancel.clone())?;
+    let reloader = match reload::spawn_reloader(
+        &options.wasm_dir,
+        filter,
+        options.debounce,
+        loader,
+        cancel.clone(),
+    ) {
+        Ok(reloader) => reloader,
+        Err(error) => {
+            stop_partial(&registry, telemetry).await;
+            return Err(error.into());
+        }
+    };
     Ok(DevSession {
         cluster,
         registry,
         events,
-        cancel,
+        cancel: cancel.drop_guard(),
         reloader,
         telemetry,
         wasm_dir: options.wasm_dir,
         summary,
     })
+}
+
+/// Undoes a start that failed half-way: controllers stop before the
+/// cluster (dropped by the caller) goes away.
+async fn stop_partial(registry: &Registry, telemetry: Option<JoinHandle<()>>) {
+    registry.shutdown().await;
+    if let Some(telemetry) = telemetry {
+        telemetry.abort();
+    }
+}
+
+/// Registry defaults for dev mode: compiled components are cached under the
+/// target directory, so restarting `dev` does not recompile unchanged plugins.
+fn dev_registry_options(workspace_dir: &Path) -> RegistryOptions {
+    let mut options = RegistryOptions::default();
+    options.engine.cache_dir = build::default_wasm_dir(workspace_dir)
+        .parent()
+        .and_then(Path::parent)
+        .map(|target| target.join("wasm-operator-cache"));
+    options
 }
 
 /// Plugins built from the workspace's crates when there are any; every
@@ -340,9 +392,25 @@ fn plugin_filter(crates: &[PluginCrate]) -> PluginFilter {
     }
 }
 
-async fn install_example_crds(client: &kube::Client, examples_dir: &Path) -> Result<Vec<String>, ManifestError> {
+/// The example directories, or none (with a warning) when `examples_dir` does
+/// not exist: dev mode is still useful without examples.
+fn example_dirs(examples_dir: &Path) -> Result<Vec<PathBuf>, ManifestError> {
+    if !examples_dir.exists() {
+        tracing::warn!(
+            dir = %examples_dir.display(),
+            "examples directory not found; no CRDs or example objects are installed (see --examples-dir)"
+        );
+        return Ok(Vec::new());
+    }
+    manifests::example_dirs(examples_dir)
+}
+
+async fn install_example_crds(
+    client: &kube::Client,
+    examples_dir: &Path,
+) -> Result<Vec<String>, ManifestError> {
     let mut crds = Vec::new();
-    for dir in manifests::example_dirs(examples_dir)? {
+    for dir in example_dirs(examples_dir)? {
         let crd = dir.join("crd.yaml");
         if crd.is_file() {
             crds.extend(manifests::install_crds(client, &crd).await?);
@@ -357,7 +425,7 @@ async fn apply_examples(
     skip: &[String],
 ) -> Result<Vec<String>, ManifestError> {
     let mut applied = Vec::new();
-    for dir in manifests::example_dirs(examples_dir)? {
+    for dir in example_dirs(examples_dir)? {
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
         if skip.iter().any(|s| s == name) {
             continue;

@@ -4,7 +4,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -85,7 +84,7 @@ pub struct LoadEvent {
 /// Loads plugin files into the registry and remembers what it loaded, so that
 /// a touch without a content change does not swap versions.
 pub struct PluginLoader {
-    registry: Arc<Registry>,
+    registry: Registry,
     config: Value,
     /// sha256 of the bytes last loaded successfully, per file.
     loaded: HashMap<PathBuf, String>,
@@ -94,7 +93,7 @@ pub struct PluginLoader {
 
 impl PluginLoader {
     /// A loader that passes `config` to every plugin it loads.
-    pub fn new(registry: Arc<Registry>, config: Value, events: broadcast::Sender<LoadEvent>) -> Self {
+    pub fn new(registry: Registry, config: Value, events: broadcast::Sender<LoadEvent>) -> Self {
         Self {
             registry,
             config,
@@ -111,7 +110,9 @@ impl PluginLoader {
                 name,
                 version,
                 digest,
-            } => tracing::info!(file = %file.display(), plugin = %name, %version, %digest, "plugin loaded"),
+            } => {
+                tracing::info!(file = %file.display(), plugin = %name, %version, %digest, "plugin loaded")
+            }
             LoadOutcome::Unchanged => {
                 tracing::debug!(file = %file.display(), "plugin file unchanged; keeping the loaded version")
             }
@@ -132,7 +133,9 @@ impl PluginLoader {
     async fn try_load(&mut self, file: &Path) -> LoadOutcome {
         let bytes = match tokio::fs::read(file).await {
             Ok(bytes) => bytes,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return LoadOutcome::Removed,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return LoadOutcome::Removed;
+            }
             Err(error) => {
                 return LoadOutcome::Failed(format!(
                     "cannot read plugin file {}: {error}; check its permissions",
@@ -145,7 +148,11 @@ impl PluginLoader {
             return LoadOutcome::Unchanged;
         }
         let source = format!("file:{}", file.display());
-        match self.registry.load(&source, &bytes, self.config.clone()).await {
+        match self
+            .registry
+            .load(&source, &bytes, self.config.clone())
+            .await
+        {
             Ok(version) => {
                 self.loaded.insert(file.to_path_buf(), sha);
                 LoadOutcome::Loaded {
@@ -179,27 +186,33 @@ pub fn plugin_files(dir: &Path, filter: &PluginFilter) -> Vec<PathBuf> {
 
 /// Starts watching `dir` and returns the watcher (dropping it stops the
 /// watch) with the receiving end of the raw change notifications.
-fn watch_dir(dir: &Path) -> Result<(notify::RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>), WatchError> {
+fn watch_dir(
+    dir: &Path,
+) -> Result<(notify::RecommendedWatcher, mpsc::UnboundedReceiver<PathBuf>), WatchError> {
     std::fs::create_dir_all(dir).map_err(|source| WatchError::CreateDir {
         path: dir.to_path_buf(),
         source,
     })?;
     let (tx, rx) = mpsc::unbounded_channel();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
-        Ok(event) => {
-            // Reads and metadata changes do not change a plugin.
-            if matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)) {
-                for path in event.paths {
-                    let _ = tx.send(path);
+    let mut watcher =
+        notify::recommended_watcher(move |event: notify::Result<notify::Event>| match event {
+            Ok(event) => {
+                // Reads and metadata changes do not change a plugin.
+                if matches!(
+                    event.kind,
+                    EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+                ) {
+                    for path in event.paths {
+                        let _ = tx.send(path);
+                    }
                 }
             }
-        }
-        Err(error) => tracing::warn!(%error, "plugin directory watch reported an error"),
-    })
-    .map_err(|source| WatchError::Notify {
-        path: dir.to_path_buf(),
-        source,
-    })?;
+            Err(error) => tracing::warn!(%error, "plugin directory watch reported an error"),
+        })
+        .map_err(|source| WatchError::Notify {
+            path: dir.to_path_buf(),
+            source,
+        })?;
     watcher
         .watch(dir, RecursiveMode::NonRecursive)
         .map_err(|source| WatchError::Notify {

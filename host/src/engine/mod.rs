@@ -166,7 +166,6 @@ fn wasmtime_config(config: &EngineConfig) -> wasmtime::Config {
     c.wasm_component_model(true)
         .epoch_interruption(true)
         .cranelift_opt_level(wasmtime::OptLevel::Speed)
-        .wasm_backtrace(true)
         .parallel_compilation(true)
         // Copy-on-write memory images: instantiation maps the data segments
         // instead of copying them.
@@ -291,3 +290,4 @@ mod tests {
         assert_eq!(engine.cache_stats(), CacheStats::default());
     }
 }
+#[cfg(test)] mod probe_test;

@@ -195,7 +195,7 @@ impl LoadedPlugin {
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Desired, CallError> {
         let (this, ctx, object, children) = (self.clone(), ctx.clone(), object.to_string(), json_list(children));
-        blocking(move || this.reconcile_json(&ctx, &object, &children, cache)).await
+        blocking(move || this.reconcile_json(&ctx, object, children, cache)).await
     }
 
     /// [`LoadedPlugin::reconcile`] on the current thread (blocks it for up to the timeout).
@@ -206,21 +206,21 @@ impl LoadedPlugin {
         children: &[Value],
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Desired, CallError> {
-        self.reconcile_json(ctx, &object.to_string(), &json_list(children), cache)
+        self.reconcile_json(ctx, object.to_string(), json_list(children), cache)
     }
 
     fn reconcile_json(
         &self,
         ctx: &contract::CallContext,
-        object: &str,
-        children: &[String],
+        object: String,
+        children: Vec<String>,
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Desired, CallError> {
         let wit_ctx = convert::call_context(ctx);
         let limit = self.limits.output_bytes;
         self.execute("reconcile", Some(cache), |store, instance, inner| {
             let guest = inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
-            match guest.call_reconcile(&mut *store, &wit_ctx, object, children).map_err(Fault::Wasm)? {
+            match guest.call_reconcile(&mut *store, &wit_ctx, &object, &children).map_err(Fault::Wasm)? {
                 Ok(desired) => Ok(convert::desired(desired, limit)?),
                 Err(failure) => Err(Fault::Failed(convert::failure(failure, limit)?)),
             }

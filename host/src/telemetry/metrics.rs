@@ -179,6 +179,21 @@ impl Metrics {
         out
     }
 
+    /// Creates the per-controller series at zero, so dashboards and alerts see
+    /// `errors_total 0` instead of no series before the first failure.
+    pub fn controller_started(&self, controller: &str) {
+        self.reconcile_errors.get_or_create(&ControllerLabels { controller: controller.to_string() });
+        self.workqueue_depth.get_or_create(&QueueLabels { name: controller.to_string() });
+        self.workqueue_adds.get_or_create(&QueueLabels { name: controller.to_string() });
+    }
+
+    /// Creates the per-version trap and timeout series at zero.
+    pub fn plugin_version_loaded(&self, plugin: &str, version: &str) {
+        let pv = PluginLabels { plugin: plugin.to_string(), version: version.to_string() };
+        self.traps.get_or_create(&pv);
+        self.timeouts.get_or_create(&pv);
+    }
+
     /// A reconcile of `controller` started (queue bookkeeping).
     pub fn reconcile_started(&self, controller: &str) {
         let labels = QueueLabels { name: controller.to_string() };

@@ -34,7 +34,13 @@ fn inspect_prints_manifest_as_json() {
 #[test]
 fn inspect_prints_manifest_as_yaml() {
     let wasm = plugin_wasm("webapp");
-    let output = run_binary(&["plugin", "inspect", wasm.to_str().unwrap(), "--output", "yaml"]);
+    let output = run_binary(&[
+        "plugin",
+        "inspect",
+        wasm.to_str().unwrap(),
+        "--output",
+        "yaml",
+    ]);
     let value: serde_json::Value = serde_yaml::from_str(&stdout(&output)).unwrap();
     check_inspection(&value);
 }
@@ -44,10 +50,16 @@ fn inspect_text_is_a_summary_then_the_world() {
     let wasm = plugin_wasm("webapp");
     let text = stdout(&run_binary(&["plugin", "inspect", wasm.to_str().unwrap()]));
     assert!(text.contains("Name:           webapp"), "{text}");
-    assert!(text.contains("Primary kind:   WebApp (example.com/v1, webapps)"), "{text}");
+    assert!(
+        text.contains("Primary kind:   WebApp (example.com/v1, webapps)"),
+        "{text}"
+    );
     assert!(text.contains("Deployment (apps/v1, deployments)"), "{text}");
     let world = text.find("World:").expect("a World section");
-    assert!(text[world..].contains("wasm-operator:plugin/reconciler"), "{text}");
+    assert!(
+        text[world..].contains("wasm-operator:plugin/reconciler"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -67,5 +79,8 @@ fn inspect_names_a_missing_file() {
     let output = run_binary(&["plugin", "inspect", "/nonexistent/plugin.wasm"]);
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("cannot read plugin file /nonexistent/plugin.wasm"), "{stderr}");
+    assert!(
+        stderr.contains("cannot read plugin file /nonexistent/plugin.wasm"),
+        "{stderr}"
+    );
 }

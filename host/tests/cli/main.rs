@@ -2,6 +2,7 @@
 //! binary, a real devcluster over HTTP and the real plugins built to wasm.
 
 mod common;
+mod dev_binary;
 mod hot_reload;
 mod inspect;
 mod run;

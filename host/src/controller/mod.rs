@@ -1,0 +1,167 @@
+//! One kube-runtime `Controller` per loaded plugin, over its primary kind,
+//! fed by the shared caches: the primary (generation-filtered), the owned
+//! kinds (mapped to their controller owner) and the watched kinds (mapped to
+//! the primaries of the same namespace).
+
+mod backoff;
+mod reconcile;
+mod trigger;
+
+use std::sync::Arc;
+
+use futures::channel::mpsc;
+use futures::{FutureExt, StreamExt};
+use kube::Client;
+use kube::ResourceExt;
+use kube::runtime::Controller;
+use kube::runtime::controller::Config;
+use kube::runtime::reflector::ObjectRef;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::apply::EventSink;
+use crate::cache::{CacheLease, CacheView, SharedCache, api_resource};
+use crate::plugins::PluginSlot;
+use crate::telemetry::Metrics;
+
+pub use backoff::{BASE as BACKOFF_BASE, CAP as BACKOFF_CAP};
+pub use reconcile::ReconcileError;
+
+/// A running controller. Dropping it without [`ControllerHandle::stop`]
+/// cancels it abruptly; `stop` lets calls in flight finish.
+#[derive(Debug)]
+pub struct ControllerHandle {
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<()>>,
+    leases: Arc<Vec<CacheLease>>,
+    reconcile_all: mpsc::UnboundedSender<()>,
+}
+
+/// What a controller is started with.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// Reconciles of this plugin that may run at once (different objects).
+    pub concurrency: usize,
+}
+
+impl ControllerHandle {
+    /// Starts the controller of the plugin in `slot` (its primary, owned and
+    /// watched kinds are read from the slot's current manifest).
+    pub fn start(client: Client, cache: &SharedCache, slot: Arc<PluginSlot>, metrics: Metrics, options: &ControllerOptions) -> ControllerHandle {
+        let active = slot.current();
+        let manifest = active.plugin.manifest().clone();
+        let primary_lease = cache.acquire(&manifest.primary, None);
+        let owned: Vec<CacheLease> = manifest.owns.iter().map(|k| cache.acquire(k, None)).collect();
+        let watched: Vec<CacheLease> = manifest
+            .watches
+            .iter()
+            .filter(|k| **k != manifest.primary && !manifest.owns.contains(k))
+            .map(|k| cache.acquire(k, None))
+            .collect();
+        let primary_ar = api_resource(&manifest.primary);
+        let primary_store = primary_lease.store();
+
+        let shutdown = CancellationToken::new();
+        let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
+        let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
+        let mut controller = Controller::for_stream_with(
+            trigger::primaries(primary_lease.subscribe()),
+            primary_store.clone(),
+            primary_ar.clone(),
+        )
+        .with_config(Config::default().concurrency(concurrency))
+        .reconcile_all_on(reconcile_all_rx)
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned());
+        for lease in &owned {
+            controller = controller.owns_stream_with(trigger::related(lease.subscribe()), lease.api_resource().clone());
+        }
+        for lease in &watched {
+            let store = primary_store.clone();
+            let ar = primary_ar.clone();
+            // The contract has no mapping from a watched object to the
+            // primaries that read it; the primaries of its namespace (all of
+            // them for cluster-scoped objects) are the safe over-approximation.
+            controller = controller.watches_stream_with(
+                trigger::related(lease.subscribe()),
+                move |other| {
+                    let ns = other.namespace();
+                    store
+                        .state()
+                        .iter()
+                        .filter(|p| ns.is_none() || p.namespace() == ns)
+                        .map(|p| {
+                            let r = ObjectRef::new_with(&p.name_any(), ar.clone());
+                            match p.namespace() {
+                                Some(pns) => r.within(&pns),
+                                None => r,
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                },
+                lease.api_resource().clone(),
+            );
+        }
+
+        metrics.controller_started(&manifest.name);
+        metrics.plugin_version_loaded(&manifest.name, &manifest.version);
+        let ctx = Arc::new(reconcile::Context {
+            client: client.clone(),
+            plugin: manifest.name.clone(),
+            slot,
+            primary: primary_ar,
+            owned: owned.clone(),
+            cache: Arc::new(CacheView::new(cache.clone())),
+            events: EventSink::new(client, &manifest.name),
+            metrics,
+            failures: Default::default(),
+        });
+        let name = manifest.name.clone();
+        let task = tokio::spawn(
+            controller
+                .run(reconcile::reconcile, reconcile::error_policy, ctx)
+                .for_each(move |result| {
+                    if let Err(error) = result {
+                        // Reconcile failures are reported on the objects; what
+                        // arrives here is queue noise (e.g. an object deleted
+                        // before its turn came).
+                        tracing::debug!(plugin = %name, %error, "controller event");
+                    }
+                    futures::future::ready(())
+                })
+                .map(|_| ()),
+        );
+        let mut leases = vec![primary_lease];
+        leases.extend(owned);
+        leases.extend(watched);
+        ControllerHandle { shutdown, task: Some(task), leases: Arc::new(leases), reconcile_all }
+    }
+
+    /// True once every cache this controller reads has synced.
+    pub fn synced(&self) -> bool {
+        self.leases.iter().all(CacheLease::synced)
+    }
+
+    /// Queues every primary for a reconcile (after a version swap).
+    pub fn reconcile_all(&self) {
+        // Fails only when the controller already stopped.
+        let _ = self.reconcile_all.unbounded_send(());
+    }
+
+    /// Stops taking new work, waits for reconciles in flight, then releases
+    /// the caches.
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take()
+            && let Err(error) = task.await
+            && error.is_panic()
+        {
+            tracing::error!(%error, "controller task panicked");
+        }
+    }
+}
+
+impl Drop for ControllerHandle {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}

@@ -1,0 +1,90 @@
+//! Trigger streams: cache events turned into controller inputs.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+
+use futures::{Stream, StreamExt, future};
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::watcher;
+
+use crate::cache::CacheEvent;
+
+/// What must change on a primary for it to be reconciled again: its identity
+/// (a recreated object gets a new uid), its generation (spec changes),
+/// deletion and finalizers. Status and metadata-only changes - including the
+/// host's own status and annotation writes - are filtered out, which is what
+/// keeps reconciles from looping on their own writes.
+fn primary_fingerprint(obj: &DynamicObject) -> u64 {
+    let mut h = DefaultHasher::new();
+    obj.uid().hash(&mut h);
+    obj.metadata.generation.hash(&mut h);
+    obj.metadata.deletion_timestamp.is_some().hash(&mut h);
+    obj.finalizers().hash(&mut h);
+    h.finish()
+}
+
+/// The primary's trigger stream: changed primaries only (kube-runtime's
+/// generation predicate, extended with deletion and finalizers).
+pub(super) fn primaries(
+    events: impl Stream<Item = CacheEvent> + Send + 'static,
+) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+    let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
+    events.filter_map(move |event| {
+        let obj = event.object();
+        let key = (obj.namespace(), obj.name_any());
+        let out = match &event {
+            CacheEvent::Deleted(_) => {
+                seen.remove(&key);
+                None
+            }
+            CacheEvent::Applied(obj) => {
+                let fp = primary_fingerprint(obj);
+                (seen.insert(key, fp) != Some(fp)).then(|| Ok(obj.as_ref().clone()))
+            }
+        };
+        future::ready(out)
+    })
+}
+
+/// Every change (including deletions) of a related kind, as objects.
+pub(super) fn related(
+    events: impl Stream<Item = CacheEvent> + Send + 'static,
+) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+    events.map(|event| Ok(event.object().as_ref().clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::stream;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn obj(generation: i64, rv: &str, finalizers: &[&str]) -> Arc<DynamicObject> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "example.com/v1", "kind": "WebApp",
+                "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "generation": generation,
+                             "resourceVersion": rv, "finalizers": finalizers},
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn filters_status_only_changes() {
+        let events = vec![
+            CacheEvent::Applied(obj(1, "1", &[])),
+            CacheEvent::Applied(obj(1, "2", &[])), // status write: filtered
+            CacheEvent::Applied(obj(1, "3", &["f"])), // finalizer added: passes
+            CacheEvent::Applied(obj(2, "4", &["f"])), // spec change: passes
+            CacheEvent::Deleted(obj(2, "5", &["f"])),
+            CacheEvent::Applied(obj(2, "6", &["f"])), // seen again after delete: passes
+        ];
+        let out: Vec<_> = primaries(stream::iter(events)).collect().await;
+        let rvs: Vec<_> = out.into_iter().map(|o| o.unwrap().resource_version().unwrap()).collect();
+        assert_eq!(rvs, ["1", "3", "4", "6"]);
+    }
+}

@@ -1,0 +1,142 @@
+//! `wasm-operator dev` as a user runs it: the real binary on a free port,
+//! installing the repository's examples and serving a prebuilt plugin.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use wasm_operator::cli::connect::connect;
+
+use crate::common::{ChildGuard, binary, eventually, plugin_wasm, workspace};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_installs_examples_and_prints_how_to_use_them() {
+    let wasm_dir = tempfile::tempdir().unwrap();
+    std::fs::copy(plugin_wasm("webapp"), wasm_dir.path().join("webapp.wasm")).unwrap();
+
+    let mut child = Command::new(binary())
+        .args(["dev", "--port", "0", "--no-build"])
+        .args(["--wasm-dir", wasm_dir.path().to_str().unwrap()])
+        .args([
+            "--plugins-dir",
+            wasm_dir.path().join("none").to_str().unwrap(),
+        ])
+        .args([
+            "--examples-dir",
+            workspace().join("examples").to_str().unwrap(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let child = ChildGuard(Some(child));
+
+    // Keep draining stdout so the process never blocks on a full pipe.
+    let (lines_tx, lines_rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut banner = Vec::new();
+    let kubeconfig = tokio::task::spawn_blocking(move || {
+        loop {
+            let line = lines_rx
+                .recv_timeout(Duration::from_secs(300))
+                .expect("dev printed no kubeconfig line");
+            banner.push(line.clone());
+            if let Some(path) = line.trim().strip_prefix("kubeconfig: ") {
+                let path = path.to_string();
+                // The kubectl hint follows the kubeconfig line.
+                for _ in 0..4 {
+                    if let Ok(line) = lines_rx.recv_timeout(Duration::from_secs(10)) {
+                        banner.push(line);
+                    }
+                }
+                return (path, banner);
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let (kubeconfig, banner) = kubeconfig;
+    let banner = banner.join("\n");
+    assert!(banner.contains("plugin webapp 1.0.0"), "{banner}");
+    assert!(
+        banner.contains(&format!(
+            "kubectl --kubeconfig {kubeconfig} get webapps,deployments,services -A"
+        )),
+        "{banner}"
+    );
+
+    let client = connect(Some(std::path::Path::new(&kubeconfig)), None)
+        .await
+        .unwrap();
+    let webapps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "WebApp"),
+            "webapps",
+        ),
+    );
+    let examples = webapps.list(&ListParams::default()).await.unwrap().items;
+    assert!(!examples.is_empty(), "no example WebApp was applied");
+    let uids: Vec<String> = examples
+        .iter()
+        .filter_map(|w| w.metadata.uid.clone())
+        .collect();
+    let deployments: Api<Deployment> = Api::all(client.clone());
+    eventually(
+        Duration::from_secs(180),
+        "a Deployment for every example WebApp",
+        || {
+            let deployments = deployments.clone();
+            let uids = uids.clone();
+            async move {
+                let list = deployments.list(&ListParams::default()).await.ok()?;
+                let owned = uids
+                    .iter()
+                    .filter(|uid| {
+                        list.items.iter().any(|d| {
+                            d.metadata
+                                .owner_references
+                                .iter()
+                                .flatten()
+                                .any(|o| &o.uid == *uid)
+                        })
+                    })
+                    .count();
+                (owned == uids.len()).then_some(())
+            }
+        },
+    )
+    .await;
+
+    // The faulty plugin is a test fixture: its CRD is installed, its
+    // examples are not.
+    let faults: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("test.wasm-operator.dev", "v1", "Fault"),
+            "faults",
+        ),
+    );
+    let faults = faults.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        faults.is_empty(),
+        "faulty examples were applied: {faults:?}"
+    );
+
+    let clean = tokio::task::spawn_blocking(move || child.terminate())
+        .await
+        .unwrap();
+    assert!(clean, "dev did not exit cleanly on SIGTERM");
+}

@@ -1,0 +1,92 @@
+//! End-to-end tests of the reconcile runtime: a real devcluster over HTTP,
+//! the real plugins built to wasm, the registry, controllers, apply layer and
+//! telemetry. No mocks.
+//!
+//! Build the plugins first: `bash scripts/build-plugins.sh`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod caches;
+mod faulty;
+mod telemetry;
+mod webapp;
+
+use std::time::Duration;
+
+use devcluster::DevCluster;
+use kube::api::ApiResource;
+use wasm_operator::engine::{CallLimits, EngineConfig};
+use wasm_operator::plugins::{LoadedVersion, Registry, RegistryOptions};
+use wasm_operator::telemetry::Metrics;
+
+/// How long a test waits for the host to converge before failing.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// A devcluster with a registry of plugins running against it.
+pub struct Host {
+    pub cluster: DevCluster,
+    pub registry: Registry,
+    pub metrics: Metrics,
+    _cache_dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// Short limits keep the fault tests quick: a looping plugin is cut off
+    /// after 1 s, a greedy one at 64 MiB.
+    pub async fn start() -> Host {
+        wasm_operator::telemetry::init_logging(false);
+        let cluster = support::start_cluster().await;
+        let cache_dir = tempfile::tempdir().unwrap();
+        let metrics = Metrics::new();
+        let options = RegistryOptions {
+            concurrency: 4,
+            engine: EngineConfig {
+                cache_dir: Some(cache_dir.path().to_path_buf()),
+                limits: CallLimits { timeout: Duration::from_secs(1), memory_bytes: 64 << 20, output_bytes: 1 << 20 },
+                ..EngineConfig::default()
+            },
+            metrics: metrics.clone(),
+        };
+        let registry = Registry::new(cluster.client(), options).await.unwrap();
+        Host { cluster, registry, metrics, _cache_dir: cache_dir }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.cluster.client()
+    }
+
+    /// Installs `examples/<plugin>/crd.yaml` and loads the built plugin.
+    pub async fn load(&self, plugin: &str) -> LoadedVersion {
+        support::install_crd(&self.client(), &support::example_crd(plugin)).await;
+        let path = support::plugin_wasm(plugin);
+        self.registry
+            .load(&format!("file:{}", path.display()), &support::plugin_bytes(plugin), serde_json::json!({}))
+            .await
+            .unwrap_or_else(|e| panic!("loading {plugin}: {e}"))
+    }
+}
+
+pub fn webapp_kind() -> ApiResource {
+    support::api_resource("example.com", "v1", "WebApp", "webapps")
+}
+
+pub fn deployment_kind() -> ApiResource {
+    support::api_resource("apps", "v1", "Deployment", "deployments")
+}
+
+pub fn service_kind() -> ApiResource {
+    support::api_resource("", "v1", "Service", "services")
+}
+
+/// The `events.k8s.io/v1` events about object `name`, as `(type, reason, note)`.
+pub async fn events_for(client: &kube::Client, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace);
+    let list = api.list(&Default::default()).await.unwrap_or_else(|e| panic!("listing events: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}

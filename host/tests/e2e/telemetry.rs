@@ -1,0 +1,63 @@
+//! Metrics, health and readiness over HTTP while plugins reconcile.
+
+use std::net::SocketAddr;
+
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::support::{dynamic_api, get_json, wait_until};
+use crate::{CONVERGE, Host, webapp_kind};
+
+async fn http_get(url: &str) -> Result<(u16, String), String> {
+    let response = reqwest::get(url).await.map_err(|e| e.to_string())?;
+    let status = response.status().as_u16();
+    Ok((status, response.text().await.map_err(|e| e.to_string())?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_health_and_readiness() {
+    let host = Host::start().await;
+    let registry = host.registry.clone();
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (bound, server) = wasm_operator::telemetry::serve(addr, host.metrics.clone(), move || registry.ready()).await.unwrap();
+    let base = format!("http://{bound}");
+    assert_eq!(http_get(&format!("{base}/healthz")).await.unwrap().0, 200);
+
+    host.load("webapp").await;
+    let webapps = dynamic_api(&host.client(), &webapp_kind(), Some("default"));
+    let app = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "WebApp",
+        "metadata": {"name": "metrics"}, "spec": {"replicas": 1, "image": "nginx"},
+    }))
+    .unwrap();
+    webapps.create(&PostParams::default(), &app).await.unwrap();
+    wait_until("/readyz to answer 200", CONVERGE, || async {
+        match http_get(&format!("{base}/readyz")).await? {
+            (200, _) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    wait_until("WebApp metrics to be reconciled", CONVERGE, || async {
+        let app = get_json(&webapps, "metrics").await.ok_or("gone")?;
+        if app.pointer("/status/observedGeneration") == Some(&json!(1)) { Ok(()) } else { Err(app.to_string()) }
+    })
+    .await;
+
+    let (status, text) = http_get(&format!("{base}/metrics")).await.unwrap();
+    assert_eq!(status, 200);
+    for needle in [
+        "controller_runtime_reconcile_total{controller=\"webapp\",result=\"success\"}",
+        "controller_runtime_reconcile_time_seconds_count{controller=\"webapp\"}",
+        "controller_runtime_reconcile_errors_total{controller=\"webapp\"} 0",
+        "workqueue_adds_total{name=\"webapp\"}",
+        "workqueue_depth{name=\"webapp\"}",
+        "wasm_operator_plugin_call_duration_seconds_count{plugin=\"webapp\",version=\"",
+        "function=\"reconcile\"}",
+        "wasm_operator_plugin_traps_total{plugin=\"webapp\",version=\"",
+        "wasm_operator_plugin_timeouts_total{plugin=\"webapp\",version=\"",
+    ] {
+        assert!(text.contains(needle), "/metrics lacks {needle}:\n{text}");
+    }
+    server.abort();
+}

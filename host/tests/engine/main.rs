@@ -1,0 +1,264 @@
+//! The engine against the real plugin components built by
+//! `scripts/build-plugins.sh` (webapp and faulty).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wasm_operator::contract::{CallContext, Failure, ObjectRef};
+use wasm_operator::engine::{
+    CacheReader, CallError, CallLimits, CallObserver, CallReport, EmptyCache, Engine, EngineConfig, EngineError,
+    LoadedPlugin,
+};
+
+fn component(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/wasm32-wasip2/release/{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!("cannot read {}: {e}; run scripts/build-plugins.sh first to build the test plugins", path.display())
+    })
+}
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig::default()).unwrap()
+}
+
+fn ctx(plugin: &LoadedPlugin) -> CallContext {
+    CallContext {
+        plugin_version: plugin.manifest().version.clone(),
+        attempt: 1,
+        managed_by_version: None,
+        config: json!({}),
+    }
+}
+
+/// A primary object of the plugin's primary kind.
+fn primary(plugin: &LoadedPlugin, name: &str, spec: Value) -> Value {
+    let k = &plugin.manifest().primary;
+    json!({
+        "apiVersion": k.api_version(),
+        "kind": k.kind,
+        "metadata": {"name": name, "namespace": "default", "uid": "0b6f1c2e-1111-4c1e-9a35-2f0c6d7a8b90", "generation": 1},
+        "spec": spec,
+    })
+}
+
+fn webapp_spec() -> Value {
+    json!({"image": "nginx:1.27", "replicas": 2, "port": 8080})
+}
+
+/// A cache that answers every read with one object of the asked kind.
+struct OneObjectCache;
+
+impl CacheReader for OneObjectCache {
+    fn get(&self, r: &ObjectRef) -> Option<Value> {
+        Some(json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}}))
+    }
+    fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>, _: Option<&str>) -> Result<Vec<Value>, String> {
+        Ok(vec![json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "one", "namespace": namespace}})])
+    }
+}
+
+fn cache() -> Arc<dyn CacheReader> {
+    Arc::new(OneObjectCache)
+}
+
+async fn faulty_call(plugin: &LoadedPlugin, mode: &str) -> Result<wasm_operator::contract::Desired, CallError> {
+    let object = primary(plugin, &format!("obj-{mode}"), json!({"mode": mode}));
+    plugin.reconcile(&ctx(plugin), &object, &[], cache()).await
+}
+
+/// After any fault the same plugin still serves a well-behaved object.
+async fn still_serves(plugin: &LoadedPlugin) {
+    faulty_call(plugin, "ok").await.expect("the plugin must keep serving after a faulty call");
+}
+
+#[test]
+fn webapp_manifest_loads() {
+    let plugin = engine().load(&component("webapp")).unwrap();
+    let m = plugin.manifest();
+    assert_eq!(m.name, "webapp");
+    semver::Version::parse(&m.version).unwrap();
+    assert!(m.owns.iter().any(|k| k.kind == "Deployment"), "{m:?}");
+    assert!(m.owns.iter().any(|k| k.kind == "Service"), "{m:?}");
+    assert!(plugin.digest().starts_with("sha256:") && plugin.digest().len() == 71);
+}
+
+#[tokio::test]
+async fn webapp_reconcile_gives_deployment_and_service() {
+    let plugin = engine().load(&component("webapp")).unwrap();
+    let object = primary(&plugin, "shop", webapp_spec());
+    let desired = plugin.reconcile(&ctx(&plugin), &object, &[], cache()).await.unwrap();
+    let kinds: Vec<&str> = desired.children.iter().filter_map(|c| c["kind"].as_str()).collect();
+    assert!(kinds.contains(&"Deployment"), "{kinds:?}");
+    assert!(kinds.contains(&"Service"), "{kinds:?}");
+    desired.validate().unwrap();
+}
+
+#[tokio::test]
+async fn observer_sees_every_call() {
+    #[derive(Default)]
+    struct Record(Mutex<Vec<(String, &'static str)>>);
+    impl CallObserver for Record {
+        fn observe(&self, r: &CallReport<'_>) {
+            self.0.lock().unwrap().push((r.function.to_string(), r.outcome));
+        }
+    }
+    let record = Arc::new(Record::default());
+    let engine = Engine::new(EngineConfig { observer: Some(record.clone()), ..Default::default() }).unwrap();
+    let plugin = engine.load(&component("faulty")).unwrap();
+    faulty_call(&plugin, "ok").await.unwrap();
+    faulty_call(&plugin, "trap").await.unwrap_err();
+    let seen = record.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![("manifest".to_string(), "Ok"), ("reconcile".to_string(), "Ok"), ("reconcile".to_string(), "PluginTrap")]
+    );
+}
+
+#[tokio::test]
+async fn trap_is_a_trap() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let err = faulty_call(&plugin, "trap").await.unwrap_err();
+    assert!(matches!(err, CallError::Trap { .. }), "{err}");
+    assert_eq!(err.reason(), "PluginTrap");
+    assert!(err.to_string().contains(&plugin.manifest().name), "{err}");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn endless_loop_times_out() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let plugin = plugin.with_limits(CallLimits { timeout: Duration::from_secs(1), ..plugin.limits() });
+    let err = faulty_call(&plugin, "loop").await.unwrap_err();
+    assert!(matches!(err, CallError::Timeout { timeout, .. } if timeout == Duration::from_secs(1)), "{err}");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn unbounded_allocation_hits_the_memory_limit() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let plugin = plugin.with_limits(CallLimits { memory_bytes: 64 << 20, ..plugin.limits() });
+    let err = faulty_call(&plugin, "memory").await.unwrap_err();
+    assert!(matches!(err, CallError::MemoryExceeded { limit, .. } if limit == 64 << 20), "{err}");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn garbage_is_invalid_output() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let err = faulty_call(&plugin, "garbage").await.unwrap_err();
+    assert!(matches!(err, CallError::InvalidOutput { .. }), "{err}");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn huge_output_is_too_large() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let plugin = plugin.with_limits(CallLimits { output_bytes: 1 << 20, ..plugin.limits() });
+    let err = faulty_call(&plugin, "huge").await.unwrap_err();
+    assert!(matches!(err, CallError::OutputTooLarge { size, limit, .. } if size > limit), "{err}");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn undeclared_read_is_denied() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let err = faulty_call(&plugin, "read-undeclared").await.unwrap_err();
+    match &err {
+        CallError::CapabilityDenied { kind, .. } => {
+            let (api_version, name) = kind.rsplit_once('/').unwrap();
+            assert!(!plugin.manifest().may_read(api_version, name), "{kind}");
+        }
+        other => panic!("expected CapabilityDenied, got {other}"),
+    }
+    assert_eq!(err.reason(), "CapabilityDenied");
+    still_serves(&plugin).await;
+}
+
+#[tokio::test]
+async fn plugin_failures_are_passed_through() {
+    let plugin = engine().load(&component("faulty")).unwrap();
+    let err = faulty_call(&plugin, "permanent").await.unwrap_err();
+    assert!(matches!(err, CallError::Failed(Failure::Permanent(_))), "{err}");
+    assert!(err.is_permanent());
+    let err = faulty_call(&plugin, "transient-then-ok").await.unwrap_err();
+    assert!(matches!(err, CallError::Failed(Failure::Transient(_))), "{err}");
+    assert!(!err.is_permanent());
+    still_serves(&plugin).await;
+}
+
+#[test]
+fn non_wasm_bytes_are_rejected() {
+    let err = engine().load(b"#!/bin/sh\necho not wasm\n").unwrap_err();
+    assert!(matches!(err, EngineError::NotAComponent { .. }), "{err}");
+    assert!(err.to_string().contains("not WebAssembly"), "{err}");
+}
+
+#[test]
+fn core_module_is_rejected() {
+    // `(module)` in binary form.
+    let err = engine().load(b"\0asm\x01\0\0\0").unwrap_err();
+    assert!(matches!(err, EngineError::NotAComponent { .. }), "{err}");
+    assert!(err.to_string().contains("core wasm module"), "{err}");
+}
+
+#[test]
+fn component_of_another_world_is_rejected() {
+    // `(component)`: a valid component that exports nothing.
+    let err = engine().load(b"\0asm\x0d\0\x01\0").unwrap_err();
+    match &err {
+        EngineError::WrongWorld { missing, .. } => assert!(missing.contains("reconciler"), "{missing}"),
+        other => panic!("expected WrongWorld, got {other}"),
+    }
+}
+
+#[test]
+fn second_engine_loads_from_the_disk_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { cache_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+    let bytes = component("webapp");
+    let first = Engine::new(config.clone()).unwrap();
+    let a = first.load(&bytes).unwrap();
+    assert!(a.load_stats().compiled);
+    assert_eq!(first.cache_stats().misses, 1);
+    let second = Engine::new(config).unwrap();
+    let b = second.load(&bytes).unwrap();
+    assert!(!b.load_stats().compiled, "a restart must not recompile");
+    assert_eq!(second.cache_stats().hits, 1);
+    assert_eq!(second.cache_stats().misses, 0);
+    assert_eq!(a.manifest(), b.manifest());
+    assert_eq!(a.digest(), b.digest());
+}
+
+#[test]
+fn corrupt_cache_entry_is_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = EngineConfig { cache_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+    let bytes = component("webapp");
+    Engine::new(config.clone()).unwrap().load(&bytes).unwrap();
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        std::fs::write(entry.unwrap().path(), b"not an artifact").unwrap();
+    }
+    let engine = Engine::new(config).unwrap();
+    let plugin = engine.load(&bytes).unwrap();
+    assert!(plugin.load_stats().compiled);
+    assert_eq!(plugin.manifest().name, "webapp");
+}
+
+#[test]
+fn inspect_describes_the_world() {
+    let inspection = wasm_operator::engine::inspect::inspect(&component("webapp")).unwrap();
+    assert_eq!(inspection.manifest.name, "webapp");
+    assert!(inspection.world.contains("wasm-operator:plugin/reconciler"), "{}", inspection.world);
+    assert!(inspection.world.contains("reconcile: func("), "{}", inspection.world);
+    let json = serde_json::to_value(&inspection).unwrap();
+    assert_eq!(json["digest"], inspection.digest);
+}
+
+#[tokio::test]
+async fn empty_cache_reader_serves_reads() {
+    let plugin = engine().load(&component("webapp")).unwrap();
+    let object = primary(&plugin, "shop", webapp_spec());
+    plugin.reconcile(&ctx(&plugin), &object, &[], Arc::new(EmptyCache)).await.unwrap();
+}

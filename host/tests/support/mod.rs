@@ -1,0 +1,174 @@
+//! Test support shared by the host's integration tests (`e2e`, `cli`):
+//! a devcluster, CRD installation, the built plugins, and waiting helpers
+//! that say what they last saw when they give up.
+//!
+//! Include it with `#[path = "../support/mod.rs"] mod support;`.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use devcluster::{DevCluster, DevClusterOptions};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::Value;
+
+/// The workspace root (parent of `host/`).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+}
+
+/// Starts a fresh in-memory devcluster on a free port.
+pub async fn start_cluster() -> DevCluster {
+    match DevCluster::start(DevClusterOptions::default()).await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot start a devcluster: {e}"),
+    }
+}
+
+/// The built component of plugin `name`
+/// (`target/wasm32-wasip2/release/<name>.wasm`).
+///
+/// Panics telling to run `scripts/build-plugins.sh` when it is missing.
+pub fn plugin_wasm(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
+    let path = target.join("wasm32-wasip2").join("release").join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: run `bash scripts/build-plugins.sh` in {} first",
+        path.display(),
+        workspace().display()
+    );
+    path
+}
+
+/// The bytes of plugin `name` (see [`plugin_wasm`]).
+pub fn plugin_bytes(name: &str) -> Vec<u8> {
+    let path = plugin_wasm(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// `examples/<example>/crd.yaml` in the workspace (or under the directory
+/// named by `WASM_OPERATOR_EXAMPLES_DIR`, to test against other CRDs).
+pub fn example_crd(example: &str) -> PathBuf {
+    let examples = std::env::var_os("WASM_OPERATOR_EXAMPLES_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("examples"));
+    examples.join(example).join("crd.yaml")
+}
+
+/// Installs every CRD in the YAML file at `path` (server-side apply, so
+/// installing twice is fine) and waits until each is served (a list of its
+/// kind succeeds). Returns the installed CRDs.
+pub async fn install_crd(client: &Client, path: &Path) -> Vec<CustomResourceDefinition> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read CRD file {}: {e}", path.display()));
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut installed = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()));
+        if value.is_null() {
+            continue;
+        }
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(value).unwrap_or_else(|e| panic!("{}: not a CustomResourceDefinition: {e}", path.display()));
+        let name = crd.metadata.name.clone().unwrap_or_else(|| panic!("{}: a CRD without metadata.name", path.display()));
+        let applied = api
+            .patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
+            .await
+            .unwrap_or_else(|e| panic!("installing CRD {name} from {}: {e}", path.display()));
+        for version in crd.spec.versions.iter().filter(|v| v.served) {
+            let ar = ApiResource {
+                group: crd.spec.group.clone(),
+                version: version.name.clone(),
+                api_version: format!("{}/{}", crd.spec.group, version.name),
+                kind: crd.spec.names.kind.clone(),
+                plural: crd.spec.names.plural.clone(),
+            };
+            let list: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            wait_until(&format!("CRD {name} version {} to be served", version.name), Duration::from_secs(30), || {
+                let list = list.clone();
+                async move { list.list(&ListParams::default()).await.map(|_| ()).map_err(|e| e.to_string()) }
+            })
+            .await;
+        }
+        installed.push(applied);
+    }
+    assert!(!installed.is_empty(), "{} holds no CRD", path.display());
+    installed
+}
+
+/// Polls `check` every 100 ms until it returns `Ok`, and returns that value.
+/// `Err` carries a description of what was seen; after `timeout` the test
+/// panics with `what` and the last description.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let last = match check().await {
+            Ok(v) => return v,
+            Err(seen) => seen,
+        };
+        if Instant::now() >= deadline {
+            panic!("timed out after {timeout:?} waiting for {what}; last saw: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Like [`wait_until`] for a plain predicate over a value fetched by `fetch`;
+/// the last fetched value is printed on timeout.
+pub async fn wait_for_value<T, F, Fut, P>(what: &str, timeout: Duration, mut fetch: F, pred: P) -> T
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = T>,
+    P: Fn(&T) -> bool,
+{
+    wait_until(what, timeout, || {
+        let fut = fetch();
+        let pred = &pred;
+        async move {
+            let v = fut.await;
+            if pred(&v) { Ok(v) } else { Err(format!("{v:?}")) }
+        }
+    })
+    .await
+}
+
+/// A dynamic API for `ar` in `namespace` (or cluster-wide).
+pub fn dynamic_api(client: &Client, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    }
+}
+
+/// An [`ApiResource`] from its parts.
+pub fn api_resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: group.to_string(),
+        version: version.to_string(),
+        api_version: if group.is_empty() { version.to_string() } else { format!("{group}/{version}") },
+        kind: kind.to_string(),
+        plural: plural.to_string(),
+    }
+}
+
+/// The object as JSON, or `None` when it does not exist (other errors panic).
+pub async fn get_json(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
+    match api.get_opt(name).await {
+        Ok(obj) => obj.map(|o| serde_json::to_value(o).expect("objects serialize")),
+        Err(e) => panic!("GET {name}: {e}"),
+    }
+}
+
+/// The condition of type `kind` in `obj.status.conditions`.
+pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
+}
