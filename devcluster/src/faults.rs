@@ -36,7 +36,10 @@ impl std::fmt::Debug for Faults {
 
 impl Faults {
     pub(crate) fn new(store: Arc<Store>) -> Self {
-        Self { store, inner: Arc::new(Mutex::new(Inner::default())) }
+        Self {
+            store,
+            inner: Arc::new(Mutex::new(Inner::default())),
+        }
     }
 
     /// Ends every open watch stream; clients must re-watch.
@@ -52,9 +55,18 @@ impl Faults {
 
     /// The next `count` requests whose path starts with `path_prefix` answer
     /// `status` (429, 500 or 503) with a Status body; 429 carries `Retry-After: 1`.
+    /// A count of 0 cancels pending failures for that prefix.
     pub fn fail_next(&self, path_prefix: &str, count: usize, status: u16) {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.rules.push(FailRule { prefix: path_prefix.to_string(), remaining: count, status });
+        if count == 0 {
+            inner.rules.retain(|r| r.prefix != path_prefix);
+            return;
+        }
+        inner.rules.push(FailRule {
+            prefix: path_prefix.to_string(),
+            remaining: count,
+            status,
+        });
     }
 
     /// Adds `latency` to every request (zero removes it).
@@ -69,7 +81,10 @@ impl Faults {
     /// Consumes one failure for `path` if a rule matches; returns the status to answer.
     pub(crate) fn take_failure(&self, path: &str) -> Option<u16> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let idx = inner.rules.iter().position(|r| r.remaining > 0 && path.starts_with(&r.prefix))?;
+        let idx = inner
+            .rules
+            .iter()
+            .position(|r| r.remaining > 0 && path.starts_with(&r.prefix))?;
         let rule = &mut inner.rules[idx];
         rule.remaining -= 1;
         let status = rule.status;

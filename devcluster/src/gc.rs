@@ -14,10 +14,25 @@ use crate::store::State;
 use crate::store::write::{DeleteOpts, deleting, finalizers_of};
 
 enum Action {
-    Delete { resource: String, ns: String, name: String },
-    DropOwnerRef { resource: String, owner_uid: String, obj: Value },
-    DropFinalizer { resource: String, ns: String, name: String, finalizer: &'static str },
-    RemoveNamespace { name: String },
+    Delete {
+        resource: String,
+        ns: String,
+        name: String,
+    },
+    DropOwnerRef {
+        resource: String,
+        owner_uid: String,
+        obj: Value,
+    },
+    DropFinalizer {
+        resource: String,
+        ns: String,
+        name: String,
+        finalizer: &'static str,
+    },
+    RemoveNamespace {
+        name: String,
+    },
 }
 
 fn meta_str<'a>(obj: &'a Value, k: &str) -> &'a str {
@@ -54,7 +69,9 @@ fn plan(st: &State) -> Vec<Action> {
     let mut has_dependents: HashSet<String> = HashSet::new();
     let mut has_blocking: HashSet<String> = HashSet::new();
     for (res, o) in &all {
-        let Some(refs) = o["metadata"]["ownerReferences"].as_array() else { continue };
+        let Some(refs) = o["metadata"]["ownerReferences"].as_array() else {
+            continue;
+        };
         if refs.is_empty() {
             continue;
         }
@@ -84,7 +101,11 @@ fn plan(st: &State) -> Vec<Action> {
         }
         if (all_gone || delete_for_foreground) && !deleting(o) {
             let (ns, name) = crate::store::obj_key(o);
-            actions.push(Action::Delete { resource: res.clone(), ns, name });
+            actions.push(Action::Delete {
+                resource: res.clone(),
+                ns,
+                name,
+            });
         }
     }
     if !actions.is_empty() {
@@ -98,9 +119,19 @@ fn plan(st: &State) -> Vec<Action> {
         let fins = finalizers_of(o);
         let (ns, name) = crate::store::obj_key(o);
         if fins.iter().any(|f| f == "orphan") && !has_dependents.contains(uid) {
-            actions.push(Action::DropFinalizer { resource: res.clone(), ns: ns.clone(), name: name.clone(), finalizer: "orphan" });
+            actions.push(Action::DropFinalizer {
+                resource: res.clone(),
+                ns: ns.clone(),
+                name: name.clone(),
+                finalizer: "orphan",
+            });
         } else if fins.iter().any(|f| f == "foregroundDeletion") && !has_blocking.contains(uid) {
-            actions.push(Action::DropFinalizer { resource: res.clone(), ns: ns.clone(), name: name.clone(), finalizer: "foregroundDeletion" });
+            actions.push(Action::DropFinalizer {
+                resource: res.clone(),
+                ns: ns.clone(),
+                name: name.clone(),
+                finalizer: "foregroundDeletion",
+            });
         }
         if res == "/namespaces" {
             let contents = st.in_namespace(&name);
@@ -112,7 +143,11 @@ fn plan(st: &State) -> Vec<Action> {
                 for (r, c) in contents {
                     if !deleting(&c) {
                         let (cns, cname) = crate::store::obj_key(&c);
-                        actions.push(Action::Delete { resource: r, ns: cns, name: cname });
+                        actions.push(Action::Delete {
+                            resource: r,
+                            ns: cns,
+                            name: cname,
+                        });
                     }
                 }
             }
@@ -134,10 +169,16 @@ fn apply(st: &mut State, action: Action) -> Result<(), ApiError> {
                 Err(e) => Err(e),
             }
         }
-        Action::DropOwnerRef { resource, owner_uid, obj } => {
+        Action::DropOwnerRef {
+            resource,
+            owner_uid,
+            obj,
+        } => {
             let (ns, name) = crate::store::obj_key(&obj);
             // Re-read: an earlier action in this round may have changed the object.
-            let Some(cur) = st.get(&resource, &ns, &name) else { return Ok(()) };
+            let Some(cur) = st.get(&resource, &ns, &name) else {
+                return Ok(());
+            };
             let mut new = (*cur).clone();
             if let Some(refs) = new["metadata"]["ownerReferences"].as_array_mut() {
                 refs.retain(|r| r["uid"].as_str() != Some(owner_uid.as_str()));
@@ -149,7 +190,12 @@ fn apply(st: &mut State, action: Action) -> Result<(), ApiError> {
             }
             st.replace_raw(&resource, new)
         }
-        Action::DropFinalizer { resource, ns, name, finalizer } => st.drop_finalizer(&resource, &ns, &name, finalizer),
+        Action::DropFinalizer {
+            resource,
+            ns,
+            name,
+            finalizer,
+        } => st.drop_finalizer(&resource, &ns, &name, finalizer),
         Action::RemoveNamespace { name } => st.remove_object("/namespaces", "", &name).map(|_| ()),
     }
 }

@@ -20,7 +20,10 @@ pub fn write(path: &Path, url: &str, token: Option<&str>) -> Result<(), DevClust
         "current-context": "devcluster",
         "preferences": {},
     });
-    let err = |message: String| DevClusterError::Kubeconfig { path: path.to_path_buf(), message };
+    let err = |message: String| DevClusterError::Kubeconfig {
+        path: path.to_path_buf(),
+        message,
+    };
     let text = serde_yaml::to_string(&doc).map_err(|e| err(e.to_string()))?;
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| err(e.to_string()))?;
@@ -30,10 +33,22 @@ pub fn write(path: &Path, url: &str, token: Option<&str>) -> Result<(), DevClust
 
 /// Builds a `kube::Client` from the kubeconfig at `path` (the way any user would).
 pub async fn client(path: &Path, url: &str) -> Result<kube::Client, DevClusterError> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .map_err(|e| DevClusterError::Kubeconfig { path: path.to_path_buf(), message: e.to_string() })?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| DevClusterError::Client { url: url.to_string(), message: e.to_string() })?;
-    kube::Client::try_from(config).map_err(|e| DevClusterError::Client { url: url.to_string(), message: e.to_string() })
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(path).map_err(|e| DevClusterError::Kubeconfig {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| DevClusterError::Client {
+        url: url.to_string(),
+        message: e.to_string(),
+    })?;
+    kube::Client::try_from(config).map_err(|e| DevClusterError::Client {
+        url: url.to_string(),
+        message: e.to_string(),
+    })
 }

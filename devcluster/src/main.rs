@@ -32,7 +32,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .init();
     let args = Args::parse();
     let mut cluster = DevCluster::start(DevClusterOptions {
         port: args.port,
@@ -44,7 +46,10 @@ async fn main() -> anyhow::Result<()> {
     .await?;
     println!("devcluster serving at {}", cluster.url());
     println!("kubeconfig: {}", cluster.kubeconfig_path().display());
-    println!("try: kubectl --kubeconfig {} get namespaces", cluster.kubeconfig_path().display());
+    println!(
+        "try: kubectl --kubeconfig {} get namespaces",
+        cluster.kubeconfig_path().display()
+    );
     tokio::signal::ctrl_c().await?;
     cluster.stop().await;
     Ok(())

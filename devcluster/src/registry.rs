@@ -63,7 +63,11 @@ pub struct ResourceType {
 impl ResourceType {
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// The storage key, independent of the version: `group/plural`.
@@ -73,12 +77,19 @@ impl ResourceType {
 
     /// `deployments.apps`, or `pods` for the core group (as in error messages).
     pub fn qualified(&self) -> String {
-        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 
     /// The version objects are stored at.
     pub fn storage_version(&self) -> &str {
-        self.crd.as_ref().map(|c| c.storage_version.as_str()).unwrap_or(&self.version)
+        self.crd
+            .as_ref()
+            .map(|c| c.storage_version.as_str())
+            .unwrap_or(&self.version)
     }
 }
 
@@ -121,8 +132,9 @@ where
 /// The built-in resource types.
 pub fn builtins() -> Vec<ResourceType> {
     use k8s_openapi::api::{
-        admissionregistration::v1 as adm, apps::v1 as apps, batch::v1 as batch, coordination::v1 as coord,
-        core::v1 as core, events::v1 as events, policy::v1 as policy, rbac::v1 as rbac,
+        admissionregistration::v1 as adm, apps::v1 as apps, batch::v1 as batch,
+        coordination::v1 as coord, core::v1 as core, events::v1 as events, policy::v1 as policy,
+        rbac::v1 as rbac,
     };
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
     const ALL: &[&str] = &["all"];
@@ -150,7 +162,12 @@ pub fn builtins() -> Vec<ResourceType> {
         builtin::<rbac::ClusterRoleBinding>(&[], &[], false, false),
         builtin::<adm::ValidatingWebhookConfiguration>(&[], &["api-extensions"], false, false),
         builtin::<adm::MutatingWebhookConfiguration>(&[], &["api-extensions"], false, false),
-        builtin::<apiext::CustomResourceDefinition>(&["crd", "crds"], &["api-extensions"], true, false),
+        builtin::<apiext::CustomResourceDefinition>(
+            &["crd", "crds"],
+            &["api-extensions"],
+            true,
+            false,
+        ),
     ]
 }
 
@@ -160,7 +177,13 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
     let names = &spec["names"];
     let str_of = |v: &Value| v.as_str().unwrap_or_default().to_string();
     let strs = |v: &Value| -> Vec<String> {
-        v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     let kind = str_of(&names["kind"]);
     let plural = str_of(&names["plural"]);
@@ -171,7 +194,11 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
         .or(versions.first())
         .map(|v| str_of(&v["name"]))
         .unwrap_or_default();
-    let conversion = if spec["conversion"].is_object() { spec["conversion"].clone() } else { json!({"strategy": "None"}) };
+    let conversion = if spec["conversion"].is_object() {
+        spec["conversion"].clone()
+    } else {
+        json!({"strategy": "None"})
+    };
     versions
         .iter()
         .filter(|v| v["served"].as_bool() != Some(false))
@@ -181,23 +208,43 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
                 group: str_of(&spec["group"]),
                 version: str_of(&v["name"]),
                 kind: kind.clone(),
-                list_kind: names["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List")),
+                list_kind: names["listKind"]
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| format!("{kind}List")),
                 plural: plural.clone(),
-                singular: names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_ascii_lowercase()),
+                singular: names["singular"]
+                    .as_str()
+                    .map(String::from)
+                    .unwrap_or_else(|| kind.to_ascii_lowercase()),
                 namespaced: spec["scope"].as_str() != Some("Cluster"),
                 short_names: strs(&names["shortNames"]),
                 categories: strs(&names["categories"]),
                 status: sub["status"].is_object(),
                 scale: sub["scale"].as_object().map(|s| ScaleSpec {
                     spec_replicas_path: s.get("specReplicasPath").map(str_of).unwrap_or_default(),
-                    status_replicas_path: s.get("statusReplicasPath").map(str_of).unwrap_or_default(),
-                    label_selector_path: s.get("labelSelectorPath").and_then(|x| x.as_str()).map(String::from),
+                    status_replicas_path: s
+                        .get("statusReplicasPath")
+                        .map(str_of)
+                        .unwrap_or_default(),
+                    label_selector_path: s
+                        .get("labelSelectorPath")
+                        .and_then(|x| x.as_str())
+                        .map(String::from),
                 }),
                 crd: Some(CrdVersion {
-                    crd_name: crd["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                    crd_name: crd["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
                     storage_version: storage.clone(),
-                    schema: v["schema"]["openAPIV3Schema"].as_object().map(|o| Value::Object(o.clone())),
-                    printer_columns: v["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                    schema: v["schema"]["openAPIV3Schema"]
+                        .as_object()
+                        .map(|o| Value::Object(o.clone())),
+                    printer_columns: v["additionalPrinterColumns"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
                     conversion: conversion.clone(),
                 }),
             }
@@ -214,20 +261,28 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Self { builtins: builtins(), crds: BTreeMap::new() }
+        Self {
+            builtins: builtins(),
+            crds: BTreeMap::new(),
+        }
     }
 }
 
 impl Registry {
     /// Serves (or re-serves) the versions of `crd`.
     pub fn set_crd(&mut self, crd: &Value) {
-        let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         self.crds.insert(name, from_crd(crd));
     }
 
     /// Stops serving the CRD named `name`; returns its storage key if it was served.
     pub fn remove_crd(&mut self, name: &str) -> Option<String> {
-        self.crds.remove(name).and_then(|v| v.first().map(ResourceType::key))
+        self.crds
+            .remove(name)
+            .and_then(|v| v.first().map(ResourceType::key))
     }
 
     /// Every served resource type.
@@ -237,7 +292,8 @@ impl Registry {
 
     /// The resource at `group`/`version` named `plural`.
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
-        self.all().find(|r| r.group == group && r.version == version && r.plural == plural)
+        self.all()
+            .find(|r| r.group == group && r.version == version && r.plural == plural)
     }
 
     /// Any version of the resource with storage key `key` (for GC and namespace deletion).
@@ -267,32 +323,46 @@ impl Registry {
     }
 
     fn group_doc(group: &str, versions: &[String]) -> Value {
-        let vs: Vec<Value> =
-            versions.iter().map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v})).collect();
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+            .collect();
         json!({"name": group, "versions": vs, "preferredVersion": vs.first().cloned().unwrap_or(Value::Null)})
     }
 
     /// `/apis`: APIGroupList.
     pub fn api_group_list(&self) -> Value {
-        let groups: Vec<Value> = self.groups().iter().map(|(g, vs)| Self::group_doc(g, vs)).collect();
+        let groups: Vec<Value> = self
+            .groups()
+            .iter()
+            .map(|(g, vs)| Self::group_doc(g, vs))
+            .collect();
         json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
     }
 
     /// `/apis/<group>`: APIGroup, or None when the group is not served.
     pub fn api_group(&self, group: &str) -> Option<Value> {
-        self.groups().iter().find(|(g, _)| g == group).map(|(g, vs)| {
-            let mut doc = Self::group_doc(g, vs);
-            doc["kind"] = json!("APIGroup");
-            doc["apiVersion"] = json!("v1");
-            doc
-        })
+        self.groups()
+            .iter()
+            .find(|(g, _)| g == group)
+            .map(|(g, vs)| {
+                let mut doc = Self::group_doc(g, vs);
+                doc["kind"] = json!("APIGroup");
+                doc["apiVersion"] = json!("v1");
+                doc
+            })
     }
 
     /// `/api/v1` or `/apis/<group>/<version>`: APIResourceList, or None when not served.
     pub fn resource_list(&self, group: &str, version: &str) -> Option<Value> {
         let mut resources = Vec::new();
-        for r in self.all().filter(|r| r.group == group && r.version == version) {
-            let mut verbs = vec!["create", "delete", "get", "list", "patch", "update", "watch"];
+        for r in self
+            .all()
+            .filter(|r| r.group == group && r.version == version)
+        {
+            let mut verbs = vec![
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ];
             if r.plural != "namespaces" {
                 verbs.insert(1, "deletecollection");
             }
@@ -319,7 +389,13 @@ impl Registry {
         if resources.is_empty() {
             return None;
         }
-        let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
-        Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
+        let gv = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        Some(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
+        )
     }
 }

@@ -21,17 +21,29 @@ pub struct ApiError {
 impl ApiError {
     /// An error without details.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
-        Self { code, reason: reason.to_string(), message: message.into(), details: None }
+        Self {
+            code,
+            reason: reason.to_string(),
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with(mut self, rt: &ResourceType, name: &str) -> Self {
-        self.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.plural})));
+        self.details = Some(Box::new(
+            json!({"name": name, "group": rt.group, "kind": rt.plural}),
+        ));
         self
     }
 
     /// 404 `deployments.apps "web" not found`.
     pub fn not_found(rt: &ResourceType, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", rt.qualified())).with(rt, name)
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", rt.qualified()),
+        )
+        .with(rt, name)
     }
 
     /// 404 for a namespace that does not exist.
@@ -43,7 +55,12 @@ impl ApiError {
 
     /// 409 AlreadyExists.
     pub fn already_exists(rt: &ResourceType, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", rt.qualified())).with(rt, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", rt.qualified()),
+        )
+        .with(rt, name)
     }
 
     /// 409 Conflict on a stale resourceVersion.
@@ -61,23 +78,52 @@ impl ApiError {
 
     /// 409 Conflict with a custom explanation (failed preconditions).
     pub fn conflict_msg(rt: &ResourceType, name: &str, why: &str) -> Self {
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", rt.qualified()))
-            .with(rt, name)
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                rt.qualified()
+            ),
+        )
+        .with(rt, name)
     }
 
     /// 422 Invalid with field causes `(reason, field, message)`; message like
     /// `WebApp.example.com "x" is invalid: spec.replicas: Invalid value: ...`.
     pub fn invalid(rt: &ResourceType, name: &str, causes: &[(String, String, String)]) -> Self {
-        let gk = if rt.group.is_empty() { rt.kind.clone() } else { format!("{}.{}", rt.kind, rt.group) };
+        let gk = if rt.group.is_empty() {
+            rt.kind.clone()
+        } else {
+            format!("{}.{}", rt.kind, rt.group)
+        };
         let parts: Vec<String> = causes
             .iter()
-            .map(|(_, field, msg)| if field.is_empty() { msg.clone() } else { format!("{field}: {msg}") })
+            .map(|(_, field, msg)| {
+                if field.is_empty() {
+                    msg.clone()
+                } else {
+                    format!("{field}: {msg}")
+                }
+            })
             .collect();
-        let summary = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
-        let mut e = Self::new(422, "Invalid", format!("{gk} \"{name}\" is invalid: {summary}"));
-        let causes: Vec<Value> =
-            causes.iter().map(|(r, f, m)| json!({"reason": r, "message": m, "field": f})).collect();
-        e.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes})));
+        let summary = if parts.len() == 1 {
+            parts[0].clone()
+        } else {
+            format!("[{}]", parts.join(", "))
+        };
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            format!("{gk} \"{name}\" is invalid: {summary}"),
+        );
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|(r, f, m)| json!({"reason": r, "message": m, "field": f}))
+            .collect();
+        e.details = Some(Box::new(
+            json!({"name": name, "group": rt.group, "kind": rt.kind, "causes": causes}),
+        ));
         e
     }
 
@@ -93,7 +139,11 @@ impl ApiError {
 
     /// 410 Gone with reason Expired, for watches from a compacted resourceVersion.
     pub fn expired(requested: u64, oldest: u64) -> Self {
-        Self::new(410, "Expired", format!("too old resource version: {requested} ({oldest})"))
+        Self::new(
+            410,
+            "Expired",
+            format!("too old resource version: {requested} ({oldest})"),
+        )
     }
 
     /// The `metav1.Status` body.

@@ -49,7 +49,10 @@ pub async fn try_test_cluster() -> Result<TestCluster, DevClusterError> {
         return Ok(TestCluster { client, dev: None });
     }
     let dev = DevCluster::start(DevClusterOptions::default()).await?;
-    Ok(TestCluster { client: dev.client(), dev: Some(dev) })
+    Ok(TestCluster {
+        client: dev.client(),
+        dev: Some(dev),
+    })
 }
 
 /// Like [`try_test_cluster`], panicking with the reason when no cluster can be had

@@ -20,12 +20,15 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Value, json};
 use wasm_operator::contract::{CallContext, Condition, Desired};
-use wasm_operator::engine::{CacheReader, EmptyCache, Engine, EngineConfig, InstanceAllocation, LoadedPlugin};
+use wasm_operator::engine::{
+    CacheReader, EmptyCache, Engine, EngineConfig, InstanceAllocation, LoadedPlugin,
+};
 
 /// A WebApp as the API server returns it: labels, annotations (incl. the
 /// kubectl last-applied copy) and managedFields bring it to ~5 KB.
 fn webapp_object() -> Value {
-    let spec = json!({"image": "registry.example.com/shop/frontend:1.27.3", "replicas": 3, "port": 8080});
+    let spec =
+        json!({"image": "registry.example.com/shop/frontend:1.27.3", "replicas": 3, "port": 8080});
     let last_applied = json!({
         "apiVersion": "example.com/v1", "kind": "WebApp",
         "metadata": {"name": "shop-frontend", "namespace": "shop",
@@ -64,7 +67,12 @@ fn webapp_object() -> Value {
         }
         entry
     };
-    let object = json!({
+    let rollout_history: String = (1..=7)
+        .map(|i| format!("{{\"revision\":{i},\"image\":\"registry.example.com/shop/frontend:1.27.{i}\",\"by\":\"argocd\",\"at\":\"2026-11-{:02}T09:14:27Z\"}}", 10 + i))
+        .collect::<Vec<_>>()
+        .join(",");
+    let rollout_history = format!("[{rollout_history}]");
+    json!({
         "apiVersion": "example.com/v1",
         "kind": "WebApp",
         "metadata": {
@@ -82,58 +90,101 @@ fn webapp_object() -> Value {
                 "wasm-operator.dev/last-reconciled-version": "1.0.0",
                 "deployment.example.com/change-ticket": "CHG-2026-11-0042",
                 "deployment.example.com/owner": "storefront-oncall@example.com",
+                "deployment.example.com/rollout-history": rollout_history,
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": "9102",
+                "prometheus.io/path": "/metrics",
             },
             "finalizers": ["wasm-operator.dev/finalizer"],
             "managedFields": [
                 managed("argocd-controller", "Apply", None),
                 managed("kubectl-client-side-apply", "Update", None),
                 managed("wasm-operator/webapp", "Apply", Some("status")),
+                managed("kube-controller-manager", "Update", Some("status")),
             ],
         },
         "spec": spec,
         "status": {"phase": "Running", "readyReplicas": 3, "observedGeneration": 7,
             "conditions": [{"type": "Ready", "status": "True", "reason": "AllReplicasReady",
                 "message": "3/3 replicas ready", "lastTransitionTime": "2026-11-20T09:15:02Z", "observedGeneration": 7}]},
-    });
-    object
+    })
 }
 
 fn ctx() -> CallContext {
-    CallContext { plugin_version: "1.0.0".into(), attempt: 1, managed_by_version: Some("1.0.0".into()), config: json!({}) }
+    CallContext {
+        plugin_version: "1.0.0".into(),
+        attempt: 1,
+        managed_by_version: Some("1.0.0".into()),
+        config: json!({}),
+    }
 }
 
 /// The host-side work around a call that is the same for every variant:
 /// parse the answer into contract types and validate it.
-fn desired_from(children: Vec<Value>, status: Option<Value>, conditions: Vec<Condition>) -> Desired {
-    let desired = Desired { children, status, conditions, events: vec![], requeue_after_ms: None };
-    desired.validate().expect("webapp answers within the contract");
+fn desired_from(
+    children: Vec<Value>,
+    status: Option<Value>,
+    conditions: Vec<Condition>,
+) -> Desired {
+    let desired = Desired {
+        children,
+        status,
+        conditions,
+        events: vec![],
+        requeue_after_ms: None,
+    };
+    desired
+        .validate()
+        .expect("webapp answers within the contract");
     desired
 }
 
 /// The webapp logic compiled natively, through the SDK's JSON entry point.
 fn native_reconcile(object: &str, children: &[String]) -> Desired {
     let sdk_ctx = wasm_operator_sdk::Context::new("1.0.0");
-    let answer = wasm_operator_sdk::reconcile_json::<webapp::WebAppPlugin>(&sdk_ctx, object, children)
-        .expect("webapp reconciles the benchmark object");
+    let answer =
+        wasm_operator_sdk::reconcile_json::<webapp::WebAppPlugin>(&sdk_ctx, object, children)
+            .expect("webapp reconciles the benchmark object");
     desired_from(
-        answer.children.iter().map(|c| serde_json::from_str(c).expect("child JSON")).collect(),
-        answer.status.as_deref().map(|s| serde_json::from_str(s).expect("status JSON")),
+        answer
+            .children
+            .iter()
+            .map(|c| serde_json::from_str(c).expect("child JSON"))
+            .collect(),
+        answer
+            .status
+            .as_deref()
+            .map(|s| serde_json::from_str(s).expect("status JSON")),
         answer
             .conditions
             .into_iter()
-            .map(|c| Condition { kind: c.kind, status: c.status, reason: c.reason, message: c.message })
+            .map(|c| Condition {
+                kind: c.kind,
+                status: c.status,
+                reason: c.reason,
+                message: c.message,
+            })
             .collect(),
     )
 }
 
 fn component() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/wasm32-wasip2/release/webapp.wasm");
-    std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}; run scripts/build-plugins.sh first", path.display()))
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/wasm32-wasip2/release/webapp.wasm");
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "cannot read {}: {e}; run scripts/build-plugins.sh first",
+            path.display()
+        )
+    })
 }
 
 fn load(allocation: InstanceAllocation) -> LoadedPlugin {
-    let engine = Engine::new(EngineConfig { allocation, ..Default::default() }).expect("engine");
+    let engine = Engine::new(EngineConfig {
+        allocation,
+        ..Default::default()
+    })
+    .expect("engine");
     engine.load(&component()).expect("webapp loads")
 }
 
@@ -141,12 +192,16 @@ fn load(allocation: InstanceAllocation) -> LoadedPlugin {
 async fn start_hook() -> String {
     async fn hook(axum::Json(body): axum::Json<Value>) -> axum::Json<Value> {
         let object = body["object"].to_string();
-        let children: Vec<String> =
-            body["children"].as_array().map(|c| c.iter().map(Value::to_string).collect()).unwrap_or_default();
+        let children: Vec<String> = body["children"]
+            .as_array()
+            .map(|c| c.iter().map(Value::to_string).collect())
+            .unwrap_or_default();
         let desired = native_reconcile(&object, &children);
         axum::Json(serde_json::to_value(&desired).expect("desired serializes"))
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
     let addr = listener.local_addr().expect("local addr");
     let app = axum::Router::new().route("/reconcile", axum::routing::post(hook));
     tokio::spawn(async move { axum::serve(listener, app).await.expect("hook server") });
@@ -162,31 +217,60 @@ fn bench(c: &mut Criterion) {
     let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
 
     let mut group = c.benchmark_group("webapp_reconcile");
-    group.sample_size(30).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(3));
+    group
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
 
-    group.bench_function("native", |b| b.iter(|| native_reconcile(&object.to_string(), &[])));
+    group.bench_function("native", |b| {
+        b.iter(|| native_reconcile(&object.to_string(), &[]))
+    });
 
     let on_demand = load(InstanceAllocation::OnDemand);
-    assert_eq!(on_demand.reconcile_blocking(&ctx, &object, &[], cache.clone()).unwrap(), native_reconcile(&object_text, &[]));
+    assert_eq!(
+        on_demand
+            .reconcile_blocking(&ctx, &object, &[], cache.clone())
+            .unwrap(),
+        native_reconcile(&object_text, &[])
+    );
     group.bench_function("wasm_isolated_on_demand", |b| {
-        b.iter(|| on_demand.reconcile_blocking(&ctx, &object, &[], cache.clone()).expect("reconcile"))
+        b.iter(|| {
+            on_demand
+                .reconcile_blocking(&ctx, &object, &[], cache.clone())
+                .expect("reconcile")
+        })
     });
     let pooling = load(InstanceAllocation::Pooling { max_instances: 64 });
     group.bench_function("wasm_isolated_pooling", |b| {
-        b.iter(|| pooling.reconcile_blocking(&ctx, &object, &[], cache.clone()).expect("reconcile"))
+        b.iter(|| {
+            pooling
+                .reconcile_blocking(&ctx, &object, &[], cache.clone())
+                .expect("reconcile")
+        })
     });
     group.bench_function("wasm_isolated_pooling_async", |b| {
-        b.to_async(&runtime).iter(|| pooling.reconcile(&ctx, &object, &[], cache.clone()))
+        b.to_async(&runtime)
+            .iter(|| pooling.reconcile(&ctx, &object, &[], cache.clone()))
     });
 
     let url = runtime.block_on(start_hook());
-    let client = reqwest::Client::builder().pool_max_idle_per_host(1).build().expect("http client");
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(1)
+        .build()
+        .expect("http client");
     let body = json!({"object": object, "children": []});
     group.bench_function("http_hook", |b| {
         b.to_async(&runtime).iter(|| async {
-            let response = client.post(&url).json(&body).send().await.expect("hook call");
+            let response = client
+                .post(&url)
+                .json(&body)
+                .send()
+                .await
+                .expect("hook call");
             let desired: Desired = response.json().await.expect("hook answer");
-            desired.validate().expect("hook answers within the contract");
+            desired
+                .validate()
+                .expect("hook answers within the contract");
             desired
         })
     });

@@ -11,19 +11,62 @@ use crate::webhook::{AdmissionAttributes, WebhookError};
 const MUTATING: &str = "admissionregistration.k8s.io/mutatingwebhookconfigurations";
 const VALIDATING: &str = "admissionregistration.k8s.io/validatingwebhookconfigurations";
 
-/// Defaults, prunes and validates a custom resource against its version's schema.
+const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
+
+/// Defaults, prunes and validates a custom resource against its version's
+/// schema; a CustomResourceDefinition itself must carry structural schemas.
 pub(super) fn schema(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
-    let Some(schema) = rt.crd.as_ref().and_then(|c| c.schema.as_ref()) else { return Ok(()) };
+    if rt.key() == CRDS {
+        return crd_schemas_are_structural(rt, obj);
+    }
+    let Some(schema) = rt.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+        return Ok(());
+    };
     crate::schema::admit(schema, obj).map_err(|causes| {
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let causes: Vec<(String, String, String)> = causes.into_iter().map(|c| (c.reason, c.field, c.message)).collect();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let causes: Vec<(String, String, String)> = causes
+            .into_iter()
+            .map(|c| (c.reason, c.field, c.message))
+            .collect();
         ApiError::invalid(rt, &name, &causes)
     })
 }
 
+/// Rejects a CRD whose versions' `openAPIV3Schema` is not structural, as
+/// kube-apiserver does (422 with one cause per version).
+fn crd_schemas_are_structural(rt: &ResourceType, crd: &Value) -> Result<(), ApiError> {
+    let versions = crd["spec"]["versions"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let causes: Vec<(String, String, String)> = versions
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let schema = v.pointer("/schema/openAPIV3Schema")?;
+            let problem = crate::schema::check_structural(schema).err()?;
+            // `problem` starts with `openAPIV3Schema.…`, so the path reads as kube's.
+            Some((
+                "FieldValueInvalid".to_string(),
+                String::new(),
+                format!("spec.versions[{i}].schema.{problem}"),
+            ))
+        })
+        .collect();
+    if causes.is_empty() {
+        return Ok(());
+    }
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(rt, name, &causes))
+}
+
 fn webhook_error(e: WebhookError) -> ApiError {
     match e {
-        WebhookError::Denied { webhook, code, message } => {
+        WebhookError::Denied {
+            webhook,
+            code,
+            message,
+        } => {
             let reason = match code {
                 400 => "BadRequest",
                 401 => "Unauthorized",
@@ -32,11 +75,15 @@ fn webhook_error(e: WebhookError) -> ApiError {
                 422 => "Invalid",
                 _ => "Forbidden",
             };
-            ApiError::new(code, reason, format!("admission webhook \"{webhook}\" denied the request: {message}"))
+            ApiError::new(
+                code,
+                reason,
+                format!("admission webhook \"{webhook}\" denied the request: {message}"),
+            )
         }
-        WebhookError::Failed { webhook, message } => {
-            ApiError::internal(format!("Internal error occurred: failed calling webhook \"{webhook}\": {message}"))
-        }
+        WebhookError::Failed { webhook, message } => ApiError::internal(format!(
+            "Internal error occurred: failed calling webhook \"{webhook}\": {message}"
+        )),
     }
 }
 
@@ -52,16 +99,32 @@ pub(super) struct Admit<'a> {
 }
 
 /// Runs mutating then validating webhooks; returns the (possibly mutated) object.
-pub(super) async fn webhooks(shared: &Shared, a: Admit<'_>, object: Option<Value>) -> Result<Option<Value>, ApiError> {
+pub(super) async fn webhooks(
+    shared: &Shared,
+    a: Admit<'_>,
+    object: Option<Value>,
+) -> Result<Option<Value>, ApiError> {
     let (mutating, validating, ns_labels) = {
         let st = shared.store.lock();
-        let m: Vec<Value> = st.list(MUTATING, None).into_iter().map(|v| (*v).clone()).collect();
-        let v: Vec<Value> = st.list(VALIDATING, None).into_iter().map(|v| (*v).clone()).collect();
+        let m: Vec<Value> = st
+            .list(MUTATING, None)
+            .into_iter()
+            .map(|v| (*v).clone())
+            .collect();
+        let v: Vec<Value> = st
+            .list(VALIDATING, None)
+            .into_iter()
+            .map(|v| (*v).clone())
+            .collect();
         let labels = a
             .namespace
             .and_then(|ns| st.get("/namespaces", "", ns))
             .and_then(|n| n["metadata"]["labels"].as_object().cloned())
-            .map(|m| m.into_iter().filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string()))).collect())
+            .map(|m| {
+                m.into_iter()
+                    .filter_map(|(k, v)| v.as_str().map(|s| (k, s.to_string())))
+                    .collect()
+            })
             .unwrap_or_default();
         (m, v, labels)
     };
@@ -83,10 +146,18 @@ pub(super) async fn webhooks(shared: &Shared, a: Admit<'_>, object: Option<Value
         namespace_labels: ns_labels,
     };
     if !mutating.is_empty() && a.operation != "DELETE" {
-        attrs.object = shared.webhooks.mutate(&mutating, &attrs).await.map_err(webhook_error)?;
+        attrs.object = shared
+            .webhooks
+            .mutate(&mutating, &attrs)
+            .await
+            .map_err(webhook_error)?;
     }
     if !validating.is_empty() {
-        shared.webhooks.validate(&validating, &attrs).await.map_err(webhook_error)?;
+        shared
+            .webhooks
+            .validate(&validating, &attrs)
+            .await
+            .map_err(webhook_error)?;
     }
     Ok(attrs.object)
 }

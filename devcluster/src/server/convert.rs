@@ -9,21 +9,38 @@ use crate::registry::ResourceType;
 use crate::status::ApiError;
 
 /// Converts `objects` to `version` of the resource `rt` (a no-op for built-ins).
-pub(super) async fn to_version(shared: &Shared, rt: &ResourceType, objects: Vec<Value>, version: &str) -> Result<Vec<Value>, ApiError> {
-    let Some(crd) = &rt.crd else { return Ok(objects) };
+pub(super) async fn to_version(
+    shared: &Shared,
+    rt: &ResourceType,
+    objects: Vec<Value>,
+    version: &str,
+) -> Result<Vec<Value>, ApiError> {
+    let Some(crd) = &rt.crd else {
+        return Ok(objects);
+    };
     let target = format!("{}/{}", rt.group, version);
-    if objects.iter().all(|o| o["apiVersion"].as_str() == Some(target.as_str())) {
+    if objects
+        .iter()
+        .all(|o| o["apiVersion"].as_str() == Some(target.as_str()))
+    {
         return Ok(objects);
     }
     if crd.conversion["strategy"].as_str() == Some("Webhook") {
-        let (same, other): (Vec<_>, Vec<_>) =
-            objects.into_iter().enumerate().partition(|(_, o)| o["apiVersion"].as_str() == Some(target.as_str()));
+        let (same, other): (Vec<_>, Vec<_>) = objects
+            .into_iter()
+            .enumerate()
+            .partition(|(_, o)| o["apiVersion"].as_str() == Some(target.as_str()));
         let idx: Vec<usize> = other.iter().map(|(i, _)| *i).collect();
         let converted = shared
             .webhooks
-            .convert(&crd.conversion["webhook"], other.into_iter().map(|(_, o)| o).collect(), &target)
+            .convert(
+                &crd.conversion["webhook"],
+                other.into_iter().map(|(_, o)| o).collect(),
+                &target,
+            )
             .await
-            .map_err(|e| ApiError::internal(format!("conversion webhook for {} failed: {e}", crd.crd_name)))?;
+            // The webhook error already names the kind and the webhook URL.
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         if converted.len() != idx.len() {
             return Err(ApiError::internal(format!(
                 "conversion webhook for {} returned {} objects for {} requested",
@@ -47,7 +64,13 @@ pub(super) async fn to_version(shared: &Shared, rt: &ResourceType, objects: Vec<
 }
 
 /// Converts one object.
-pub(super) async fn one(shared: &Shared, rt: &ResourceType, obj: Value, version: &str) -> Result<Value, ApiError> {
+pub(super) async fn one(
+    shared: &Shared,
+    rt: &ResourceType,
+    obj: Value,
+    version: &str,
+) -> Result<Value, ApiError> {
     let mut v = to_version(shared, rt, vec![obj], version).await?;
-    v.pop().ok_or_else(|| ApiError::internal("conversion returned no object"))
+    v.pop()
+        .ok_or_else(|| ApiError::internal("conversion returned no object"))
 }

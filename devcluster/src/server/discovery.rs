@@ -12,7 +12,11 @@ pub(super) fn handle(shared: &Shared, path: &str) -> Option<Response<Body>> {
     let path = path.trim_end_matches('/');
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let not_found = || {
-        super::error_response(&ApiError::new(404, "NotFound", "the server could not find the requested resource"))
+        super::error_response(&ApiError::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        ))
     };
     let resp = match segs.as_slice() {
         ["version"] => json_response(
@@ -24,7 +28,10 @@ pub(super) fn handle(shared: &Shared, path: &str) -> Option<Response<Body>> {
         ),
         ["healthz"] | ["livez"] | ["readyz"] => {
             let mut r = Response::new(Body::from("ok"));
-            r.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain"));
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain"),
+            );
             r
         }
         ["openapi", "v2"] => json_response(
@@ -46,11 +53,16 @@ pub(super) fn handle(shared: &Shared, path: &str) -> Option<Response<Body>> {
             Some(doc) => json_response(200, &doc),
             None => not_found(),
         },
-        ["apis", group, version] => match shared.store.lock().registry.resource_list(group, version) {
-            Some(doc) => json_response(200, &doc),
-            None => not_found(),
-        },
-        [] => json_response(200, &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version", "/openapi/v2", "/openapi/v3"]})),
+        ["apis", group, version] => {
+            match shared.store.lock().registry.resource_list(group, version) {
+                Some(doc) => json_response(200, &doc),
+                None => not_found(),
+            }
+        }
+        [] => json_response(
+            200,
+            &json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version", "/openapi/v2", "/openapi/v3"]}),
+        ),
         _ => return None,
     };
     Some(resp)
@@ -61,8 +73,15 @@ fn openapi_v3_root(shared: &Shared) -> serde_json::Value {
     let st = shared.store.lock();
     let mut paths = serde_json::Map::new();
     for r in st.registry.all() {
-        let gv = if r.group.is_empty() { "api/v1".to_string() } else { format!("apis/{}/{}", r.group, r.version) };
-        paths.insert(gv.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", st.rv)}));
+        let gv = if r.group.is_empty() {
+            "api/v1".to_string()
+        } else {
+            format!("apis/{}/{}", r.group, r.version)
+        };
+        paths.insert(
+            gv.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash={}", st.rv)}),
+        );
     }
     json!({"paths": paths})
 }
@@ -79,7 +98,11 @@ fn openapi_v3_gv(shared: &Shared, gv: &str) -> Option<serde_json::Value> {
         {"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}},
     ]);
     for r in st.registry.all() {
-        let this = if r.group.is_empty() { "api/v1".to_string() } else { format!("apis/{}/{}", r.group, r.version) };
+        let this = if r.group.is_empty() {
+            "api/v1".to_string()
+        } else {
+            format!("apis/{}/{}", r.group, r.version)
+        };
         if this != gv {
             continue;
         }
@@ -90,40 +113,63 @@ fn openapi_v3_gv(shared: &Shared, gv: &str) -> Option<serde_json::Value> {
                    "x-kubernetes-group-version-kind": gvk, "parameters": params,
                    "responses": {"200": {"description": "OK"}}})
         };
-        let base = if r.namespaced { format!("/{gv}/namespaces/{{namespace}}/{}", r.plural) } else { format!("/{gv}/{}", r.plural) };
+        let base = if r.namespaced {
+            format!("/{gv}/namespaces/{{namespace}}/{}", r.plural)
+        } else {
+            format!("/{gv}/{}", r.plural)
+        };
         paths.insert(base.clone(), json!({"post": op("post"), "get": op("list")}));
         paths.insert(format!("{base}/{{name}}"), json!({"get": op("get"), "put": op("put"), "patch": op("patch"), "delete": op("delete")}));
     }
     if paths.is_empty() {
         return None;
     }
-    Some(json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.0-devcluster"}, "paths": paths, "components": {"schemas": schemas}}))
+    Some(
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": "v1.34.0-devcluster"}, "paths": paths, "components": {"schemas": schemas}}),
+    )
 }
 
 /// The OpenAPI definition name kube-apiserver uses, e.g. `com.example.v1.WebApp`.
 fn schema_name(r: &crate::registry::ResourceType) -> String {
-    let group = if r.group.is_empty() { "io.k8s.api.core".to_string() } else { r.group.split('.').rev().collect::<Vec<_>>().join(".") };
+    let group = if r.group.is_empty() {
+        "io.k8s.api.core".to_string()
+    } else {
+        r.group.split('.').rev().collect::<Vec<_>>().join(".")
+    };
     format!("{group}.{}.{}", r.version, r.kind)
 }
 
 /// A resource's schema for `kubectl explain`: a CRD version's openAPIV3Schema, or
 /// the envelope only for built-ins.
 fn schema_of(r: &crate::registry::ResourceType, gvk: &serde_json::Value) -> serde_json::Value {
-    let mut schema = r.crd.as_ref().and_then(|c| c.schema.clone()).unwrap_or_else(|| json!({"type": "object"}));
+    let mut schema = r
+        .crd
+        .as_ref()
+        .and_then(|c| c.schema.clone())
+        .unwrap_or_else(|| json!({"type": "object"}));
     if !schema["properties"].is_object() {
         schema["properties"] = json!({});
     }
     let envelope = [
-        ("apiVersion", "APIVersion defines the versioned schema of this representation of an object."),
-        ("kind", "Kind is a string value representing the REST resource this object represents."),
+        (
+            "apiVersion",
+            "APIVersion defines the versioned schema of this representation of an object.",
+        ),
+        (
+            "kind",
+            "Kind is a string value representing the REST resource this object represents.",
+        ),
     ];
     for (field, description) in envelope {
         if schema["properties"][field].is_null() {
             schema["properties"][field] = json!({"type": "string", "description": description});
         }
     }
-    if schema["properties"]["metadata"].is_null() || schema["properties"]["metadata"] == json!({"type": "object"}) {
-        schema["properties"]["metadata"] = json!({"type": "object", "description": "Standard object's metadata."});
+    if schema["properties"]["metadata"].is_null()
+        || schema["properties"]["metadata"] == json!({"type": "object"})
+    {
+        schema["properties"]["metadata"] =
+            json!({"type": "object", "description": "Standard object's metadata."});
     }
     schema["x-kubernetes-group-version-kind"] = json!([gvk]);
     schema

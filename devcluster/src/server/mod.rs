@@ -46,7 +46,12 @@ impl Shared {
     /// Wraps a store.
     pub fn new(store: Store, token: Option<String>) -> Self {
         let store = Arc::new(store);
-        Self { faults: Faults::new(store.clone()), store, token, webhooks: WebhookClient::default() }
+        Self {
+            faults: Faults::new(store.clone()),
+            store,
+            token,
+            webhooks: WebhookClient::default(),
+        }
     }
 }
 
@@ -99,7 +104,10 @@ pub fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) -> Serving 
 pub(crate) fn json_response(code: u16, body: &Value) -> Response<Body> {
     let mut resp = Response::new(Body::from(body.to_string()));
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     resp
 }
 
@@ -107,16 +115,29 @@ pub(crate) fn json_response(code: u16, body: &Value) -> Response<Body> {
 pub(crate) fn error_response(err: &ApiError) -> Response<Body> {
     let mut resp = json_response(err.code, &err.to_status());
     if err.code == 429 {
-        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
     resp
 }
 
 fn injected(status: u16) -> ApiError {
     match status {
-        429 => ApiError::new(429, "TooManyRequests", "the server has received too many requests and has asked us to try again later"),
-        503 => ApiError::new(503, "ServiceUnavailable", "the server is currently unable to handle the request"),
-        code => ApiError::new(code, "InternalError", "an error on the server (\"injected fault\") has prevented the request from succeeding"),
+        429 => ApiError::new(
+            429,
+            "TooManyRequests",
+            "the server has received too many requests and has asked us to try again later",
+        ),
+        503 => ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        ),
+        code => ApiError::new(
+            code,
+            "InternalError",
+            "an error on the server (\"injected fault\") has prevented the request from succeeding",
+        ),
     }
 }
 
@@ -134,7 +155,10 @@ async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Res
     if let Some(status) = shared.faults.take_failure(&path) {
         return error_response(&injected(status));
     }
-    let public = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
+    let public = matches!(
+        path.as_str(),
+        "/version" | "/healthz" | "/livez" | "/readyz"
+    );
     if let Some(token) = &shared.token
         && !public
     {
@@ -170,7 +194,10 @@ fn admin(faults: &Faults, action: &str, body: &[u8]) -> Response<Body> {
         "close-watches" => faults.close_watches(),
         "expire-history" => faults.expire_history(),
         "fail-next" => {
-            let prefix = v["pathPrefix"].as_str().or(v["path_prefix"].as_str()).unwrap_or("/");
+            let prefix = v["pathPrefix"]
+                .as_str()
+                .or(v["path_prefix"].as_str())
+                .unwrap_or("/");
             let count = v["count"].as_u64().unwrap_or(1) as usize;
             let status = v["status"].as_u64().unwrap_or(503) as u16;
             faults.fail_next(prefix, count, status);
@@ -183,9 +210,14 @@ fn admin(faults: &Faults, action: &str, body: &[u8]) -> Response<Body> {
             return error_response(&ApiError::new(
                 404,
                 "NotFound",
-                format!("unknown fault {other:?}; use close-watches, expire-history, fail-next {{pathPrefix,count,status}} or latency {{millis}}"),
+                format!(
+                    "unknown fault {other:?}; use close-watches, expire-history, fail-next {{pathPrefix,count,status}} or latency {{millis}}"
+                ),
             ));
         }
     }
-    json_response(200, &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))
+    json_response(
+        200,
+        &json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+    )
 }

@@ -56,11 +56,21 @@ mod tests {
 
     #[test]
     fn parses_the_grammar() {
-        let p = ResourcePath::parse("/apis/apps/v1/namespaces/default/deployments/web/scale").unwrap();
-        assert_eq!((p.group.as_str(), p.namespace.as_deref(), p.plural.as_str()), ("apps", Some("default"), "deployments"));
-        assert_eq!((p.name.as_deref(), p.subresource.as_deref()), (Some("web"), Some("scale")));
+        let p =
+            ResourcePath::parse("/apis/apps/v1/namespaces/default/deployments/web/scale").unwrap();
+        assert_eq!(
+            (p.group.as_str(), p.namespace.as_deref(), p.plural.as_str()),
+            ("apps", Some("default"), "deployments")
+        );
+        assert_eq!(
+            (p.name.as_deref(), p.subresource.as_deref()),
+            (Some("web"), Some("scale"))
+        );
         let p = ResourcePath::parse("/api/v1/namespaces/x").unwrap();
-        assert_eq!((p.namespace, p.plural.as_str(), p.name.as_deref()), (None, "namespaces", Some("x")));
+        assert_eq!(
+            (p.namespace, p.plural.as_str(), p.name.as_deref()),
+            (None, "namespaces", Some("x"))
+        );
         let p = ResourcePath::parse("/api/v1/namespaces/x/status").unwrap();
         assert_eq!(p.subresource.as_deref(), Some("status"));
         let p = ResourcePath::parse("/api/v1/pods").unwrap();

@@ -52,8 +52,12 @@ const OBJECT_META: Schema = &[
     (13, "ownerReferences", F::RepMsg(OWNER_REF)),
     (14, "finalizers", F::RepStr),
 ];
-const CONFIG_MAP: Schema =
-    &[(1, "metadata", F::Msg(OBJECT_META)), (2, "data", F::StrMap), (3, "binaryData", F::BytesMap), (4, "immutable", F::Bool)];
+const CONFIG_MAP: Schema = &[
+    (1, "metadata", F::Msg(OBJECT_META)),
+    (2, "data", F::StrMap),
+    (3, "binaryData", F::BytesMap),
+    (4, "immutable", F::Bool),
+];
 const SECRET: Schema = &[
     (1, "metadata", F::Msg(OBJECT_META)),
     (2, "data", F::BytesMap),
@@ -62,9 +66,17 @@ const SECRET: Schema = &[
     (5, "immutable", F::Bool),
 ];
 const NAMESPACE_SPEC: Schema = &[(1, "finalizers", F::RepStr)];
-const NAMESPACE: Schema = &[(1, "metadata", F::Msg(OBJECT_META)), (2, "spec", F::Msg(NAMESPACE_SPEC))];
-const OBJECT_REF: Schema =
-    &[(1, "kind", F::Str), (2, "namespace", F::Str), (3, "name", F::Str), (4, "uid", F::Str), (5, "apiVersion", F::Str)];
+const NAMESPACE: Schema = &[
+    (1, "metadata", F::Msg(OBJECT_META)),
+    (2, "spec", F::Msg(NAMESPACE_SPEC)),
+];
+const OBJECT_REF: Schema = &[
+    (1, "kind", F::Str),
+    (2, "namespace", F::Str),
+    (3, "name", F::Str),
+    (4, "uid", F::Str),
+    (5, "apiVersion", F::Str),
+];
 const LOCAL_REF: Schema = &[(1, "name", F::Str)];
 const SERVICE_ACCOUNT: Schema = &[
     (1, "metadata", F::Msg(OBJECT_META)),
@@ -87,7 +99,10 @@ impl<'a> Reader<'a> {
     fn varint(&mut self) -> Result<u64, ApiError> {
         let mut out = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf.get(self.pos).ok_or_else(|| bad("truncated varint"))?;
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| bad("truncated varint"))?;
             self.pos += 1;
             out |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
@@ -99,7 +114,11 @@ impl<'a> Reader<'a> {
 
     fn bytes(&mut self) -> Result<&'a [u8], ApiError> {
         let len = usize::try_from(self.varint()?).map_err(|_| bad("length too large"))?;
-        let end = self.pos.checked_add(len).filter(|e| *e <= self.buf.len()).ok_or_else(|| bad("truncated field"))?;
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or_else(|| bad("truncated field"))?;
         let out = &self.buf[self.pos..end];
         self.pos = end;
         Ok(out)
@@ -143,7 +162,9 @@ fn map_entry(b: &[u8], bytes_value: bool) -> Result<(String, Value), ApiError> {
     while !r.done() {
         match r.field()? {
             (1, Ok(b)) => k = utf8(b)?,
-            (2, Ok(b)) if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(b)),
+            (2, Ok(b)) if bytes_value => {
+                v = json!(base64::engine::general_purpose::STANDARD.encode(b))
+            }
             (2, Ok(b)) => v = json!(utf8(b)?),
             _ => {}
         }
@@ -162,7 +183,9 @@ fn time(b: &[u8]) -> Result<Value, ApiError> {
     if secs == 0 {
         return Ok(Value::Null);
     }
-    Ok(chrono::DateTime::from_timestamp(secs, 0).map(|t| json!(t.format("%Y-%m-%dT%H:%M:%SZ").to_string())).unwrap_or(Value::Null))
+    Ok(chrono::DateTime::from_timestamp(secs, 0)
+        .map(|t| json!(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
+        .unwrap_or(Value::Null))
 }
 
 fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, ApiError> {
@@ -170,7 +193,9 @@ fn message(b: &[u8], schema: Schema) -> Result<Map<String, Value>, ApiError> {
     let mut out = Map::new();
     while !r.done() {
         let (num, value) = r.field()?;
-        let Some((_, name, f)) = schema.iter().find(|(n, _, _)| *n == num) else { continue };
+        let Some((_, name, f)) = schema.iter().find(|(n, _, _)| *n == num) else {
+            continue;
+        };
         let name = name.to_string();
         match (f, value) {
             (F::Str, Ok(b)) => {
@@ -225,7 +250,9 @@ pub(super) fn is_protobuf(content_type: &str) -> bool {
 
 /// Decodes a protobuf body into the JSON object it encodes.
 pub(super) fn decode(body: &[u8]) -> Result<Value, ApiError> {
-    let rest = body.strip_prefix(MAGIC).ok_or_else(|| bad("missing the k8s protobuf magic prefix"))?;
+    let rest = body
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad("missing the k8s protobuf magic prefix"))?;
     let mut r = Reader { buf: rest, pos: 0 };
     let (mut type_meta, mut raw) = (Map::new(), &[][..]);
     while !r.done() {
@@ -235,8 +262,16 @@ pub(super) fn decode(body: &[u8]) -> Result<Value, ApiError> {
             _ => {}
         }
     }
-    let api_version = type_meta.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_string();
-    let kind = type_meta.get("kind").and_then(Value::as_str).unwrap_or_default().to_string();
+    let api_version = type_meta
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let kind = type_meta
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     let schema = match (api_version.as_str(), kind.as_str()) {
         ("v1", "ConfigMap") => CONFIG_MAP,
         ("v1", "Secret") => SECRET,
@@ -246,7 +281,9 @@ pub(super) fn decode(body: &[u8]) -> Result<Value, ApiError> {
             return Err(ApiError::new(
                 415,
                 "UnsupportedMediaType",
-                format!("the devcluster decodes protobuf bodies only for ConfigMap, Secret, Namespace and ServiceAccount, not {api_version} {kind}; send JSON (e.g. kubectl create -f FILE)"),
+                format!(
+                    "the devcluster decodes protobuf bodies only for ConfigMap, Secret, Namespace and ServiceAccount, not {api_version} {kind}; send JSON (e.g. kubectl create -f FILE)"
+                ),
             ));
         }
     };
@@ -274,6 +311,9 @@ mod tests {
         let tm = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
         let body = [MAGIC.to_vec(), field(1, &tm), field(2, &cm)].concat();
         let v = decode(&body).unwrap();
-        assert_eq!(v, json!({"metadata": {"name": "cfg"}, "data": {"greeting": "hello"}, "apiVersion": "v1", "kind": "ConfigMap"}));
+        assert_eq!(
+            v,
+            json!({"metadata": {"name": "cfg"}, "data": {"greeting": "hello"}, "apiVersion": "v1", "kind": "ConfigMap"})
+        );
     }
 }

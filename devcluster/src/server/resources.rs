@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use super::admission::{self, Admit};
 use super::select::{FieldSelector, LabelSelector, Selector};
-use super::{Query, ResourcePath, Shared, convert, error_response, json_response, read_body, table, watch};
+use super::{
+    Query, ResourcePath, Shared, convert, error_response, json_response, read_body, table, watch,
+};
 use crate::patch::{self, PatchError, ssa};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
@@ -33,7 +35,10 @@ struct Ctx {
 }
 
 /// Dispatches a resource request.
-pub(super) async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
     match handle_inner(shared, req).await {
         Ok(r) => r,
         Err(e) => error_response(&e),
@@ -41,17 +46,34 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incomi
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(404, "NotFound", "the server could not find the requested resource")
+    ApiError::new(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
 }
 
 fn header_str(req: &Request<hyper::body::Incoming>, h: header::HeaderName) -> String {
-    req.headers().get(h).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string()
+    req.headers()
+        .get(h)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
 
-async fn handle_inner(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Result<Response<Body>, ApiError> {
+async fn handle_inner(
+    shared: Arc<Shared>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, ApiError> {
     let path = ResourcePath::parse(req.uri().path()).ok_or_else(not_found)?;
     let q = Query::parse(req.uri().query());
-    let rt = shared.store.lock().registry.find(&path.group, &path.version, &path.plural).cloned().ok_or_else(not_found)?;
+    let rt = shared
+        .store
+        .lock()
+        .registry
+        .find(&path.group, &path.version, &path.plural)
+        .cloned()
+        .ok_or_else(not_found)?;
     if !rt.namespaced && path.namespace.is_some() {
         return Err(not_found());
     }
@@ -82,7 +104,14 @@ async fn handle_inner(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) 
         (Method::GET, false) if ctx.q.flag("watch") => {
             let selector = selector(&ctx)?;
             let output = output(&ctx);
-            Ok(watch::watch(ctx.shared.clone(), ctx.rt.clone(), ctx.path.namespace.clone(), &ctx.q, selector, output))
+            Ok(watch::watch(
+                ctx.shared.clone(),
+                ctx.rt.clone(),
+                ctx.path.namespace.clone(),
+                &ctx.q,
+                selector,
+                output,
+            ))
         }
         (Method::GET, false) => list(&ctx).await,
         (Method::GET, true) => get(&ctx).await,
@@ -106,18 +135,27 @@ async fn handle_inner(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) 
             let body = read_body(req).await?;
             delete_collection(&ctx, &body).await
         }
-        (m, _) => Err(ApiError::new(405, "MethodNotAllowed", format!("the server does not allow this method on the requested resource: {m}"))),
+        (m, _) => Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource: {m}"),
+        )),
     }
 }
 
 fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not valid JSON: {e}")))
 }
 
 fn selector(ctx: &Ctx) -> Result<Selector, ApiError> {
     Ok(Selector {
         labels: LabelSelector::parse(ctx.q.get("labelSelector").unwrap_or_default())?,
-        fields: FieldSelector::parse(ctx.q.get("fieldSelector").unwrap_or_default(), &ctx.rt.qualified())?,
+        fields: FieldSelector::parse(
+            ctx.q.get("fieldSelector").unwrap_or_default(),
+            &ctx.rt.group,
+            &ctx.rt.plural,
+        )?,
     })
 }
 
@@ -129,7 +167,13 @@ fn field_manager(ctx: &Ctx) -> String {
     match ctx.q.non_empty("fieldManager") {
         Some(m) => m.to_string(),
         // Like kube-apiserver: the user agent's program name.
-        None => ctx.user_agent.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string(),
+        None => ctx
+            .user_agent
+            .split('/')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("unknown")
+            .to_string(),
     }
 }
 
@@ -147,13 +191,17 @@ async fn current(ctx: &Ctx) -> Result<Option<Value>, ApiError> {
     let obj = ctx.shared.store.lock().get(&ctx.rt.key(), ns, name);
     match obj {
         None => Ok(None),
-        Some(o) => Ok(Some(convert::one(&ctx.shared, &ctx.rt, (*o).clone(), &ctx.rt.version).await?)),
+        Some(o) => Ok(Some(
+            convert::one(&ctx.shared, &ctx.rt, (*o).clone(), &ctx.rt.version).await?,
+        )),
     }
 }
 
 async fn get(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let name = ctx.path.name.as_deref().unwrap_or_default();
-    let obj = current(ctx).await?.ok_or_else(|| ApiError::not_found(&ctx.rt, name))?;
+    let obj = current(ctx)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&ctx.rt, name))?;
     if ctx.path.subresource.as_deref() == Some("scale") {
         return Ok(json_response(200, &scale_of(&ctx.rt, &obj)));
     }
@@ -169,16 +217,23 @@ struct ContinueToken {
 
 async fn list(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     let sel = selector(ctx)?;
-    let limit = ctx.q.non_empty("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0);
+    let limit = ctx
+        .q
+        .non_empty("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0);
     let cont = match ctx.q.non_empty("continue") {
         None => None,
         Some(c) => {
             let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(c)
-                .map_err(|_| ApiError::bad_request("invalid continue token; start the list again without it"))?;
+                .map_err(|_| {
+                    ApiError::bad_request("invalid continue token; start the list again without it")
+                })?;
             Some(
-                serde_json::from_slice::<ContinueToken>(&bytes)
-                    .map_err(|_| ApiError::bad_request("invalid continue token; start the list again without it"))?,
+                serde_json::from_slice::<ContinueToken>(&bytes).map_err(|_| {
+                    ApiError::bad_request("invalid continue token; start the list again without it")
+                })?,
             )
         }
     };
@@ -206,7 +261,8 @@ async fn list(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         && let Some(last) = items.last()
     {
         let (ns, name) = crate::store::obj_key(last);
-        let tok = serde_json::to_vec(&ContinueToken { rv, ns, name }).map_err(|e| ApiError::internal(e.to_string()))?;
+        let tok = serde_json::to_vec(&ContinueToken { rv, ns, name })
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         meta["continue"] = json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tok));
         meta["remainingItemCount"] = json!(more);
     }
@@ -240,18 +296,15 @@ fn patch_error(e: PatchError) -> ApiError {
 fn apply_error(rt: &ResourceType, name: &str, e: ssa::ApplyError) -> ApiError {
     match e {
         ssa::ApplyError::Conflicts(cs) => {
-            let lines: Vec<String> = cs.iter().map(|c| format!("conflict with \"{}\": {}", c.manager, c.field)).collect();
-            let message = if cs.len() == 1 {
-                format!("Apply failed with 1 conflict: {}", lines[0])
-            } else {
-                format!("Apply failed with {} conflicts: {}", cs.len(), lines.join("\n"))
-            };
+            let message = ssa::conflict_message(&cs);
             let causes: Vec<Value> = cs
                 .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\"", c.manager), "field": c.field}))
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": ssa::conflict_cause_message(c), "field": c.field}))
                 .collect();
             let mut err = ApiError::new(409, "Conflict", message);
-            err.details = Some(Box::new(json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes})));
+            err.details = Some(Box::new(
+                json!({"name": name, "group": rt.group, "kind": rt.plural, "causes": causes}),
+            ));
             err
         }
         ssa::ApplyError::Invalid(m) => ApiError::new(422, "Invalid", m),
@@ -259,23 +312,38 @@ fn apply_error(rt: &ResourceType, name: &str, e: ssa::ApplyError) -> ApiError {
 }
 
 async fn patch_request(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
-    let ct = ctx.content_type.split(';').next().unwrap_or_default().trim();
+    let ct = ctx
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
     let op = match ct {
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
             if ctx.q.non_empty("fieldManager").is_none() {
-                return Err(ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"));
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
             }
-            let v: Value = serde_yaml::from_slice(body).map_err(|e| ApiError::bad_request(format!("the apply configuration is not valid YAML or JSON: {e}")))?;
+            let v: Value = serde_yaml::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!(
+                    "the apply configuration is not valid YAML or JSON: {e}"
+                ))
+            })?;
             Op::Apply(v, ctx.q.flag("force"))
         }
         "application/merge-patch+json" => Op::Patch(PatchKind::Merge, parse_json(body)?),
         "application/json-patch+json" => Op::Patch(PatchKind::Json, parse_json(body)?),
-        "application/strategic-merge-patch+json" => Op::Patch(PatchKind::Strategic, parse_json(body)?),
+        "application/strategic-merge-patch+json" => {
+            Op::Patch(PatchKind::Strategic, parse_json(body)?)
+        }
         other => {
             return Err(ApiError::new(
                 415,
                 "UnsupportedMediaType",
-                format!("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"),
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+                ),
             ));
         }
     };
@@ -284,7 +352,11 @@ async fn patch_request(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiErro
 
 /// Parses a create/update body: JSON, or protobuf for the kinds kubectl sends that way.
 fn parse_object(ctx: &Ctx, body: &[u8]) -> Result<Value, ApiError> {
-    if super::protobuf::is_protobuf(&ctx.content_type) { super::protobuf::decode(body) } else { parse_json(body) }
+    if super::protobuf::is_protobuf(&ctx.content_type) {
+        super::protobuf::decode(body)
+    } else {
+        parse_json(body)
+    }
 }
 
 async fn create(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
@@ -294,12 +366,26 @@ async fn create(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
 
 /// The autoscaling/v1 Scale view of an object.
 fn scale_of(rt: &ResourceType, obj: &Value) -> Value {
-    let Some(sc) = &rt.scale else { return Value::Null };
-    let spec = table::jsonpath(obj, &sc.spec_replicas_path).cloned().unwrap_or(json!(0));
-    let status = table::jsonpath(obj, &sc.status_replicas_path).cloned().unwrap_or(json!(0));
-    let mut selector = sc.label_selector_path.as_deref().and_then(|p| table::jsonpath(obj, p)).cloned().unwrap_or(Value::Null);
+    let Some(sc) = &rt.scale else {
+        return Value::Null;
+    };
+    let spec = table::jsonpath(obj, &sc.spec_replicas_path)
+        .cloned()
+        .unwrap_or(json!(0));
+    let status = table::jsonpath(obj, &sc.status_replicas_path)
+        .cloned()
+        .unwrap_or(json!(0));
+    let mut selector = sc
+        .label_selector_path
+        .as_deref()
+        .and_then(|p| table::jsonpath(obj, p))
+        .cloned()
+        .unwrap_or(Value::Null);
     if let Some(m) = selector.get("matchLabels").and_then(Value::as_object) {
-        let parts: Vec<String> = m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
         selector = json!(parts.join(","));
     }
     let m = &obj["metadata"];
@@ -344,7 +430,12 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
     let now = now();
     let manager = field_manager(ctx);
     let api_version = rt.api_version();
-    let info = ssa::WriteInfo { manager: &manager, api_version: &api_version, subresource: sub.filter(|s| *s == "status"), now: &now };
+    let info = ssa::WriteInfo {
+        manager: &manager,
+        api_version: &api_version,
+        subresource: sub.filter(|s| *s == "status"),
+        now: &now,
+    };
     let scale = sub == Some("scale");
     // The scale subresource works on the Scale view and maps spec.replicas back.
     let view = |o: &Value| if scale { scale_of(rt, o) } else { o.clone() };
@@ -354,7 +445,11 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
         }
         let mut out = cur.clone();
         if let Some(sc) = &rt.scale {
-            set_path(&mut out, &sc.spec_replicas_path, v["spec"]["replicas"].clone());
+            set_path(
+                &mut out,
+                &sc.spec_replicas_path,
+                v["spec"]["replicas"].clone(),
+            );
         }
         out
     };
@@ -362,14 +457,21 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
         Op::Create(body) => (body.clone(), 0, true),
         Op::Update(body) => {
             let cur = cur.ok_or_else(|| ApiError::not_found(rt, &name))?;
-            let expect = match body["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty()) {
-                Some(rv) => rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}")))?,
+            let expect = match body["metadata"]["resourceVersion"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+            {
+                Some(rv) => rv.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resourceVersion {rv:?}"))
+                })?,
                 None => rv_of(cur),
             };
             if let Some(n) = body["metadata"]["name"].as_str()
                 && n != name
             {
-                return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
             }
             (unview(cur, body.clone()), expect, false)
         }
@@ -379,7 +481,9 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
             let patched = match kind {
                 PatchKind::Merge => patch::merge_patch(&base, p),
                 PatchKind::Json => patch::json_patch(&base, p).map_err(patch_error)?,
-                PatchKind::Strategic => patch::strategic_merge_patch(&base, p).map_err(patch_error)?,
+                PatchKind::Strategic => {
+                    patch::strategic_merge_patch(&base, p).map_err(patch_error)?
+                }
             };
             // A resourceVersion in the patch is a precondition, like kube-apiserver.
             let expect = if scale { rv_of(cur) } else { rv_of(&patched) };
@@ -387,23 +491,33 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
         }
         Op::Apply(applied, force) => {
             if scale {
-                return Err(ApiError::bad_request("server-side apply to the scale subresource is not supported by the devcluster; use a merge patch"));
+                return Err(ApiError::bad_request(
+                    "server-side apply to the scale subresource is not supported by the devcluster; use a merge patch",
+                ));
             }
-            let merged = ssa::apply(cur, applied, info, *force).map_err(|e| apply_error(rt, &name, e))?;
+            let merged =
+                ssa::apply(cur, applied, info, *force).map_err(|e| apply_error(rt, &name, e))?;
             (merged, cur.map(rv_of).unwrap_or(0), cur.is_none())
         }
     };
     if !desired.is_object() {
-        return Err(ApiError::bad_request("the request body must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
     }
     desired["apiVersion"] = json!(api_version);
     desired["kind"] = json!(rt.kind);
     if !desired["metadata"].is_object() {
         desired["metadata"] = json!({});
     }
-    match (&ctx.path.namespace, desired["metadata"]["namespace"].as_str()) {
+    match (
+        &ctx.path.namespace,
+        desired["metadata"]["namespace"].as_str(),
+    ) {
         (Some(ns), Some(b)) if !b.is_empty() && b != ns => {
-            return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
         }
         (Some(ns), _) => desired["metadata"]["namespace"] = json!(ns),
         (None, _) => {
@@ -413,16 +527,21 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
         }
     }
     if !creating || !name.is_empty() {
-        if let Some(b) = desired["metadata"]["name"].as_str().filter(|b| !b.is_empty())
+        if let Some(b) = desired["metadata"]["name"]
+            .as_str()
+            .filter(|b| !b.is_empty())
             && !name.is_empty()
             && b != name
         {
-            return Err(ApiError::bad_request(format!("the name of the object ({b}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({b}) does not match the name on the URL ({name})"
+            )));
         }
         if !name.is_empty() {
             desired["metadata"]["name"] = json!(name);
         }
     }
+    check_shape(rt, &desired)?;
     // Status isolation before admission, so validation sees what will be stored.
     if let Some(cur) = cur
         && ctx.rt.status
@@ -454,7 +573,47 @@ fn compute(ctx: &Ctx, op: &Op, cur: Option<&Value>) -> Result<Computed, ApiError
     if !matches!(op, Op::Apply(..)) {
         ssa::record_update(cur, &mut desired, info);
     }
-    Ok(Computed { desired, expect_rv, creating })
+    Ok(Computed {
+        desired,
+        expect_rv,
+        creating,
+    })
+}
+
+/// Refuses objects whose well-known fields have the wrong JSON type (422), so
+/// later steps can rely on `metadata.labels` being an object and so on.
+fn check_shape(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let m = &obj["metadata"];
+    let checks: [(&str, &Value, bool); 6] = [
+        ("metadata.labels", &m["labels"], true),
+        ("metadata.annotations", &m["annotations"], true),
+        ("metadata.finalizers", &m["finalizers"], false),
+        ("metadata.ownerReferences", &m["ownerReferences"], false),
+        ("spec", &obj["spec"], true),
+        ("status", &obj["status"], true),
+    ];
+    for (field, v, want_object) in checks {
+        let ok = v.is_null()
+            || if want_object {
+                v.is_object()
+            } else {
+                v.is_array()
+            };
+        if !ok {
+            let want = if want_object { "object" } else { "array" };
+            return Err(ApiError::invalid(
+                rt,
+                name,
+                &[(
+                    "FieldValueTypeInvalid".into(),
+                    field.into(),
+                    format!("Invalid value: {v}: must be an {want}"),
+                )],
+            ));
+        }
+    }
+    Ok(())
 }
 
 async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
@@ -462,15 +621,22 @@ async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
     let sub = ctx.path.subresource.as_deref();
     let dry = dry_run(ctx);
     for _ in 0..MAX_RETRIES {
-        let cur = if matches!(op, Op::Create(_)) { None } else { current(ctx).await? };
-        let Computed { mut desired, expect_rv, creating } = compute(ctx, &op, cur.as_ref())?;
-        if sub != Some("status") {
-            admission::schema(&ctx.rt, &mut desired)?;
-        } else if ctx.rt.crd.is_some() {
-            // Status writes are validated too (the status schema is part of the object's).
-            admission::schema(&ctx.rt, &mut desired)?;
-        }
-        let obj_name = desired["metadata"]["name"].as_str().unwrap_or(&name).to_string();
+        let cur = if matches!(op, Op::Create(_)) {
+            None
+        } else {
+            current(ctx).await?
+        };
+        let Computed {
+            mut desired,
+            expect_rv,
+            creating,
+        } = compute(ctx, &op, cur.as_ref())?;
+        // Status writes are validated too: the status schema is part of the object's.
+        admission::schema(&ctx.rt, &mut desired)?;
+        let obj_name = desired["metadata"]["name"]
+            .as_str()
+            .unwrap_or(&name)
+            .to_string();
         let admitted = admission::webhooks(
             &ctx.shared,
             Admit {
@@ -486,13 +652,20 @@ async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
         )
         .await?
         .ok_or_else(|| ApiError::internal("admission returned no object"))?;
-        let storage = convert::one(&ctx.shared, &ctx.rt, admitted, ctx.rt.storage_version()).await?;
+        let storage =
+            convert::one(&ctx.shared, &ctx.rt, admitted, ctx.rt.storage_version()).await?;
         let result = {
             let mut st = ctx.shared.store.lock();
             let r = if creating {
                 st.create(&ctx.rt, storage, dry)
             } else {
-                st.update(&ctx.rt, storage, expect_rv, sub.filter(|s| *s == "status"), dry)
+                st.update(
+                    &ctx.rt,
+                    storage,
+                    expect_rv,
+                    sub.filter(|s| *s == "status"),
+                    dry,
+                )
             };
             if r.is_ok() {
                 crate::gc::collect(&mut st)?;
@@ -501,7 +674,8 @@ async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
         };
         match result {
             Ok(stored) => {
-                let out = convert::one(&ctx.shared, &ctx.rt, (*stored).clone(), &ctx.rt.version).await?;
+                let out =
+                    convert::one(&ctx.shared, &ctx.rt, (*stored).clone(), &ctx.rt.version).await?;
                 if sub == Some("scale") {
                     return Ok(json_response(200, &scale_of(&ctx.rt, &out)));
                 }
@@ -509,13 +683,27 @@ async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
             }
             // The object changed since it was read: recompute unless the client asked
             // for a specific resourceVersion.
-            Err(e) if e.code == 409 && e.reason == "Conflict" && retryable(&op, cur.as_ref(), expect_rv) => continue,
-            Err(e) if e.code == 409 && e.reason == "AlreadyExists" && matches!(op, Op::Apply(..)) => continue,
+            Err(e)
+                if e.code == 409
+                    && e.reason == "Conflict"
+                    && retryable(&op, cur.as_ref(), expect_rv) =>
+            {
+                continue;
+            }
+            Err(e)
+                if e.code == 409 && e.reason == "AlreadyExists" && matches!(op, Op::Apply(..)) =>
+            {
+                continue;
+            }
             Err(e) if e.code == 404 && matches!(op, Op::Apply(..)) && !creating => continue,
             Err(e) => return Err(e),
         }
     }
-    Err(ApiError::new(409, "Conflict", format!("the object {name:?} kept changing while the request was applied; retry")))
+    Err(ApiError::new(
+        409,
+        "Conflict",
+        format!("the object {name:?} kept changing while the request was applied; retry"),
+    ))
 }
 
 fn retryable(op: &Op, cur: Option<&Value>, expect_rv: u64) -> bool {
@@ -523,27 +711,44 @@ fn retryable(op: &Op, cur: Option<&Value>, expect_rv: u64) -> bool {
         Op::Create(_) => false,
         Op::Apply(..) => true,
         // The client sent no resourceVersion (or the same as read): it was unconditional.
-        Op::Update(body) => body["metadata"]["resourceVersion"].as_str().is_none_or(str::is_empty),
+        Op::Update(body) => body["metadata"]["resourceVersion"]
+            .as_str()
+            .is_none_or(str::is_empty),
         Op::Patch(..) => cur.is_some_and(|c| rv_of(c) == expect_rv),
     }
 }
 
 fn delete_opts(ctx: &Ctx, body: &[u8]) -> Result<DeleteOpts, ApiError> {
-    let b: Value = if body.is_empty() { json!({}) } else { parse_json(body)? };
-    let dry = dry_run(ctx) || b["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
-    let mut propagation = ctx.q.non_empty("propagationPolicy").or(b["propagationPolicy"].as_str()).map(String::from);
+    let b: Value = if body.is_empty() {
+        json!({})
+    } else {
+        parse_json(body)?
+    };
+    let dry = dry_run(ctx)
+        || b["dryRun"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let mut propagation = ctx
+        .q
+        .non_empty("propagationPolicy")
+        .or(b["propagationPolicy"].as_str())
+        .map(String::from);
     if propagation.is_none() && b["orphanDependents"].as_bool() == Some(true) {
         propagation = Some("Orphan".into());
     }
     if let Some(p) = &propagation
         && !matches!(p.as_str(), "Background" | "Foreground" | "Orphan")
     {
-        return Err(ApiError::bad_request(format!("invalid propagationPolicy {p:?}: use Background, Foreground or Orphan")));
+        return Err(ApiError::bad_request(format!(
+            "invalid propagationPolicy {p:?}: use Background, Foreground or Orphan"
+        )));
     }
     Ok(DeleteOpts {
         propagation,
         precondition_uid: b["preconditions"]["uid"].as_str().map(String::from),
-        precondition_rv: b["preconditions"]["resourceVersion"].as_str().map(String::from),
+        precondition_rv: b["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
         dry_run: dry,
     })
 }
@@ -555,12 +760,18 @@ fn success_status(rt: &ResourceType, obj: &Value) -> Value {
 
 async fn delete(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, ApiError> {
     if ctx.path.subresource.is_some() {
-        return Err(ApiError::new(405, "MethodNotAllowed", "the server does not allow this method on the requested resource"));
+        return Err(ApiError::new(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource",
+        ));
     }
     let opts = delete_opts(ctx, body)?;
     let name = ctx.path.name.clone().unwrap_or_default();
     let ns = ctx.path.namespace.clone().unwrap_or_default();
-    let old = current(ctx).await?.ok_or_else(|| ApiError::not_found(&ctx.rt, &name))?;
+    let old = current(ctx)
+        .await?
+        .ok_or_else(|| ApiError::not_found(&ctx.rt, &name))?;
     admission::webhooks(
         &ctx.shared,
         Admit {
@@ -597,8 +808,12 @@ async fn delete_collection(ctx: &Ctx, body: &[u8]) -> Result<Response<Body>, Api
     let mut deleted = Vec::new();
     {
         let mut st = ctx.shared.store.lock();
-        let targets: Vec<(String, String)> =
-            st.list(&ctx.rt.key(), ns).iter().filter(|o| sel.matches(o)).map(|o| crate::store::obj_key(o)).collect();
+        let targets: Vec<(String, String)> = st
+            .list(&ctx.rt.key(), ns)
+            .iter()
+            .filter(|o| sel.matches(o))
+            .map(|o| crate::store::obj_key(o))
+            .collect();
         for (ons, oname) in targets {
             match st.delete(&ctx.rt, &ons, &oname, &opts) {
                 Ok(Deleted::Gone(o)) | Ok(Deleted::Pending(o)) => deleted.push((*o).clone()),

@@ -36,7 +36,10 @@ fn split_top(s: &str) -> Vec<String> {
         cur.push(c);
     }
     out.push(cur);
-    out.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+    out.into_iter()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn set_values(s: &str) -> Result<Vec<String>, ApiError> {
@@ -44,8 +47,16 @@ fn set_values(s: &str) -> Result<Vec<String>, ApiError> {
         .trim()
         .strip_prefix('(')
         .and_then(|s| s.strip_suffix(')'))
-        .ok_or_else(|| ApiError::bad_request(format!("unable to parse requirement: expected (values) in {s:?}")))?;
-    Ok(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "unable to parse requirement: expected (values) in {s:?}"
+            ))
+        })?;
+    Ok(inner
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect())
 }
 
 impl LabelSelector {
@@ -65,10 +76,15 @@ impl LabelSelector {
                 Req::NotIn(k.trim().to_string(), set_values(v)?)
             } else if let Some((k, v)) = part.split_once(" in ") {
                 Req::In(k.trim().to_string(), set_values(v)?)
-            } else if part.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+            } else if part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 Req::Exists(part)
             } else {
-                return Err(ApiError::bad_request(format!("unable to parse requirement: {part:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "unable to parse requirement: {part:?}"
+                )));
             };
             reqs.push(req);
         }
@@ -90,13 +106,59 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector over `metadata.name` and `metadata.namespace`.
+/// Fields kube-apiserver lets clients select on, per resource (besides
+/// `metadata.name` and `metadata.namespace`, which every resource supports).
+fn extra_fields(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("events.k8s.io", "events") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("batch", "jobs") => &["status.successful"],
+        ("apps", "replicasets") => &["status.replicas"],
+        _ => &[],
+    }
+}
+
+/// A parsed field selector over `metadata.name`, `metadata.namespace` and the
+/// per-resource fields kube-apiserver supports (e.g. `involvedObject.name` for events).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
-    /// Parses `metadata.name=x,metadata.namespace!=y`; other fields are a 400.
-    pub fn parse(s: &str, kind: &str) -> Result<FieldSelector, ApiError> {
+    /// Parses `metadata.name=x,metadata.namespace!=y`; unsupported fields are a 400.
+    pub fn parse(s: &str, group: &str, plural: &str) -> Result<FieldSelector, ApiError> {
         let mut out = Vec::new();
         for part in split_top(s) {
             let (k, eq, v) = if let Some((k, v)) = part.split_once("!=") {
@@ -106,12 +168,17 @@ impl FieldSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 (k, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{part}'; can't understand '{part}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{part}'; can't understand '{part}'"
+                )));
             };
             let k = k.trim();
-            if k != "metadata.name" && k != "metadata.namespace" {
+            if k != "metadata.name"
+                && k != "metadata.namespace"
+                && !extra_fields(group, plural).contains(&k)
+            {
                 return Err(ApiError::bad_request(format!(
-                    "field label not supported: {k} (the devcluster supports metadata.name and metadata.namespace for {kind})"
+                    "field label not supported: {k}"
                 )));
             }
             out.push((k.to_string(), eq, v.trim().to_string()));
@@ -122,9 +189,12 @@ impl FieldSelector {
     /// Whether the object matches.
     pub fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(k, eq, v)| {
-            let field = k.strip_prefix("metadata.").unwrap_or(k);
-            let actual = obj["metadata"][field].as_str().unwrap_or_default();
-            (actual == v) == *eq
+            let actual = match super::table::jsonpath(obj, &format!(".{k}")) {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                Some(serde_json::Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            };
+            (actual == *v) == *eq
         })
     }
 }
@@ -167,8 +237,34 @@ mod tests {
     #[test]
     fn field_selectors() {
         let o = json!({"metadata": {"name": "x", "namespace": "default"}});
-        assert!(FieldSelector::parse("metadata.name=x", "pods").unwrap().matches(&o));
-        assert!(!FieldSelector::parse("metadata.namespace!=default", "pods").unwrap().matches(&o));
-        assert_eq!(FieldSelector::parse("spec.nodeName=a", "pods").unwrap_err().code, 400);
+        assert!(
+            FieldSelector::parse("metadata.name=x", "", "pods")
+                .unwrap()
+                .matches(&o)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.namespace!=default", "", "pods")
+                .unwrap()
+                .matches(&o)
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.containers=a", "", "pods")
+                .unwrap_err()
+                .code,
+            400
+        );
+        let ev = json!({"metadata": {"name": "e"}, "involvedObject": {"name": "web", "kind": "Deployment"}});
+        let sel = FieldSelector::parse(
+            "involvedObject.name=web,involvedObject.kind=Deployment",
+            "",
+            "events",
+        )
+        .unwrap();
+        assert!(sel.matches(&ev));
+        assert!(
+            !FieldSelector::parse("involvedObject.name=other", "", "events")
+                .unwrap()
+                .matches(&ev)
+        );
     }
 }

@@ -44,7 +44,9 @@ impl Output {
     /// Renders a list.
     pub(super) fn list(&self, rt: &ResourceType, items: Vec<Value>, meta: Value) -> Value {
         match self {
-            Output::Full => json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta, "items": items}),
+            Output::Full => {
+                json!({"kind": rt.list_kind, "apiVersion": rt.api_version(), "metadata": meta, "items": items})
+            }
             Output::Metadata => {
                 let items: Vec<Value> = items.into_iter().map(metadata_only).collect();
                 json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})
@@ -79,7 +81,9 @@ pub fn jsonpath<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
             if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
                 let (k, v) = filter.split_once("==")?;
                 let v = v.trim().trim_matches(|c| c == '"' || c == '\'');
-                cur = cur.as_array()?.iter().find(|e| jsonpath(e, &format!(".{}", k.trim())).and_then(Value::as_str) == Some(v))?;
+                cur = cur.as_array()?.iter().find(|e| {
+                    jsonpath(e, &format!(".{}", k.trim())).and_then(Value::as_str) == Some(v)
+                })?;
             } else {
                 cur = cur.get(inner.parse::<usize>().ok()?)?;
             }
@@ -92,8 +96,12 @@ pub fn jsonpath<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// kube's HumanDuration for the Age column.
 pub fn human_age(created: Option<&str>) -> String {
-    let Some(t) = created.and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok()) else { return "<unknown>".into() };
-    let s = (chrono::Utc::now() - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    let Some(t) = created.and_then(|c| chrono::DateTime::parse_from_rfc3339(c).ok()) else {
+        return "<unknown>".into();
+    };
+    let s = (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+        .num_seconds()
+        .max(0);
     let (m, h, d) = (s / 60, s / 3600, s / 86400);
     match s {
         _ if s < 120 => format!("{s}s"),
@@ -109,11 +117,17 @@ pub fn human_age(created: Option<&str>) -> String {
 fn columns(rt: &ResourceType) -> (Vec<Value>, Vec<Value>) {
     let name = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
     let age = json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0});
-    let printer = rt.crd.as_ref().map(|c| c.printer_columns.clone()).unwrap_or_default();
+    let printer = rt
+        .crd
+        .as_ref()
+        .map(|c| c.printer_columns.clone())
+        .unwrap_or_default();
     let mut defs = vec![name];
     if printer.is_empty() {
-        if rt.plural == "namespaces" {
-            defs.push(json!({"name": "Status", "type": "string", "format": "", "description": "The status of the namespace", "priority": 0}));
+        for (name, ty) in builtin_columns(&rt.group, &rt.plural) {
+            defs.push(
+                json!({"name": name, "type": ty, "format": "", "description": "", "priority": 0}),
+            );
         }
         defs.push(age);
     } else {
@@ -125,13 +139,104 @@ fn columns(rt: &ResourceType) -> (Vec<Value>, Vec<Value>) {
     (defs, printer)
 }
 
+/// Extra columns kubectl shows for common built-ins (between Name and Age).
+fn builtin_columns(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "namespaces") => &[("Status", "string")],
+        ("", "pods") => &[
+            ("Ready", "string"),
+            ("Status", "string"),
+            ("Restarts", "integer"),
+        ],
+        ("", "configmaps") => &[("Data", "integer")],
+        ("", "secrets") => &[("Type", "string"), ("Data", "integer")],
+        ("apps", "deployments") => &[
+            ("Ready", "string"),
+            ("Up-to-date", "integer"),
+            ("Available", "integer"),
+        ],
+        ("apps", "statefulsets") => &[("Ready", "string")],
+        ("apps", "replicasets") => &[
+            ("Desired", "integer"),
+            ("Current", "integer"),
+            ("Ready", "integer"),
+        ],
+        ("coordination.k8s.io", "leases") => &[("Holder", "string")],
+        _ => &[],
+    }
+}
+
+fn builtin_cells(group: &str, plural: &str, o: &Value) -> Vec<Value> {
+    let int = |v: &Value| v.as_i64().unwrap_or(0);
+    let count = |v: &Value| v.as_object().map(|m| m.len()).unwrap_or(0);
+    match (group, plural) {
+        ("", "namespaces") => vec![o["status"]["phase"].clone()],
+        ("", "pods") => {
+            let statuses = o["status"]["containerStatuses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let total = o["spec"]["containers"]
+                .as_array()
+                .map(Vec::len)
+                .unwrap_or(0);
+            let ready = statuses
+                .iter()
+                .filter(|c| c["ready"].as_bool() == Some(true))
+                .count();
+            let restarts: i64 = statuses.iter().map(|c| int(&c["restartCount"])).sum();
+            let phase = if o["metadata"]["deletionTimestamp"].is_string() {
+                "Terminating".to_string()
+            } else {
+                o["status"]["phase"]
+                    .as_str()
+                    .unwrap_or("Pending")
+                    .to_string()
+            };
+            vec![
+                json!(format!("{ready}/{total}")),
+                json!(phase),
+                json!(restarts),
+            ]
+        }
+        ("", "configmaps") => vec![json!(count(&o["data"]) + count(&o["binaryData"]))],
+        ("", "secrets") => vec![
+            json!(o["type"].as_str().unwrap_or("Opaque")),
+            json!(count(&o["data"])),
+        ],
+        ("apps", "deployments") => vec![
+            json!(format!(
+                "{}/{}",
+                int(&o["status"]["readyReplicas"]),
+                o["spec"]["replicas"].as_i64().unwrap_or(1)
+            )),
+            json!(int(&o["status"]["updatedReplicas"])),
+            json!(int(&o["status"]["availableReplicas"])),
+        ],
+        ("apps", "statefulsets") => {
+            vec![json!(format!(
+                "{}/{}",
+                int(&o["status"]["readyReplicas"]),
+                o["spec"]["replicas"].as_i64().unwrap_or(1)
+            ))]
+        }
+        ("apps", "replicasets") => vec![
+            json!(o["spec"]["replicas"].as_i64().unwrap_or(1)),
+            json!(int(&o["status"]["replicas"])),
+            json!(int(&o["status"]["readyReplicas"])),
+        ],
+        ("coordination.k8s.io", "leases") => vec![o["spec"]["holderIdentity"].clone()],
+        _ => Vec::new(),
+    }
+}
+
 fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
     let mut out = vec![obj["metadata"]["name"].clone()];
     if printer.is_empty() {
-        if rt.plural == "namespaces" {
-            out.push(obj["status"]["phase"].clone());
-        }
-        out.push(json!(human_age(obj["metadata"]["creationTimestamp"].as_str())));
+        out.extend(builtin_cells(&rt.group, &rt.plural, obj));
+        out.push(json!(human_age(
+            obj["metadata"]["creationTimestamp"].as_str()
+        )));
         return out;
     }
     for c in printer {
@@ -148,7 +253,12 @@ fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
 }
 
 /// A Table of `objects` (`include` = `None`, `Metadata` (default) or `Object`).
-pub(super) fn table(rt: &ResourceType, objects: &[Value], include: &str, list_meta: Value) -> Value {
+pub(super) fn table(
+    rt: &ResourceType,
+    objects: &[Value],
+    include: &str,
+    list_meta: Value,
+) -> Value {
     let (defs, printer) = columns(rt);
     let rows: Vec<Value> = objects
         .iter()
@@ -175,8 +285,14 @@ mod tests {
     fn evaluates_jsonpath() {
         let o = json!({"status": {"replicas": 3, "conditions": [{"type": "A", "status": "False"}, {"type": "Ready", "status": "True"}]}});
         assert_eq!(jsonpath(&o, ".status.replicas"), Some(&json!(3)));
-        assert_eq!(jsonpath(&o, ".status.conditions[?(@.type==\"Ready\")].status"), Some(&json!("True")));
-        assert_eq!(jsonpath(&o, ".status.conditions[0].type"), Some(&json!("A")));
+        assert_eq!(
+            jsonpath(&o, ".status.conditions[?(@.type==\"Ready\")].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(
+            jsonpath(&o, ".status.conditions[0].type"),
+            Some(&json!("A"))
+        );
         assert_eq!(jsonpath(&o, ".spec.missing"), None);
     }
 }

@@ -54,9 +54,20 @@ impl Stream {
             EventType::Deleted if now || before => "DELETED",
             _ => return true,
         };
-        let obj = match convert::one(&self.shared, &self.rt, (*c.object).clone(), &self.rt.version).await {
+        let obj = match convert::one(
+            &self.shared,
+            &self.rt,
+            (*c.object).clone(),
+            &self.rt.version,
+        )
+        .await
+        {
             Ok(o) => o,
-            Err(e) => return self.send(&json!({"type": "ERROR", "object": e.to_status()})).await,
+            Err(e) => {
+                return self
+                    .send(&json!({"type": "ERROR", "object": e.to_status()}))
+                    .await;
+            }
         };
         let obj = self.output.one(&self.rt, obj);
         self.send(&json!({"type": kind, "object": obj})).await
@@ -74,25 +85,41 @@ pub(super) fn watch(
 ) -> Response<Body> {
     let send_initial = q.flag("sendInitialEvents");
     let bookmarks = q.flag("allowWatchBookmarks");
-    let timeout = q.non_empty("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).map(Duration::from_secs);
-    let from = q.non_empty("resourceVersion").filter(|rv| *rv != "0" && !send_initial);
+    let timeout = q
+        .non_empty("timeoutSeconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let from = q
+        .non_empty("resourceVersion")
+        .filter(|rv| *rv != "0" && !send_initial);
     let start = {
         let mut st = shared.store.lock();
         match from {
             None => Ok(st.watch_current(&rt.key(), namespace.as_deref())),
             Some(rv) => match rv.parse::<u64>() {
                 Ok(rv) => st.watch_from(&rt.key(), namespace.as_deref(), rv),
-                Err(_) => Err(ApiError::bad_request(format!("invalid resource version {rv:?}: expected an integer"))),
+                Err(_) => Err(ApiError::bad_request(format!(
+                    "invalid resource version {rv:?}: expected an integer"
+                ))),
             },
         }
     };
     let (tx, rx) = mpsc::channel(256);
-    let stream = Stream { shared, rt, selector, output, bookmarks, out: tx };
+    let stream = Stream {
+        shared,
+        rt,
+        selector,
+        output,
+        bookmarks,
+        out: tx,
+    };
     tokio::spawn(async move {
         let start = match start {
             Ok(s) => s,
             Err(e) => {
-                stream.send(&json!({"type": "ERROR", "object": e.to_status()})).await;
+                stream
+                    .send(&json!({"type": "ERROR", "object": e.to_status()}))
+                    .await;
                 return;
             }
         };
@@ -115,7 +142,8 @@ pub(super) fn watch(
         let mut tick = tokio::time::interval(BOOKMARK_EVERY);
         tick.tick().await;
         loop {
-            let sleep_until = deadline.unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86400));
+            let sleep_until = deadline
+                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86400));
             tokio::select! {
                 ev = rx.recv() => match ev {
                     Some(c) => {
@@ -145,7 +173,13 @@ pub(super) fn watch(
     });
     let body = Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
     let mut resp = Response::new(body);
-    resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    resp.headers_mut().insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("no-cache, private"));
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache, private"),
+    );
     resp
 }

@@ -85,6 +85,18 @@ pub struct State {
     db: Option<persist::Db>,
     /// Set when something may need garbage collection.
     pub(crate) gc_pending: bool,
+    /// How many live objects name each uid in their ownerReferences, so that
+    /// removing an object triggers a garbage-collection pass only when something
+    /// depends on it (a pass scans every object).
+    owner_refs: HashMap<String, usize>,
+}
+
+fn owner_uids(obj: &Value) -> impl Iterator<Item = &str> {
+    obj["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str())
 }
 
 /// The store: state behind one lock.
@@ -108,7 +120,10 @@ pub fn obj_key(obj: &Value) -> ObjKey {
 
 /// The resourceVersion of an object as a number (0 when missing or malformed).
 pub fn rv_of(obj: &Value) -> u64 {
-    obj["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).unwrap_or(0)
+    obj["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Store {
@@ -124,6 +139,7 @@ impl Store {
             registry: Registry::default(),
             db: None,
             gc_pending: false,
+            owner_refs: HashMap::new(),
         };
         if let Some(path) = data {
             let (db, rv, rows) = persist::Db::open(path)?;
@@ -133,7 +149,12 @@ impl Store {
                 if resource == "apiextensions.k8s.io/customresourcedefinitions" {
                     state.registry.set_crd(&obj);
                 }
-                state.objects.entry(resource).or_default().insert(key, Arc::new(obj));
+                state.count_owners(&obj, true);
+                state
+                    .objects
+                    .entry(resource)
+                    .or_default()
+                    .insert(key, Arc::new(obj));
             }
             state.db = Some(db);
         }
@@ -144,14 +165,18 @@ impl Store {
                     "metadata": {"name": ns, "uid": uuid::Uuid::new_v4().to_string(), "creationTimestamp": now(),
                                  "labels": {"kubernetes.io/metadata.name": ns}},
                     "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-                state.put("/namespaces", obj, EventType::Added, None).map_err(|e| DevClusterError::Data {
-                    path: data.map(Path::to_path_buf).unwrap_or_default(),
-                    message: e.message,
-                })?;
+                state
+                    .put("/namespaces", obj, EventType::Added, None)
+                    .map_err(|e| DevClusterError::Data {
+                        path: data.map(Path::to_path_buf).unwrap_or_default(),
+                        message: e.message,
+                    })?;
             }
         }
         state.floor = state.rv;
-        Ok(Store { state: Mutex::new(state) })
+        Ok(Store {
+            state: Mutex::new(state),
+        })
     }
 
     /// Locks the state. Never hold the guard across an `.await`.
@@ -185,12 +210,17 @@ pub struct WatchStart {
 impl State {
     /// The object `name` in `ns` of resource `resource`.
     pub fn get(&self, resource: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.objects.get(resource)?.get(&(ns.to_string(), name.to_string())).cloned()
+        self.objects
+            .get(resource)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
     }
 
     /// Objects of `resource` (in `ns` when given), ordered by namespace then name.
     pub fn list(&self, resource: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
-        let Some(map) = self.objects.get(resource) else { return Vec::new() };
+        let Some(map) = self.objects.get(resource) else {
+            return Vec::new();
+        };
         match ns {
             None => map.values().cloned().collect(),
             Some(ns) => map
@@ -203,7 +233,9 @@ impl State {
 
     /// Objects of `resource` in `ns` strictly after `after` (for `continue`).
     pub fn list_after(&self, resource: &str, ns: Option<&str>, after: &ObjKey) -> Vec<Arc<Value>> {
-        let Some(map) = self.objects.get(resource) else { return Vec::new() };
+        let Some(map) = self.objects.get(resource) else {
+            return Vec::new();
+        };
         use std::ops::Bound;
         map.range((Bound::Excluded(after.clone()), Bound::Unbounded))
             .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
@@ -213,11 +245,21 @@ impl State {
 
     /// Every resource key that has objects.
     pub fn resources(&self) -> Vec<String> {
-        self.objects.iter().filter(|(_, m)| !m.is_empty()).map(|(k, _)| k.clone()).collect()
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Stores `obj` under a new resourceVersion, persists it, records and fans out the change.
-    pub fn put(&mut self, resource: &str, mut obj: Value, kind: EventType, old: Option<Arc<Value>>) -> Result<Arc<Value>, ApiError> {
+    pub fn put(
+        &mut self,
+        resource: &str,
+        mut obj: Value,
+        kind: EventType,
+        old: Option<Arc<Value>>,
+    ) -> Result<Arc<Value>, ApiError> {
         let rv = self.rv + 1;
         obj["metadata"]["resourceVersion"] = json!(rv.to_string());
         let key = obj_key(&obj);
@@ -225,16 +267,42 @@ impl State {
             db.put(resource, &key, &obj, rv)?;
         }
         self.rv = rv;
+        self.count_owners(&obj, true);
         let obj = Arc::new(obj);
-        self.objects.entry(resource.to_string()).or_default().insert(key, obj.clone());
-        self.record(Change { rv, resource: resource.to_string(), kind, object: obj.clone(), old });
+        if let Some(prev) = self
+            .objects
+            .entry(resource.to_string())
+            .or_default()
+            .insert(key, obj.clone())
+        {
+            self.count_owners(&prev, false);
+        }
+        self.record(Change {
+            rv,
+            resource: resource.to_string(),
+            kind,
+            object: obj.clone(),
+            old,
+        });
         Ok(obj)
     }
 
     /// Removes an object for good; the DELETED event carries a new resourceVersion.
-    pub fn remove(&mut self, resource: &str, ns: &str, name: &str) -> Result<Option<Arc<Value>>, ApiError> {
+    pub fn remove(
+        &mut self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>, ApiError> {
         let key = (ns.to_string(), name.to_string());
-        let Some(old) = self.objects.get(resource).and_then(|m| m.get(&key)).cloned() else { return Ok(None) };
+        let Some(old) = self
+            .objects
+            .get(resource)
+            .and_then(|m| m.get(&key))
+            .cloned()
+        else {
+            return Ok(None);
+        };
         let rv = self.rv + 1;
         if let Some(db) = &mut self.db {
             db.delete(resource, &key, rv)?;
@@ -243,12 +311,39 @@ impl State {
         if let Some(m) = self.objects.get_mut(resource) {
             m.remove(&key);
         }
+        self.count_owners(&old, false);
+        let uid = old["metadata"]["uid"].as_str().unwrap_or_default();
+        let in_terminating_ns = !ns.is_empty()
+            && self
+                .get("/namespaces", "", ns)
+                .is_some_and(|n| n["metadata"]["deletionTimestamp"].is_string());
+        if self.owner_refs.contains_key(uid) || in_terminating_ns {
+            self.gc_pending = true;
+        }
         let mut last = (*old).clone();
         last["metadata"]["resourceVersion"] = json!(rv.to_string());
         let last = Arc::new(last);
-        self.record(Change { rv, resource: resource.to_string(), kind: EventType::Deleted, object: last.clone(), old: Some(old) });
-        self.gc_pending = true;
+        self.record(Change {
+            rv,
+            resource: resource.to_string(),
+            kind: EventType::Deleted,
+            object: last.clone(),
+            old: Some(old),
+        });
         Ok(Some(last))
+    }
+
+    fn count_owners(&mut self, obj: &Value, add: bool) {
+        for uid in owner_uids(obj) {
+            if add {
+                *self.owner_refs.entry(uid.to_string()).or_default() += 1;
+            } else if let Some(n) = self.owner_refs.get_mut(uid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.owner_refs.remove(uid);
+                }
+            }
+        }
     }
 
     fn record(&mut self, change: Change) {
@@ -260,7 +355,9 @@ impl State {
             }
         }
         if let Some(ws) = self.watchers.get_mut(&change.resource) {
-            let ns = change.object["metadata"]["namespace"].as_str().unwrap_or_default();
+            let ns = change.object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
             // A watcher whose channel is full has fallen too far behind: close it, like
             // kube-apiserver does, so its client re-lists instead of missing events.
             ws.retain(|w| {
@@ -274,8 +371,14 @@ impl State {
 
     fn register(&mut self, resource: &str, namespace: Option<&str>) -> mpsc::Receiver<Arc<Change>> {
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
-        let w = Watcher { namespace: namespace.map(String::from), tx };
-        self.watchers.entry(resource.to_string()).or_default().push(w);
+        let w = Watcher {
+            namespace: namespace.map(String::from),
+            tx,
+        };
+        self.watchers
+            .entry(resource.to_string())
+            .or_default()
+            .push(w);
         rx
     }
 
@@ -285,15 +388,30 @@ impl State {
             .list(resource, namespace)
             .into_iter()
             .map(|o| {
-                Arc::new(Change { rv: rv_of(&o), resource: resource.to_string(), kind: EventType::Added, object: o, old: None })
+                Arc::new(Change {
+                    rv: rv_of(&o),
+                    resource: resource.to_string(),
+                    kind: EventType::Added,
+                    object: o,
+                    old: None,
+                })
             })
             .collect();
         let rx = self.register(resource, namespace);
-        WatchStart { initial, rx, rv: self.rv }
+        WatchStart {
+            initial,
+            rx,
+            rv: self.rv,
+        }
     }
 
     /// Starts a watch of the changes after resourceVersion `from`, or 410 when compacted.
-    pub fn watch_from(&mut self, resource: &str, namespace: Option<&str>, from: u64) -> Result<WatchStart, ApiError> {
+    pub fn watch_from(
+        &mut self,
+        resource: &str,
+        namespace: Option<&str>,
+        from: u64,
+    ) -> Result<WatchStart, ApiError> {
         if from < self.floor {
             return Err(ApiError::expired(from, self.floor));
         }
@@ -301,11 +419,17 @@ impl State {
             .history
             .iter()
             .filter(|c| c.rv > from && c.resource == resource)
-            .filter(|c| namespace.is_none_or(|ns| c.object["metadata"]["namespace"].as_str() == Some(ns)))
+            .filter(|c| {
+                namespace.is_none_or(|ns| c.object["metadata"]["namespace"].as_str() == Some(ns))
+            })
             .cloned()
             .collect();
         let rx = self.register(resource, namespace);
-        Ok(WatchStart { initial, rx, rv: self.rv })
+        Ok(WatchStart {
+            initial,
+            rx,
+            rv: self.rv,
+        })
     }
 
     /// All objects in namespace `ns` across namespaced resources: `(resource, name)`.
@@ -327,12 +451,19 @@ impl State {
 
     /// Every object with its resource key (for garbage collection).
     pub fn all_objects(&self) -> Vec<(String, Arc<Value>)> {
-        self.objects.iter().flat_map(|(r, m)| m.values().map(move |v| (r.clone(), v.clone()))).collect()
+        self.objects
+            .iter()
+            .flat_map(|(r, m)| m.values().map(move |v| (r.clone(), v.clone())))
+            .collect()
     }
 
     /// Drops every object of `resource` (a CRD went away), with DELETED events.
     pub fn drop_resource(&mut self, resource: &str) -> Result<(), ApiError> {
-        let keys: Vec<ObjKey> = self.objects.get(resource).map(|m| m.keys().cloned().collect()).unwrap_or_default();
+        let keys: Vec<ObjKey> = self
+            .objects
+            .get(resource)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
         for (ns, name) in keys {
             self.remove(resource, &ns, &name)?;
         }

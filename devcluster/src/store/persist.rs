@@ -29,7 +29,10 @@ fn db_err(e: rusqlite::Error) -> ApiError {
 impl Db {
     /// Opens (creating if needed) the file; returns the stored resourceVersion and objects.
     pub(super) fn open(path: &Path) -> Result<Opened, DevClusterError> {
-        let err = |e: String| DevClusterError::Data { path: path.to_path_buf(), message: e };
+        let err = |e: String| DevClusterError::Data {
+            path: path.to_path_buf(),
+            message: e,
+        };
         let conn = Connection::open(path).map_err(|e| err(e.to_string()))?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
@@ -41,34 +44,50 @@ impl Db {
         )
         .map_err(|e| err(e.to_string()))?;
         let rv: u64 = conn
-            .query_row("SELECT value FROM meta WHERE key = 'resourceVersion'", [], |r| r.get::<_, String>(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'resourceVersion'",
+                [],
+                |r| r.get::<_, String>(0),
+            )
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(0);
         let mut rows = Vec::new();
         {
-            let mut stmt = conn.prepare("SELECT resource, object FROM objects").map_err(|e| err(e.to_string()))?;
+            let mut stmt = conn
+                .prepare("SELECT resource, object FROM objects")
+                .map_err(|e| err(e.to_string()))?;
             let iter = stmt
                 .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
                 .map_err(|e| err(e.to_string()))?;
             for row in iter {
                 let (res, text) = row.map_err(|e| err(e.to_string()))?;
-                let obj: Value = serde_json::from_str(&text).map_err(|e| err(format!("corrupt object in {res}: {e}")))?;
+                let obj: Value = serde_json::from_str(&text)
+                    .map_err(|e| err(format!("corrupt object in {res}: {e}")))?;
                 rows.push((res, obj));
             }
         }
         Ok((Db { conn }, rv, rows))
     }
 
-    pub(super) fn put(&mut self, resource: &str, key: &ObjKey, obj: &Value, rv: u64) -> Result<(), ApiError> {
+    pub(super) fn put(
+        &mut self,
+        resource: &str,
+        key: &ObjKey,
+        obj: &Value,
+        rv: u64,
+    ) -> Result<(), ApiError> {
         let tx = self.conn.transaction().map_err(db_err)?;
         tx.execute(
             "INSERT OR REPLACE INTO objects (resource, namespace, name, object) VALUES (?1, ?2, ?3, ?4)",
             params![resource, key.0, key.1, obj.to_string()],
         )
         .map_err(db_err)?;
-        tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('resourceVersion', ?1)", params![rv.to_string()])
-            .map_err(db_err)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('resourceVersion', ?1)",
+            params![rv.to_string()],
+        )
+        .map_err(db_err)?;
         tx.commit().map_err(db_err)
     }
 
@@ -79,8 +98,11 @@ impl Db {
             params![resource, key.0, key.1],
         )
         .map_err(db_err)?;
-        tx.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('resourceVersion', ?1)", params![rv.to_string()])
-            .map_err(db_err)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('resourceVersion', ?1)",
+            params![rv.to_string()],
+        )
+        .map_err(db_err)?;
         tx.commit().map_err(db_err)
     }
 }

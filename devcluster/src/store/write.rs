@@ -41,7 +41,11 @@ pub struct DeleteOpts {
 fn finalizers(obj: &Value) -> Vec<String> {
     obj["metadata"]["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -63,7 +67,9 @@ fn is_deleting(obj: &Value) -> bool {
 fn name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    (0..5).map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 /// The part of an object whose change bumps `metadata.generation`.
@@ -94,20 +100,26 @@ fn accept_crd(obj: &mut Value) {
     let now = now();
     let storage = obj["spec"]["versions"]
         .as_array()
-        .and_then(|vs| vs.iter().find(|v| v["storage"].as_bool() == Some(true)).or(vs.first()))
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v["storage"].as_bool() == Some(true))
+                .or(vs.first())
+        })
         .and_then(|v| v["name"].as_str())
         .unwrap_or_default()
         .to_string();
     let mut stored: Vec<String> = obj["status"]["storedVersions"]
         .as_array()
-        .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default();
     if !stored.contains(&storage) {
         stored.push(storage);
     }
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg})
-    };
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
     obj["status"] = json!({
         "conditions": [
             cond("NamesAccepted", "NoConflicts", "no conflicts found"),
@@ -128,14 +140,22 @@ impl State {
             Some(n) if is_deleting(&n) => Err(ApiError::new(
                 403,
                 "Forbidden",
-                format!("{} is forbidden: unable to create new content in namespace {ns} because it is being terminated", rt.qualified()),
+                format!(
+                    "{} is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    rt.qualified()
+                ),
             )),
             Some(_) => Ok(()),
         }
     }
 
     /// Creates `obj` (storage version, namespace already set for namespaced types).
-    pub fn create(&mut self, rt: &ResourceType, mut obj: Value, dry_run: bool) -> Result<Arc<Value>, ApiError> {
+    pub fn create(
+        &mut self,
+        rt: &ResourceType,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Arc<Value>, ApiError> {
         let resource = rt.key();
         if obj["metadata"]["name"].as_str().is_none_or(str::is_empty) {
             match obj["metadata"]["generateName"].as_str() {
@@ -146,13 +166,23 @@ impl State {
                     return Err(ApiError::invalid(
                         rt,
                         "",
-                        &[("FieldValueRequired".into(), "metadata.name".into(), "Required value: name or generateName is required".into())],
+                        &[(
+                            "FieldValueRequired".into(),
+                            "metadata.name".into(),
+                            "Required value: name or generateName is required".into(),
+                        )],
                     ));
                 }
             }
         }
-        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         self.check_namespace(rt, &ns)?;
         if self.get(&resource, &ns, &name).is_some() {
             return Err(ApiError::already_exists(rt, &name));
@@ -168,7 +198,9 @@ impl State {
                 m.remove("resourceVersion");
             }
         }
-        if rt.status && let Some(m) = obj.as_object_mut() {
+        if rt.status
+            && let Some(m) = obj.as_object_mut()
+        {
             m.remove("status");
         }
         if resource == NS_KEY {
@@ -202,9 +234,17 @@ impl State {
         dry_run: bool,
     ) -> Result<Arc<Value>, ApiError> {
         let resource = rt.key();
-        let ns = new["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
-        let name = new["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        let old = self.get(&resource, &ns, &name).ok_or_else(|| ApiError::not_found(rt, &name))?;
+        let ns = new["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = new["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let old = self
+            .get(&resource, &ns, &name)
+            .ok_or_else(|| ApiError::not_found(rt, &name))?;
         if rv_of(&old) != expect_rv {
             return Err(ApiError::conflict(rt, &name));
         }
@@ -223,7 +263,13 @@ impl State {
             }
             fin
         } else {
-            for k in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generation",
+            ] {
                 match old["metadata"].get(k) {
                     Some(v) => new["metadata"][k] = v.clone(),
                     None => {
@@ -247,7 +293,10 @@ impl State {
         };
         if is_deleting(&old) {
             let before = finalizers(&old);
-            let added: Vec<String> = finalizers(&fin).into_iter().filter(|f| !before.contains(f)).collect();
+            let added: Vec<String> = finalizers(&fin)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
             if !added.is_empty() {
                 let quoted: Vec<String> = added.iter().map(|f| format!("{f:?}")).collect();
                 return Err(ApiError::invalid(
@@ -268,8 +317,11 @@ impl State {
             accept_crd(&mut fin);
         }
         let generation = old["metadata"]["generation"].as_i64().unwrap_or(1);
-        fin["metadata"]["generation"] =
-            json!(if spec_part(rt, &fin) != spec_part(rt, &old) { generation + 1 } else { generation });
+        fin["metadata"]["generation"] = json!(if spec_part(rt, &fin) != spec_part(rt, &old) {
+            generation + 1
+        } else {
+            generation
+        });
         if without_volatile(&fin) == without_volatile(&old) {
             // A no-op write does not bump the resourceVersion (as kube-apiserver).
             return Ok(old);
@@ -292,7 +344,12 @@ impl State {
     }
 
     /// Removes an object for good, with what removal implies (a CRD's objects go too).
-    pub fn remove_object(&mut self, resource: &str, ns: &str, name: &str) -> Result<Option<Arc<Value>>, ApiError> {
+    pub fn remove_object(
+        &mut self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Value>>, ApiError> {
         let last = self.remove(resource, ns, name)?;
         if resource == CRD_KEY
             && last.is_some()
@@ -304,9 +361,17 @@ impl State {
     }
 
     /// Deletes an object: at once, or by setting deletionTimestamp while finalizers remain.
-    pub fn delete(&mut self, rt: &ResourceType, ns: &str, name: &str, opts: &DeleteOpts) -> Result<Deleted, ApiError> {
+    pub fn delete(
+        &mut self,
+        rt: &ResourceType,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
         let resource = rt.key();
-        let old = self.get(&resource, ns, name).ok_or_else(|| ApiError::not_found(rt, name))?;
+        let old = self
+            .get(&resource, ns, name)
+            .ok_or_else(|| ApiError::not_found(rt, name))?;
         let meta = &old["metadata"];
         if let Some(uid) = &opts.precondition_uid
             && meta["uid"].as_str() != Some(uid.as_str())
@@ -351,7 +416,11 @@ impl State {
             fins.push(f.to_string());
         }
         if opts.dry_run {
-            return Ok(if fins.is_empty() { Deleted::Gone(old) } else { Deleted::Pending(old) });
+            return Ok(if fins.is_empty() {
+                Deleted::Gone(old)
+            } else {
+                Deleted::Pending(old)
+            });
         }
         if fins.is_empty() {
             let last = self.remove_object(&resource, ns, name)?.unwrap_or(old);
@@ -373,8 +442,16 @@ impl State {
 
     /// Removes finalizer `f` from an object (used by garbage collection); removes
     /// the object when it was the last one on a deleting object.
-    pub fn drop_finalizer(&mut self, resource: &str, ns: &str, name: &str, f: &str) -> Result<(), ApiError> {
-        let Some(old) = self.get(resource, ns, name) else { return Ok(()) };
+    pub fn drop_finalizer(
+        &mut self,
+        resource: &str,
+        ns: &str,
+        name: &str,
+        f: &str,
+    ) -> Result<(), ApiError> {
+        let Some(old) = self.get(resource, ns, name) else {
+            return Ok(());
+        };
         let fins: Vec<String> = finalizers(&old).into_iter().filter(|x| x != f).collect();
         if is_deleting(&old) && fins.is_empty() {
             self.remove_object(resource, ns, name)?;

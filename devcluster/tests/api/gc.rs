@@ -5,7 +5,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPo
 use crate::{cm, eventually, namespace, start, status};
 
 async fn owner_and_children(api: &Api<ConfigMap>, block: bool) -> ConfigMap {
-    let owner = api.create(&PostParams::default(), &cm("owner", &[])).await.unwrap();
+    let owner = api
+        .create(&PostParams::default(), &cm("owner", &[]))
+        .await
+        .unwrap();
     for i in 0..2 {
         let mut child = cm(&format!("child-{i}"), &[]);
         child.metadata.owner_references = Some(vec![OwnerReference {
@@ -31,7 +34,9 @@ async fn background_deletes_owner_then_dependents() {
     namespace(&c.client(), "bg").await;
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "bg");
     owner_and_children(&api, false).await;
-    api.delete("owner", &DeleteParams::background()).await.unwrap();
+    api.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
     assert!(!exists(&api, "owner").await);
     let a = api.clone();
     eventually("dependents collected", || {
@@ -48,18 +53,41 @@ async fn foreground_waits_for_blocking_dependents() {
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "fg");
     owner_and_children(&api, true).await;
     // A finalizer on one child holds it, and with it the owner.
-    api.patch("child-0", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["test/hold"]}})))
+    api.patch(
+        "child-0",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["test/hold"]}})),
+    )
+    .await
+    .unwrap();
+    api.delete("owner", &DeleteParams::foreground())
         .await
         .unwrap();
-    api.delete("owner", &DeleteParams::foreground()).await.unwrap();
     let owner = api.get("owner").await.unwrap();
     assert!(owner.metadata.deletion_timestamp.is_some());
-    assert!(owner.metadata.finalizers.unwrap().contains(&"foregroundDeletion".to_string()));
+    assert!(
+        owner
+            .metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
     assert!(!exists(&api, "child-1").await);
-    assert!(api.get("child-0").await.unwrap().metadata.deletion_timestamp.is_some());
-    api.patch("child-0", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    assert!(
+        api.get("child-0")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    api.patch(
+        "child-0",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     let a = api.clone();
     eventually("owner removed after its blocking dependent", || {
         let a = a.clone();
@@ -74,7 +102,10 @@ async fn orphan_keeps_dependents_and_drops_owner_references() {
     namespace(&c.client(), "orph").await;
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "orph");
     owner_and_children(&api, false).await;
-    let dp = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() };
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Orphan),
+        ..Default::default()
+    };
     api.delete("owner", &dp).await.unwrap();
     let a = api.clone();
     eventually("owner gone", || {
@@ -84,7 +115,13 @@ async fn orphan_keeps_dependents_and_drops_owner_references() {
     .await;
     for i in 0..2 {
         let child = api.get(&format!("child-{i}")).await.unwrap();
-        assert!(child.metadata.owner_references.unwrap_or_default().is_empty());
+        assert!(
+            child
+                .metadata
+                .owner_references
+                .unwrap_or_default()
+                .is_empty()
+        );
     }
 }
 
@@ -99,15 +136,28 @@ async fn finalizers_hold_deletion_and_no_new_finalizers_while_deleting() {
     let held = api.get("fin").await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
     let e = status(
-        api.patch("fin", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["test/a", "test/b"]}})))
-            .await
-            .unwrap_err(),
+        api.patch(
+            "fin",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"finalizers": ["test/a", "test/b"]}})),
+        )
+        .await
+        .unwrap_err(),
     );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert!(e.message.contains("Forbidden: no new finalizers can be added if the object is being deleted"), "{}", e.message);
-    api.patch("fin", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"finalizers": []}})))
-        .await
-        .unwrap();
+    assert!(
+        e.message
+            .contains("Forbidden: no new finalizers can be added if the object is being deleted"),
+        "{}",
+        e.message
+    );
+    api.patch(
+        "fin",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": []}})),
+    )
+    .await
+    .unwrap();
     assert!(!exists(&api, "fin").await);
 }
 
@@ -119,17 +169,29 @@ async fn namespace_deletion_terminates_then_removes_everything() {
     let mut held = cm("held", &[]);
     held.metadata.finalizers = Some(vec!["test/hold".into()]);
     api.create(&PostParams::default(), &held).await.unwrap();
-    api.create(&PostParams::default(), &cm("free", &[])).await.unwrap();
+    api.create(&PostParams::default(), &cm("free", &[]))
+        .await
+        .unwrap();
     let nss: Api<Namespace> = Api::all(c.client());
-    nss.delete("doomed", &DeleteParams::default()).await.unwrap();
+    nss.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
     let ns = nss.get("doomed").await.unwrap();
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
     assert!(!exists(&api, "free").await);
-    let e = status(api.create(&PostParams::default(), &cm("late", &[])).await.unwrap_err());
+    let e = status(
+        api.create(&PostParams::default(), &cm("late", &[]))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(e.code, 403);
-    api.patch("held", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})))
-        .await
-        .unwrap();
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     let n = nss.clone();
     eventually("namespace removed", || {
         let n = n.clone();

@@ -4,7 +4,10 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use crate::{cm, namespace, start, status};
 
 fn names(l: &kube::core::ObjectList<ConfigMap>) -> Vec<String> {
-    l.items.iter().map(|o| o.metadata.name.clone().unwrap()).collect()
+    l.items
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap())
+        .collect()
 }
 
 #[tokio::test]
@@ -13,14 +16,30 @@ async fn label_and_field_selectors() {
     namespace(&c.client(), "sel").await;
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "sel");
     for (n, app, tier) in [("a", "web", "fe"), ("b", "web", "be"), ("c", "db", "be")] {
-        api.create(&PostParams::default(), &cm(n, &[("app", app), ("tier", tier)])).await.unwrap();
+        api.create(
+            &PostParams::default(),
+            &cm(n, &[("app", app), ("tier", tier)]),
+        )
+        .await
+        .unwrap();
     }
-    api.create(&PostParams::default(), &cm("d", &[])).await.unwrap();
+    api.create(&PostParams::default(), &cm("d", &[]))
+        .await
+        .unwrap();
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(names(&api.list(&q("app=web")).await.unwrap()), ["a", "b"]);
-    assert_eq!(names(&api.list(&q("app==web,tier!=fe")).await.unwrap()), ["b"]);
-    assert_eq!(names(&api.list(&q("tier in (be)")).await.unwrap()), ["b", "c"]);
-    assert_eq!(names(&api.list(&q("app notin (web)")).await.unwrap()), ["c", "d"]);
+    assert_eq!(
+        names(&api.list(&q("app==web,tier!=fe")).await.unwrap()),
+        ["b"]
+    );
+    assert_eq!(
+        names(&api.list(&q("tier in (be)")).await.unwrap()),
+        ["b", "c"]
+    );
+    assert_eq!(
+        names(&api.list(&q("app notin (web)")).await.unwrap()),
+        ["c", "d"]
+    );
     assert_eq!(names(&api.list(&q("app")).await.unwrap()), ["a", "b", "c"]);
     assert_eq!(names(&api.list(&q("!app")).await.unwrap()), ["d"]);
     let f = ListParams::default().fields("metadata.name=c");
@@ -28,12 +47,21 @@ async fn label_and_field_selectors() {
     let all: Api<ConfigMap> = Api::all(c.client());
     let f = ListParams::default().fields("metadata.namespace=sel");
     assert_eq!(all.list(&f).await.unwrap().items.len(), 4);
-    let e = status(api.list(&ListParams::default().fields("data.k=v")).await.unwrap_err());
+    let e = status(
+        api.list(&ListParams::default().fields("data.k=v"))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
 
     // deletecollection with a selector
-    api.delete_collection(&DeleteParams::default(), &q("app=web")).await.unwrap();
-    assert_eq!(names(&api.list(&ListParams::default()).await.unwrap()), ["c", "d"]);
+    api.delete_collection(&DeleteParams::default(), &q("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&api.list(&ListParams::default()).await.unwrap()),
+        ["c", "d"]
+    );
 }
 
 #[tokio::test]
@@ -42,7 +70,9 @@ async fn limit_and_continue_page_in_stable_order() {
     namespace(&c.client(), "pages").await;
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "pages");
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), &[])).await.unwrap();
+        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), &[]))
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut token: Option<String> = None;

@@ -21,7 +21,9 @@ use kube::core::Status;
 
 /// Starts an in-memory cluster on a free port.
 pub async fn start() -> DevCluster {
-    DevCluster::start(DevClusterOptions::default()).await.unwrap()
+    DevCluster::start(DevClusterOptions::default())
+        .await
+        .unwrap()
 }
 
 /// The Status of an API error (panics on any other error).
@@ -34,8 +36,17 @@ pub fn status(e: kube::Error) -> Box<Status> {
 
 /// Creates a namespace for one test.
 pub async fn namespace(client: &kube::Client, name: &str) {
-    let ns = Namespace { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.unwrap();
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
 }
 
 /// A ConfigMap with labels.
@@ -43,7 +54,12 @@ pub fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             ..Default::default()
         },
         data: Some([("k".to_string(), "v".to_string())].into()),

@@ -17,14 +17,21 @@ fn deployment() -> Deployment {
 async fn status_is_isolated_both_ways_and_generation_follows_spec() {
     let c = start().await;
     let api: Api<Deployment> = Api::namespaced(c.client(), "default");
-    let created = api.create(&PostParams::default(), &deployment()).await.unwrap();
+    let created = api
+        .create(&PostParams::default(), &deployment())
+        .await
+        .unwrap();
     assert_eq!(created.metadata.generation, Some(1));
     // Status in a create is dropped for types with a status subresource.
     assert!(created.status.as_ref().and_then(|s| s.replicas).is_none());
 
     // A write to /status changes only status and does not bump generation.
     let s = api
-        .patch_status("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 7}, "status": {"replicas": 3}})))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 7}, "status": {"replicas": 3}})),
+        )
         .await
         .unwrap();
     assert_eq!(s.status.as_ref().unwrap().replicas, Some(3));
@@ -33,7 +40,11 @@ async fn status_is_isolated_both_ways_and_generation_follows_spec() {
 
     // A write to the main resource keeps the stored status and bumps generation on spec change.
     let m = api
-        .patch("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"replicas": 2}, "status": {"replicas": 50}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"replicas": 2}, "status": {"replicas": 50}})),
+        )
         .await
         .unwrap();
     assert_eq!(m.status.as_ref().unwrap().replicas, Some(3));
@@ -42,14 +53,22 @@ async fn status_is_isolated_both_ways_and_generation_follows_spec() {
 
     // Metadata-only changes do not bump generation.
     let l = api
-        .patch("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(l.metadata.generation, Some(2));
 
     // A no-op write does not bump the resourceVersion.
     let again = api
-        .patch("web", &PatchParams::default(), &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})))
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"x": "y"}}})),
+        )
         .await
         .unwrap();
     assert_eq!(again.metadata.resource_version, l.metadata.resource_version);

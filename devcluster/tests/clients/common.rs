@@ -21,7 +21,7 @@ impl TestCluster {
         // The defaults are what the tests need: port 0 (random), no token, in-memory state.
         let cluster = DevCluster::start(DevClusterOptions {
             kubeconfig: Some(dir.path().join("kubeconfig")),
-            ..Default::default()
+            ..DevClusterOptions::default()
         })
         .await
         .unwrap();

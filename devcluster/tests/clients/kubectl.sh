@@ -198,6 +198,26 @@ $K create configmap app-config --from-literal=greeting=hello --from-literal=mode
 expect_eq "$($K get configmap app-config -o jsonpath='{.data.greeting}')" "hello" "app-config .data.greeting"
 expect_contains "$($K get configmaps)" "app-config" "kubectl get configmaps lists app-config"
 
+step "namespaces, secrets, paged lists, field selectors, delete by label"
+$K create namespace team-a
+$K create configmap in-team-a --from-literal=k=v -n team-a
+expect_eq "$($K get configmap in-team-a -n team-a -o jsonpath='{.metadata.namespace}')" "team-a" "configmap namespace"
+expect_failure "the team-a configmap is not visible in default" "NotFound" $K get configmap in-team-a
+$K create secret generic creds --from-literal=password=s3cret
+expect_eq "$($K get secret creds -o jsonpath='{.data.password}' | base64 -d)" "s3cret" "secret round-trip (base64)"
+for i in 1 2 3 4 5; do
+    $K create configmap "paged-${i}" --from-literal=i="${i}" >/dev/null
+done
+$K label configmaps paged-1 paged-2 paged-3 paged-4 paged-5 batch=paged >/dev/null
+out="$($K get configmaps -l batch=paged --chunk-size=2 -o name)"
+expect_eq "$(wc -l <<<"${out}" | tr -d ' ')" "5" "configmaps listed in chunks of 2"
+expect_eq "$($K get configmaps --field-selector metadata.name=paged-3 -o name)" "configmap/paged-3" "field selector"
+$K delete configmaps -l batch=paged
+expect_eq "$($K get configmaps -l batch=paged -o name)" "" "configmaps left after delete -l"
+$K delete namespace team-a --wait=false
+wait_until 30 "namespace team-a and its configmap are gone" \
+    bash -c "! $K get namespace team-a && ! $K get configmap in-team-a -n team-a"
+
 step "kubectl get -o yaml and -o json"
 out="$($K get webapp alpha -o yaml)"
 expect_contains "${out}" "kind: WebApp" "-o yaml has the kind"

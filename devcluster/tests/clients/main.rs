@@ -8,3 +8,4 @@ mod common;
 mod controller;
 mod kubectl;
 mod python;
+mod reflector;

@@ -171,6 +171,50 @@ def main():
     expect_eq([c.metadata.name for c in cms.items], ["py-config"], "configmaps matching suite=python")
     expect_api_error(409, "create py-config again", core.create_namespaced_config_map, NS, cm)
 
+    step("CoreV1Api: paginated list (limit + continue), field selector, delete_collection")
+    for i in range(5):
+        core.create_namespaced_config_map(NS, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"py-page-{i}", labels={"suite": "paging"}),
+            data={"i": str(i)}))
+    names, token, pages = [], None, 0
+    while True:
+        page = core.list_namespaced_config_map(NS, label_selector="suite=paging", limit=2,
+                                               _continue=token)
+        pages += 1
+        names += [c.metadata.name for c in page.items]
+        if len(page.items) > 2:
+            raise AssertionError(f"limit=2 returned {len(page.items)} items")
+        token = page.metadata._continue
+        if not token:
+            break
+        if pages > 10:
+            raise AssertionError("the continue tokens never ran out")
+    expect_eq(sorted(names), [f"py-page-{i}" for i in range(5)], "names across all pages")
+    expect_eq(pages, 3, "pages of 2 for 5 objects")
+    by_field = core.list_namespaced_config_map(NS, field_selector="metadata.name=py-page-3")
+    expect_eq([c.metadata.name for c in by_field.items], ["py-page-3"], "field selector metadata.name")
+    core.delete_collection_namespaced_config_map(NS, label_selector="suite=paging")
+    deadline = time.monotonic() + 30
+    while core.list_namespaced_config_map(NS, label_selector="suite=paging").items:
+        if time.monotonic() > deadline:
+            raise AssertionError("delete_collection left objects behind after 30s")
+        time.sleep(0.5)
+    ok("delete_collection removed every suite=paging configmap")
+    expect_eq(core.read_namespaced_config_map("py-config", NS).metadata.name, "py-config",
+              "delete_collection spared the unlabelled configmap")
+
+    step("dynamic.DynamicClient: discovery finds the CRD kind, then get/list through it")
+    from kubernetes import dynamic
+    dyn = dynamic.DynamicClient(api_client)
+    webapps = dyn.resources.get(api_version=f"{GROUP}/{VERSION}", kind="WebApp")
+    expect_eq(webapps.name, PLURAL, "discovered resource name")
+    expect_eq(webapps.namespaced, True, "discovered namespaced flag")
+    listed = webapps.get(namespace=NS)
+    expect_eq(sorted(i.metadata.name for i in listed.items), ["py-one", "py-two"], "dynamic list")
+    expect_eq(webapps.get(name="py-one", namespace=NS).spec.replicas, 4, "dynamic get py-one")
+    configmaps = dyn.resources.get(api_version="v1", kind="ConfigMap")
+    expect_eq(configmaps.get(name="py-config", namespace=NS).data.greeting, "hello", "dynamic get py-config")
+
     step("watch.Watch().stream sees ADDED and MODIFIED for a new webapp")
     seen = []
     ready = threading.Event()

@@ -7,7 +7,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParam
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::{ApplyError, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PLUGIN_LABEL, display_name, field_manager};
+use super::{
+    ApplyError, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PLUGIN_LABEL, display_name, field_manager,
+};
 use crate::cache::{CacheLease, api_resource};
 use crate::contract::{Manifest, Scope};
 
@@ -24,26 +26,45 @@ pub struct ChildPlan {
 impl ChildPlan {
     /// Identity used to match existing children against the desired set.
     fn key(&self) -> (String, String, Option<String>, String) {
-        (self.api_resource.api_version.clone(), self.api_resource.kind.clone(), self.namespace.clone(), self.name.clone())
+        (
+            self.api_resource.api_version.clone(),
+            self.api_resource.kind.clone(),
+            self.namespace.clone(),
+            self.name.clone(),
+        )
     }
 
     fn describe(&self) -> String {
-        format!("{} {}", self.api_resource.kind, display_name(self.namespace.as_deref(), &self.name))
+        format!(
+            "{} {}",
+            self.api_resource.kind,
+            display_name(self.namespace.as_deref(), &self.name)
+        )
     }
 }
 
 fn str_field<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 /// Checks every desired child against the manifest and completes it: the
 /// namespace defaults to the primary's, the two host labels and a controller
 /// ownerReference to the primary are added. Any child of a kind the plugin
 /// does not own refuses the whole set (no partial writes).
-pub fn plan_children(manifest: &Manifest, primary: &DynamicObject, desired: &[Value]) -> Result<Vec<ChildPlan>, ApplyError> {
+pub fn plan_children(
+    manifest: &Manifest,
+    primary: &DynamicObject,
+    desired: &[Value],
+) -> Result<Vec<ChildPlan>, ApplyError> {
     let denied: Vec<String> = desired
         .iter()
-        .filter(|c| manifest.owned(str_field(c, "/apiVersion"), str_field(c, "/kind")).is_none())
+        .filter(|c| {
+            manifest
+                .owned(str_field(c, "/apiVersion"), str_field(c, "/kind"))
+                .is_none()
+        })
         .map(|c| format!("{} {}", str_field(c, "/apiVersion"), str_field(c, "/kind")))
         .collect();
     if !denied.is_empty() {
@@ -64,7 +85,8 @@ pub fn plan_children(manifest: &Manifest, primary: &DynamicObject, desired: &[Va
     });
     let mut plans = Vec::with_capacity(desired.len());
     for child in desired {
-        let Some(kind) = manifest.owned(str_field(child, "/apiVersion"), str_field(child, "/kind")) else {
+        let Some(kind) = manifest.owned(str_field(child, "/apiVersion"), str_field(child, "/kind"))
+        else {
             continue; // unreachable: checked above
         };
         let name = str_field(child, "/metadata/name").to_string();
@@ -105,18 +127,33 @@ pub fn plan_children(manifest: &Manifest, primary: &DynamicObject, desired: &[Va
             *labels = json!({});
         }
         if let Some(labels) = labels.as_object_mut() {
-            labels.insert(MANAGED_BY_LABEL.into(), Value::String(MANAGED_BY_VALUE.into()));
+            labels.insert(
+                MANAGED_BY_LABEL.into(),
+                Value::String(MANAGED_BY_VALUE.into()),
+            );
             labels.insert(PLUGIN_LABEL.into(), Value::String(manifest.name.clone()));
         }
         meta.insert("ownerReferences".into(), json!([owner_ref.clone()]));
         // Server-side apply owns these; sending them back would conflict.
-        for key in ["resourceVersion", "uid", "managedFields", "creationTimestamp", "generation"] {
+        for key in [
+            "resourceVersion",
+            "uid",
+            "managedFields",
+            "creationTimestamp",
+            "generation",
+        ] {
             meta.remove(key);
         }
         if let Some(obj) = document.as_object_mut() {
             obj.remove("status");
         }
-        plans.push(ChildPlan { api_resource: api_resource(kind), namespaced, namespace, name, document });
+        plans.push(ChildPlan {
+            api_resource: api_resource(kind),
+            namespaced,
+            namespace,
+            name,
+            document,
+        });
     }
     Ok(plans)
 }
@@ -130,10 +167,22 @@ fn api_for(client: &Client, ar: &ApiResource, namespace: Option<&str>) -> Api<Dy
 
 /// Applies every planned child with server-side apply (force, field manager
 /// `wasm-operator/<plugin>`).
-pub async fn apply_children(client: &Client, plugin: &str, plans: &[ChildPlan]) -> Result<(), ApplyError> {
+pub async fn apply_children(
+    client: &Client,
+    plugin: &str,
+    plans: &[ChildPlan],
+) -> Result<(), ApplyError> {
     let params = PatchParams::apply(&field_manager(plugin)).force();
     for plan in plans {
-        let api = api_for(client, &plan.api_resource, if plan.namespaced { plan.namespace.as_deref() } else { None });
+        let api = api_for(
+            client,
+            &plan.api_resource,
+            if plan.namespaced {
+                plan.namespace.as_deref()
+            } else {
+                None
+            },
+        );
         api.patch(&plan.name, &params, &Patch::Apply(&plan.document))
             .await
             .map_err(|e| ApplyError::api("server-side apply of", plan.describe(), e))?;
@@ -143,7 +192,11 @@ pub async fn apply_children(client: &Client, plugin: &str, plans: &[ChildPlan]) 
 
 /// The children of `primary_uid` in the caches of the owned kinds: labelled
 /// with the plugin and controlled (controller ownerReference) by the primary.
-pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) -> Vec<(ApiResource, Arc<DynamicObject>)> {
+pub fn owned_children(
+    leases: &[CacheLease],
+    plugin: &str,
+    primary_uid: &str,
+) -> Vec<(ApiResource, Arc<DynamicObject>)> {
     let mut out = Vec::new();
     for lease in leases {
         let ar = lease.api_resource().clone();
@@ -172,13 +225,25 @@ pub async fn prune_children(
     let desired: HashSet<_> = plans.iter().map(ChildPlan::key).collect();
     let mut pruned = Vec::new();
     for (ar, obj) in existing {
-        let key = (ar.api_version.clone(), ar.kind.clone(), obj.namespace(), obj.name_any());
+        let key = (
+            ar.api_version.clone(),
+            ar.kind.clone(),
+            obj.namespace(),
+            obj.name_any(),
+        );
         if desired.contains(&key) || obj.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        let what = format!("{} {}", ar.kind, display_name(obj.namespace().as_deref(), &obj.name_any()));
+        let what = format!(
+            "{} {}",
+            ar.kind,
+            display_name(obj.namespace().as_deref(), &obj.name_any())
+        );
         let api = api_for(client, ar, obj.namespace().as_deref());
-        match api.delete(&obj.name_any(), &DeleteParams::background()).await {
+        match api
+            .delete(&obj.name_any(), &DeleteParams::background())
+            .await
+        {
             Ok(_) => pruned.push(what),
             // Already gone: the cache was a little behind.
             Err(kube::Error::Api(status)) if status.code == 404 => {}
@@ -186,4 +251,81 @@ pub async fn prune_children(
         }
     }
     Ok(pruned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{OptionalInterfaces, ResourceKind};
+
+    fn kind(group: &str, kind: &str, plural: &str) -> ResourceKind {
+        ResourceKind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope: Scope::Namespaced,
+        }
+    }
+
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "webapp".into(),
+            version: "1.2.0".into(),
+            description: String::new(),
+            primary: kind("example.com", "WebApp", "webapps"),
+            owns: vec![kind("", "Service", "services")],
+            watches: vec![],
+            finalizer: true,
+            implements: OptionalInterfaces::default(),
+            min_compatible_version: None,
+        }
+    }
+
+    fn primary() -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "prod", "uid": "u-1"},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn completes_owned_children() {
+        let child = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "shop", "labels": {"app": "shop"}, "resourceVersion": "9"}, "status": {}});
+        let plans = plan_children(&manifest(), &primary(), &[child]).unwrap();
+        let doc = &plans[0].document;
+        assert_eq!(plans[0].namespace.as_deref(), Some("prod"));
+        assert_eq!(doc["metadata"]["namespace"], "prod");
+        assert_eq!(doc["metadata"]["labels"]["app"], "shop");
+        assert_eq!(doc["metadata"]["labels"][PLUGIN_LABEL], "webapp");
+        assert_eq!(doc["metadata"]["labels"][MANAGED_BY_LABEL], "wasm-operator");
+        let owner = &doc["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (
+                owner["uid"].as_str(),
+                owner["controller"].as_bool(),
+                owner["blockOwnerDeletion"].as_bool()
+            ),
+            (Some("u-1"), Some(true), Some(true))
+        );
+        assert!(doc["metadata"].get("resourceVersion").is_none() && doc.get("status").is_none());
+    }
+
+    #[test]
+    fn refuses_unowned_kinds_entirely() {
+        let ok = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}});
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}});
+        let err = plan_children(&manifest(), &primary(), &[ok, secret]).unwrap_err();
+        assert_eq!(err.reason(), "CapabilityDenied");
+        assert!(err.to_string().contains("v1 Secret"), "{err}");
+        assert!(err.is_permanent());
+    }
+
+    #[test]
+    fn refuses_children_in_other_namespaces() {
+        let child = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a", "namespace": "other"}});
+        let err = plan_children(&manifest(), &primary(), &[child]).unwrap_err();
+        assert!(err.to_string().contains("other"), "{err}");
+    }
 }

@@ -1,9 +1,9 @@
 //! Events on primaries, through kube-runtime's `Recorder` (events.k8s.io/v1).
 
 use kube::Client;
+use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::Resource;
 
 /// Records events for one controller (the reporting component is
 /// `wasm-operator/<plugin>`). Publishing is best effort: an event that cannot
@@ -22,16 +22,33 @@ impl std::fmt::Debug for EventSink {
 impl EventSink {
     /// A sink reporting as `wasm-operator/<plugin>`.
     pub fn new(client: Client, plugin: &str) -> EventSink {
-        let reporter = Reporter { controller: super::field_manager(plugin), instance: std::env::var("POD_NAME").ok() };
-        EventSink { recorder: Recorder::new(client, reporter) }
+        let reporter = Reporter {
+            controller: super::field_manager(plugin),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        EventSink {
+            recorder: Recorder::new(client, reporter),
+        }
     }
 
     /// Publishes one event on `obj`. `action` says what the host was doing
     /// (`Reconcile`, `Finalize`, `Prune`).
-    pub async fn publish(&self, ar: &ApiResource, obj: &DynamicObject, warning: bool, reason: &str, message: &str, action: &str) {
+    pub async fn publish(
+        &self,
+        ar: &ApiResource,
+        obj: &DynamicObject,
+        warning: bool,
+        reason: &str,
+        message: &str,
+        action: &str,
+    ) {
         let reference = obj.object_ref(ar);
         let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
             reason: reason.to_string(),
             // The API limits notes to 1 kB.
             note: Some(truncate(message, 1000)),

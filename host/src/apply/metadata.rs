@@ -5,7 +5,8 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
 use super::{
-    ApplyError, FINALIZER, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION, display_name, field_manager,
+    ApplyError, FINALIZER, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION,
+    display_name, field_manager,
 };
 
 fn primary_api(client: &Client, ar: &ApiResource, obj: &DynamicObject) -> Api<DynamicObject> {
@@ -16,7 +17,11 @@ fn primary_api(client: &Client, ar: &ApiResource, obj: &DynamicObject) -> Api<Dy
 }
 
 fn target(ar: &ApiResource, obj: &DynamicObject) -> String {
-    format!("{} {}", ar.kind, display_name(obj.namespace().as_deref(), &obj.name_any()))
+    format!(
+        "{} {}",
+        ar.kind,
+        display_name(obj.namespace().as_deref(), &obj.name_any())
+    )
 }
 
 /// True when the host's finalizer is on the object.
@@ -27,7 +32,12 @@ pub fn has_finalizer(obj: &DynamicObject) -> bool {
 /// Adds the host's finalizer unless present. A JSON patch that tests the
 /// finalizers seen in the cache first, so a concurrent change by someone else
 /// fails the write (retried) instead of being overwritten.
-pub async fn ensure_finalizer(client: &Client, ar: &ApiResource, obj: &DynamicObject, plugin: &str) -> Result<(), ApplyError> {
+pub async fn ensure_finalizer(
+    client: &Client,
+    ar: &ApiResource,
+    obj: &DynamicObject,
+    plugin: &str,
+) -> Result<(), ApplyError> {
     if has_finalizer(obj) {
         return Ok(());
     }
@@ -46,7 +56,11 @@ pub async fn ensure_finalizer(client: &Client, ar: &ApiResource, obj: &DynamicOb
         problem: format!("cannot build the finalizer patch: {e}"),
     })?;
     primary_api(client, ar, obj)
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
         .await
         .map_err(|e| ApplyError::api("adding the finalizer to", target(ar, obj), e))?;
     Ok(())
@@ -54,7 +68,11 @@ pub async fn ensure_finalizer(client: &Client, ar: &ApiResource, obj: &DynamicOb
 
 /// Removes the host's finalizer (after the plugin finalized). Tests the list
 /// entry first so it never removes somebody else's finalizer.
-pub async fn remove_finalizer(client: &Client, ar: &ApiResource, obj: &DynamicObject) -> Result<(), ApplyError> {
+pub async fn remove_finalizer(
+    client: &Client,
+    ar: &ApiResource,
+    obj: &DynamicObject,
+) -> Result<(), ApplyError> {
     let Some(index) = obj.finalizers().iter().position(|f| f == FINALIZER) else {
         return Ok(());
     };
@@ -70,13 +88,21 @@ pub async fn remove_finalizer(client: &Client, ar: &ApiResource, obj: &DynamicOb
         problem: format!("cannot build the finalizer patch: {e}"),
     })?;
     match primary_api(client, ar, obj)
-        .patch(&obj.name_any(), &PatchParams::default(), &Patch::<()>::Json(patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::<()>::Json(patch),
+        )
         .await
     {
         Ok(_) => Ok(()),
         // Gone already: the finalizer was the last thing holding it.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(ApplyError::api("removing the finalizer from", target(ar, obj), e)),
+        Err(e) => Err(ApplyError::api(
+            "removing the finalizer from",
+            target(ar, obj),
+            e,
+        )),
     }
 }
 
@@ -91,7 +117,9 @@ pub async fn write_version_annotations(
 ) -> Result<(), ApplyError> {
     let annotations = obj.annotations();
     let current = |key: &str| annotations.get(key).map(String::as_str);
-    if current(MANAGED_BY_VERSION_ANNOTATION) == Some(version) && current(LAST_RECONCILED_VERSION_ANNOTATION) == Some(version) {
+    if current(MANAGED_BY_VERSION_ANNOTATION) == Some(version)
+        && current(LAST_RECONCILED_VERSION_ANNOTATION) == Some(version)
+    {
         return Ok(());
     }
     let patch: Value = json!({ "metadata": { "annotations": {
@@ -99,7 +127,11 @@ pub async fn write_version_annotations(
         LAST_RECONCILED_VERSION_ANNOTATION: version,
     }}});
     primary_api(client, ar, obj)
-        .patch(&obj.name_any(), &PatchParams::apply(&field_manager(plugin)), &Patch::Merge(&patch))
+        .patch(
+            &obj.name_any(),
+            &PatchParams::apply(&field_manager(plugin)),
+            &Patch::Merge(&patch),
+        )
         .await
         .map_err(|e| ApplyError::api("annotating", target(ar, obj), e))?;
     Ok(())

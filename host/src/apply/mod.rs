@@ -41,12 +41,25 @@ pub enum ApplyError {
     #[error(
         "plugin {plugin} {version} returned children of kinds it does not own: {kinds}; nothing was written. Add the kinds to the manifest's `owns` or stop returning them"
     )]
-    CapabilityDenied { plugin: String, version: String, kinds: String },
+    CapabilityDenied {
+        plugin: String,
+        version: String,
+        kinds: String,
+    },
     /// A child is unusable as returned (e.g. in another namespace than its owner).
-    #[error("plugin {plugin} {version} returned an invalid child {child}: {problem}; fix the plugin")]
-    InvalidChild { plugin: String, version: String, child: String, problem: String },
+    #[error(
+        "plugin {plugin} {version} returned an invalid child {child}: {problem}; fix the plugin"
+    )]
+    InvalidChild {
+        plugin: String,
+        version: String,
+        child: String,
+        problem: String,
+    },
     /// The API server refused or failed a write; retried with backoff.
-    #[error("{action} {target} failed: {source}; the host retries with backoff, check the API server and RBAC if it persists")]
+    #[error(
+        "{action} {target} failed: {source}; the host retries with backoff, check the API server and RBAC if it persists"
+    )]
     Api {
         action: &'static str,
         target: String,
@@ -70,8 +83,16 @@ impl ApplyError {
         !matches!(self, ApplyError::Api { .. })
     }
 
-    pub(crate) fn api(action: &'static str, target: impl Into<String>, source: kube::Error) -> ApplyError {
-        ApplyError::Api { action, target: target.into(), source }
+    pub(crate) fn api(
+        action: &'static str,
+        target: impl Into<String>,
+        source: kube::Error,
+    ) -> ApplyError {
+        ApplyError::Api {
+            action,
+            target: target.into(),
+            source,
+        }
     }
 }
 

@@ -29,9 +29,17 @@ pub fn build_status(
     conditions: &[Condition],
     now: &str,
 ) -> Option<Value> {
-    let current_status = current.data.get("status").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let current_status = current
+        .data
+        .get("status")
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
     let generation = current.metadata.generation;
-    let mut patch = desired_status.cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+    let mut patch = desired_status
+        .cloned()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| json!({}));
     let body = patch.as_object_mut()?;
     // The host owns these two; a plugin cannot fake them.
     body.remove("conditions");
@@ -45,7 +53,9 @@ pub fn build_status(
         .cloned()
         .unwrap_or_default();
     for c in conditions {
-        let existing = merged.iter().position(|e| e.get("type").and_then(Value::as_str) == Some(c.kind.as_str()));
+        let existing = merged
+            .iter()
+            .position(|e| e.get("type").and_then(Value::as_str) == Some(c.kind.as_str()));
         let transition = existing
             .and_then(|i| merged.get(i))
             .filter(|e| e.get("status").and_then(Value::as_str) == Some(c.status.as_str()))
@@ -73,19 +83,35 @@ pub fn build_status(
 
 /// Writes a status merge patch (from [`build_status`]) through the status
 /// subresource.
-pub async fn write_status(client: &Client, ar: &ApiResource, obj: &DynamicObject, body: &Value) -> Result<(), ApplyError> {
+pub async fn write_status(
+    client: &Client,
+    ar: &ApiResource,
+    obj: &DynamicObject,
+    body: &Value,
+) -> Result<(), ApplyError> {
     let name = obj.name_any();
     let api: Api<DynamicObject> = match obj.namespace() {
         Some(ns) => Api::namespaced_with(client.clone(), &ns, ar),
         None => Api::all_with(client.clone(), ar),
     };
-    match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({ "status": body }))).await {
+    match api
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": body })),
+        )
+        .await
+    {
         Ok(_) => Ok(()),
         // Deleted meanwhile: there is no status left to write.
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
         Err(e) => Err(ApplyError::api(
             "writing the status of",
-            format!("{} {}", ar.kind, display_name(obj.namespace().as_deref(), &name)),
+            format!(
+                "{} {}",
+                ar.kind,
+                display_name(obj.namespace().as_deref(), &name)
+            ),
             e,
         )),
     }
@@ -105,13 +131,24 @@ mod tests {
     }
 
     fn cond(kind: &str, status: &str) -> Condition {
-        Condition { kind: kind.into(), status: status.into(), reason: "Because".into(), message: "m".into() }
+        Condition {
+            kind: kind.into(),
+            status: status.into(),
+            reason: "Because".into(),
+            message: "m".into(),
+        }
     }
 
     #[test]
     fn sets_observed_generation_and_conditions() {
         let obj = object(json!({}));
-        let patch = build_status(&obj, Some(&json!({"phase": "Running"})), &[cond("Ready", "True")], "T1").unwrap();
+        let patch = build_status(
+            &obj,
+            Some(&json!({"phase": "Running"})),
+            &[cond("Ready", "True")],
+            "T1",
+        )
+        .unwrap();
         assert_eq!(patch["observedGeneration"], 3);
         assert_eq!(patch["phase"], "Running");
         assert_eq!(patch["conditions"][0]["lastTransitionTime"], "T1");
@@ -125,7 +162,15 @@ mod tests {
             "conditions": [{"type": "Ready", "status": "True", "reason": "Because", "message": "m",
                             "lastTransitionTime": "T0", "observedGeneration": 3}],
         }));
-        assert_eq!(build_status(&obj, Some(&json!({"phase": "Running"})), &[cond("Ready", "True")], "T1"), None);
+        assert_eq!(
+            build_status(
+                &obj,
+                Some(&json!({"phase": "Running"})),
+                &[cond("Ready", "True")],
+                "T1"
+            ),
+            None
+        );
     }
 
     #[test]

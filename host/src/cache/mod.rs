@@ -77,14 +77,19 @@ pub struct SharedCache {
 
 impl std::fmt::Debug for SharedCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SharedCache").field("reflectors", &self.reflector_count()).finish()
+        f.debug_struct("SharedCache")
+            .field("reflectors", &self.reflector_count())
+            .finish()
     }
 }
 
 impl SharedCache {
     /// An empty cache that starts reflectors with `client` on demand.
     pub fn new(client: Client) -> SharedCache {
-        SharedCache { client, entries: Arc::new(Mutex::new(HashMap::new())) }
+        SharedCache {
+            client,
+            entries: Arc::new(Mutex::new(HashMap::new())),
+        }
     }
 
     fn entries(&self) -> MutexGuard<'_, HashMap<CacheKey, Entry>> {
@@ -105,11 +110,19 @@ impl SharedCache {
         };
         let mut entries = self.entries();
         let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
-            reflection: Arc::new(Reflection::start(self.client.clone(), api_resource(kind), namespace)),
+            reflection: Arc::new(Reflection::start(
+                self.client.clone(),
+                api_resource(kind),
+                namespace,
+            )),
             refs: 0,
         });
         entry.refs += 1;
-        CacheLease { cache: self.clone(), key, reflection: entry.reflection.clone() }
+        CacheLease {
+            cache: self.clone(),
+            key,
+            reflection: entry.reflection.clone(),
+        }
     }
 
     /// How many reflectors run (tests check sharing with it).
@@ -120,7 +133,12 @@ impl SharedCache {
     /// The reflector that can answer for `api_version`/`kind` objects in
     /// `namespace`: the cluster-wide one if any, else the one for exactly
     /// that namespace.
-    fn find(&self, api_version: &str, kind: &str, namespace: Option<&str>) -> Option<Arc<Reflection>> {
+    fn find(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Option<Arc<Reflection>> {
         let entries = self.entries();
         let mut fallback = None;
         for (key, entry) in entries.iter() {
@@ -159,7 +177,9 @@ pub struct CacheLease {
 
 impl std::fmt::Debug for CacheLease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CacheLease").field("key", &self.key).finish()
+        f.debug_struct("CacheLease")
+            .field("key", &self.key)
+            .finish()
     }
 }
 
@@ -192,7 +212,11 @@ impl Clone for CacheLease {
         if let Some(entry) = self.cache.entries().get_mut(&self.key) {
             entry.refs += 1;
         }
-        CacheLease { cache: self.cache.clone(), key: self.key.clone(), reflection: self.reflection.clone() }
+        CacheLease {
+            cache: self.cache.clone(),
+            key: self.key.clone(),
+            reflection: self.reflection.clone(),
+        }
     }
 }
 

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt, stream};
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::Client;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -41,9 +41,17 @@ impl Reflection {
             None => Api::all_with(client, &ar),
         };
         let task = {
-            let (tx, gate, synced, store, kind) = (tx.clone(), gate.clone(), synced.clone(), store.clone(), ar.kind.clone());
+            let (tx, gate, synced, store, kind) = (
+                tx.clone(),
+                gate.clone(),
+                synced.clone(),
+                store.clone(),
+                ar.kind.clone(),
+            );
             tokio::spawn(async move {
-                let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+                let mut events = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .boxed();
                 while let Some(event) = events.next().await {
                     let event = match event {
                         Ok(event) => event,
@@ -77,7 +85,14 @@ impl Reflection {
                 }
             })
         };
-        Reflection { api_resource: ar, store, tx, gate, synced, task }
+        Reflection {
+            api_resource: ar,
+            store,
+            tx,
+            gate,
+            synced,
+            task,
+        }
     }
 
     pub(super) fn api_resource(&self) -> &ApiResource {
@@ -100,7 +115,11 @@ impl Reflection {
         let (rx, snapshot) = {
             let _guard = self.gate.lock().unwrap_or_else(|p| p.into_inner());
             let rx = self.tx.subscribe();
-            let snapshot = if self.synced() { self.store.state() } else { Vec::new() };
+            let snapshot = if self.synced() {
+                self.store.state()
+            } else {
+                Vec::new()
+            };
             (rx, snapshot)
         };
         let store = self.store.clone();

@@ -49,13 +49,22 @@ fn split_top_level(s: &str) -> Vec<&str> {
 
 fn parse_set(raw: &str) -> Option<Vec<String>> {
     let inner = raw.trim().strip_prefix('(')?.strip_suffix(')')?;
-    Some(inner.split(',').map(|v| v.trim().to_string()).filter(|v| !v.is_empty()).collect())
+    Some(
+        inner
+            .split(',')
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty())
+            .collect(),
+    )
 }
 
 impl LabelSelector {
     /// Parses the string form used by `kubectl -l` and the list API.
     pub fn parse(selector: &str) -> Result<LabelSelector, SelectorError> {
-        let err = |problem: &str| SelectorError { selector: selector.to_string(), problem: problem.to_string() };
+        let err = |problem: &str| SelectorError {
+            selector: selector.to_string(),
+            problem: problem.to_string(),
+        };
         let mut requirements = Vec::new();
         for part in split_top_level(selector) {
             let part = part.trim();
@@ -71,10 +80,19 @@ impl LabelSelector {
             } else if let Some((k, v)) = part.split_once('=') {
                 Requirement::Equals(k.trim().to_string(), v.trim().to_string())
             } else if let Some((k, v)) = part.split_once(" notin ") {
-                Requirement::NotIn(k.trim().to_string(), parse_set(v).ok_or_else(|| err("expected `(a,b)` after notin"))?)
+                Requirement::NotIn(
+                    k.trim().to_string(),
+                    parse_set(v).ok_or_else(|| err("expected `(a,b)` after notin"))?,
+                )
             } else if let Some((k, v)) = part.split_once(" in ") {
-                Requirement::In(k.trim().to_string(), parse_set(v).ok_or_else(|| err("expected `(a,b)` after in"))?)
-            } else if part.chars().all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c)) {
+                Requirement::In(
+                    k.trim().to_string(),
+                    parse_set(v).ok_or_else(|| err("expected `(a,b)` after in"))?,
+                )
+            } else if part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
+            {
                 Requirement::Exists(part.to_string())
             } else {
                 return Err(err(&format!("cannot parse requirement {part:?}")));
@@ -113,7 +131,10 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]

@@ -27,17 +27,19 @@ impl CacheView {
 }
 
 /// An object as the JSON a plugin sees: `apiVersion` and `kind` are always
-/// present (list responses may omit them per item).
+/// present (list responses may omit them per item); `managedFields` is left
+/// out: it is bookkeeping of the API server, often larger than the object,
+/// and copying it into every call would only slow the hot path.
 pub fn object_json(obj: &DynamicObject, ar: &ApiResource) -> Value {
     let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {
-        map.entry("apiVersion").or_insert_with(|| Value::String(ar.api_version.clone()));
-        map.entry("kind").or_insert_with(|| Value::String(ar.kind.clone()));
-        if map.get("apiVersion").is_some_and(Value::is_null) {
-            map.insert("apiVersion".into(), Value::String(ar.api_version.clone()));
+        for (key, fallback) in [("apiVersion", &ar.api_version), ("kind", &ar.kind)] {
+            if !map.get(key).is_some_and(Value::is_string) {
+                map.insert(key.into(), Value::String(fallback.clone()));
+            }
         }
-        if map.get("kind").is_some_and(Value::is_null) {
-            map.insert("kind".into(), Value::String(ar.kind.clone()));
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
         }
     }
     value
@@ -45,13 +47,18 @@ pub fn object_json(obj: &DynamicObject, ar: &ApiResource) -> Value {
 
 impl CacheReader for CacheView {
     fn get(&self, r: &ObjectRef) -> Option<Value> {
-        let reflection = self.cache.find(&r.api_version, &r.kind, r.namespace.as_deref())?;
+        let reflection = self
+            .cache
+            .find(&r.api_version, &r.kind, r.namespace.as_deref())?;
         let ar = reflection.api_resource().clone();
         let mut key = StoreRef::new_with(&r.name, ar.clone());
         if let Some(ns) = &r.namespace {
             key = key.within(ns);
         }
-        reflection.store().get(&key).map(|obj| object_json(&obj, &ar))
+        reflection
+            .store()
+            .get(&key)
+            .map(|obj| object_json(&obj, &ar))
     }
 
     fn list(
@@ -61,7 +68,8 @@ impl CacheReader for CacheView {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<Value>, String> {
-        let selector = LabelSelector::parse(label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
+        let selector =
+            LabelSelector::parse(label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
         let reflection = self.cache.find(api_version, kind, namespace).ok_or_else(|| {
             format!("the host has no cache of {api_version} {kind}; declare the kind in the plugin manifest's `watches` or `owns`")
         })?;
@@ -71,14 +79,22 @@ impl CacheReader for CacheView {
             .state()
             .iter()
             .filter(|obj| namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns)))
-            .filter(|obj| selector.matches(obj.metadata.labels.as_ref().unwrap_or(&Default::default())))
+            .filter(|obj| {
+                selector.matches(obj.metadata.labels.as_ref().unwrap_or(&Default::default()))
+            })
             .map(|obj| object_json(obj, &ar))
             .collect();
         // Stable order, so the same cache state gives a plugin the same input.
         items.sort_by_key(|v| {
             (
-                v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or_default().to_string(),
-                v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                v.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                v.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
             )
         });
         Ok(items)

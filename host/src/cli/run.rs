@@ -23,7 +23,9 @@ pub struct RunArgs {
     #[arg(long = "config-for", value_name = "NAME=JSON")]
     pub config_for: Vec<String>,
     /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
-    #[arg(long, env = "KUBECONFIG", value_name = "PATH")]
+    // Not `env = "KUBECONFIG"`: that variable may list several files, which
+    // kube's own loader merges like kubectl does.
+    #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig context to use.
     #[arg(long, value_name = "NAME")]

@@ -47,11 +47,21 @@ pub struct ControllerOptions {
 impl ControllerHandle {
     /// Starts the controller of the plugin in `slot` (its primary, owned and
     /// watched kinds are read from the slot's current manifest).
-    pub fn start(client: Client, cache: &SharedCache, slot: Arc<PluginSlot>, metrics: Metrics, options: &ControllerOptions) -> ControllerHandle {
+    pub fn start(
+        client: Client,
+        cache: &SharedCache,
+        slot: Arc<PluginSlot>,
+        metrics: Metrics,
+        options: &ControllerOptions,
+    ) -> ControllerHandle {
         let active = slot.current();
         let manifest = active.plugin.manifest().clone();
         let primary_lease = cache.acquire(&manifest.primary, None);
-        let owned: Vec<CacheLease> = manifest.owns.iter().map(|k| cache.acquire(k, None)).collect();
+        let owned: Vec<CacheLease> = manifest
+            .owns
+            .iter()
+            .map(|k| cache.acquire(k, None))
+            .collect();
         let watched: Vec<CacheLease> = manifest
             .watches
             .iter()
@@ -73,7 +83,10 @@ impl ControllerHandle {
         .reconcile_all_on(reconcile_all_rx)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         for lease in &owned {
-            controller = controller.owns_stream_with(trigger::related(lease.subscribe()), lease.api_resource().clone());
+            controller = controller.owns_stream_with(
+                trigger::related(lease.subscribe()),
+                lease.api_resource().clone(),
+            );
         }
         for lease in &watched {
             let store = primary_store.clone();
@@ -133,7 +146,12 @@ impl ControllerHandle {
         let mut leases = vec![primary_lease];
         leases.extend(owned);
         leases.extend(watched);
-        ControllerHandle { shutdown, task: Some(task), leases: Arc::new(leases), reconcile_all }
+        ControllerHandle {
+            shutdown,
+            task: Some(task),
+            leases: Arc::new(leases),
+            reconcile_all,
+        }
     }
 
     /// True once every cache this controller reads has synced.

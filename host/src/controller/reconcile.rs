@@ -73,9 +73,13 @@ impl ReconcileError {
                 "plugin {plugin} {version} reported a permanent failure: {m}; fix the object's spec (the host retries when it changes)"
             ),
             ReconcileError::Call(CallError::Internal(m)) => {
-                format!("plugin {plugin} {version}: the host failed to run the call: {m}; the host retries with backoff, report it if it persists")
+                format!(
+                    "plugin {plugin} {version}: the host failed to run the call: {m}; the host retries with backoff, report it if it persists"
+                )
             }
-            ReconcileError::Apply(e @ ApplyError::Api { .. }) => format!("plugin {plugin} {version}: {e}"),
+            ReconcileError::Apply(e @ ApplyError::Api { .. }) => {
+                format!("plugin {plugin} {version}: {e}")
+            }
             other => other.to_string(),
         }
     }
@@ -90,16 +94,23 @@ struct Outcome {
 
 impl Outcome {
     fn resync() -> Outcome {
-        Outcome { action: Action::requeue(RESYNC), requeue: false }
+        Outcome {
+            action: Action::requeue(RESYNC),
+            requeue: false,
+        }
     }
 
     fn after_ms(ms: u64) -> Outcome {
-        Outcome { action: Action::requeue(Duration::from_millis(ms.max(1))), requeue: true }
+        Outcome {
+            action: Action::requeue(Duration::from_millis(ms.max(1))),
+            requeue: true,
+        }
     }
 }
 
 fn failure_key(obj: &DynamicObject) -> String {
-    obj.uid().unwrap_or_else(|| format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()))
+    obj.uid()
+        .unwrap_or_else(|| format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()))
 }
 
 fn now() -> String {
@@ -107,11 +118,19 @@ fn now() -> String {
 }
 
 fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Condition {
-    Condition { kind: kind.into(), status: status.into(), reason: reason.into(), message: message.into() }
+    Condition {
+        kind: kind.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
 }
 
 /// The reconcile function handed to kube-runtime.
-pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+pub(super) async fn reconcile(
+    obj: Arc<DynamicObject>,
+    ctx: Arc<Context>,
+) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
     let active = ctx.slot.current();
@@ -122,14 +141,19 @@ pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Res
     match result {
         Ok(outcome) => {
             ctx.failures.reset(&key);
-            let label = if outcome.requeue { ReconcileResult::Requeue } else { ReconcileResult::Success };
+            let label = if outcome.requeue {
+                ReconcileResult::Requeue
+            } else {
+                ReconcileResult::Success
+            };
             ctx.metrics.reconcile_finished(&ctx.plugin, label, seconds);
             Ok(outcome.action)
         }
         Err(error) => {
             ctx.failures.record(&key);
             report_failure(&obj, &ctx, &active, &error).await;
-            ctx.metrics.reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
+            ctx.metrics
+                .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
             Err(error)
         }
     }
@@ -137,14 +161,23 @@ pub(super) async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Context>) -> Res
 
 /// kube-runtime's error policy: permanent failures wait for the object to
 /// change, everything else backs off per object.
-pub(super) fn error_policy(obj: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+pub(super) fn error_policy(
+    obj: Arc<DynamicObject>,
+    error: &ReconcileError,
+    ctx: Arc<Context>,
+) -> Action {
     if error.is_permanent() {
         return Action::await_change();
     }
     Action::requeue(backoff::delay(ctx.failures.get(&failure_key(&obj)).max(1)))
 }
 
-async fn run(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion, attempt: u32) -> Result<Outcome, ReconcileError> {
+async fn run(
+    obj: &DynamicObject,
+    ctx: &Context,
+    active: &ActiveVersion,
+    attempt: u32,
+) -> Result<Outcome, ReconcileError> {
     let manifest = active.plugin.manifest();
     let uid = obj.uid().unwrap_or_default();
     let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
@@ -153,36 +186,71 @@ async fn run(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion, attempt
     let call_ctx = CallContext {
         plugin_version: manifest.version.clone(),
         attempt,
-        managed_by_version: obj.annotations().get(MANAGED_BY_VERSION_ANNOTATION).cloned(),
+        managed_by_version: obj
+            .annotations()
+            .get(MANAGED_BY_VERSION_ANNOTATION)
+            .cloned(),
         config: active.config.clone(),
     };
 
     if obj.metadata.deletion_timestamp.is_some() {
         if !apply::has_finalizer(obj) {
             // Not ours to hold up: garbage collection removes the children.
-            return Ok(Outcome { action: Action::await_change(), requeue: false });
+            return Ok(Outcome {
+                action: Action::await_change(),
+                requeue: false,
+            });
         }
         if manifest.finalizer {
             let started = Instant::now();
-            let answer = active.plugin.finalize(&call_ctx, &object, &children, ctx.cache.clone()).await;
-            ctx.metrics.plugin_call(&manifest.name, &manifest.version, CallFunction::Finalize, started.elapsed().as_secs_f64());
+            let answer = active
+                .plugin
+                .finalize(&call_ctx, &object, &children, ctx.cache.clone())
+                .await;
+            ctx.metrics.plugin_call(
+                &manifest.name,
+                &manifest.version,
+                CallFunction::Finalize,
+                started.elapsed().as_secs_f64(),
+            );
             if let Finalized::Wait(ms) = answer? {
                 return Ok(Outcome::after_ms(ms));
             }
         }
         apply::remove_finalizer(&ctx.client, &ctx.primary, obj).await?;
         ctx.events
-            .publish(&ctx.primary, obj, false, "Finalized", &format!("plugin {} {} finalized the object", manifest.name, manifest.version), "Finalize")
+            .publish(
+                &ctx.primary,
+                obj,
+                false,
+                "Finalized",
+                &format!(
+                    "plugin {} {} finalized the object",
+                    manifest.name, manifest.version
+                ),
+                "Finalize",
+            )
             .await;
-        return Ok(Outcome { action: Action::await_change(), requeue: false });
+        return Ok(Outcome {
+            action: Action::await_change(),
+            requeue: false,
+        });
     }
 
     if manifest.finalizer {
         apply::ensure_finalizer(&ctx.client, &ctx.primary, obj, &manifest.name).await?;
     }
     let started = Instant::now();
-    let answer = active.plugin.reconcile(&call_ctx, &object, &children, ctx.cache.clone()).await;
-    ctx.metrics.plugin_call(&manifest.name, &manifest.version, CallFunction::Reconcile, started.elapsed().as_secs_f64());
+    let answer = active
+        .plugin
+        .reconcile(&call_ctx, &object, &children, ctx.cache.clone())
+        .await;
+    ctx.metrics.plugin_call(
+        &manifest.name,
+        &manifest.version,
+        CallFunction::Reconcile,
+        started.elapsed().as_secs_f64(),
+    );
     let desired = answer?;
 
     // Checked before any write: a refused child means no write at all.
@@ -190,26 +258,65 @@ async fn run(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion, attempt
     apply::apply_children(&ctx.client, &manifest.name, &plans).await?;
     for pruned in apply::prune_children(&ctx.client, &existing, &plans).await? {
         ctx.events
-            .publish(&ctx.primary, obj, false, "ChildPruned", &format!("deleted {pruned}: no longer desired by plugin {}", manifest.name), "Prune")
+            .publish(
+                &ctx.primary,
+                obj,
+                false,
+                "ChildPruned",
+                &format!(
+                    "deleted {pruned}: no longer desired by plugin {}",
+                    manifest.name
+                ),
+                "Prune",
+            )
             .await;
     }
     for event in &desired.events {
-        ctx.events.publish(&ctx.primary, obj, event.warning, &event.reason, &event.message, "Reconcile").await;
+        ctx.events
+            .publish(
+                &ctx.primary,
+                obj,
+                event.warning,
+                &event.reason,
+                &event.message,
+                "Reconcile",
+            )
+            .await;
     }
 
     let mut conditions = desired.conditions.clone();
     let has = |kind: &str| desired.conditions.iter().any(|c| c.kind == kind);
-    let ok_message = format!("plugin {} {} reconciled the object", manifest.name, manifest.version);
+    let ok_message = format!(
+        "plugin {} {} reconciled the object",
+        manifest.name, manifest.version
+    );
     if !has("Ready") {
-        conditions.push(condition("Ready", "True", "ReconcileSucceeded", &ok_message));
+        conditions.push(condition(
+            "Ready",
+            "True",
+            "ReconcileSucceeded",
+            &ok_message,
+        ));
     }
     if !has("Degraded") {
-        conditions.push(condition("Degraded", "False", "ReconcileSucceeded", &ok_message));
+        conditions.push(condition(
+            "Degraded",
+            "False",
+            "ReconcileSucceeded",
+            &ok_message,
+        ));
     }
     if let Some(body) = apply::build_status(obj, desired.status.as_ref(), &conditions, &now()) {
         apply::write_status(&ctx.client, &ctx.primary, obj, &body).await?;
     }
-    apply::write_version_annotations(&ctx.client, &ctx.primary, obj, &manifest.name, &manifest.version).await?;
+    apply::write_version_annotations(
+        &ctx.client,
+        &ctx.primary,
+        obj,
+        &manifest.name,
+        &manifest.version,
+    )
+    .await?;
 
     Ok(match desired.requeue_after_ms {
         Some(ms) => Outcome::after_ms(ms),
@@ -220,7 +327,12 @@ async fn run(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion, attempt
 /// Puts a failure on the object: `Degraded=True` and `Ready=False` with the
 /// failure's reason, and a Warning event with the same reason. Best effort:
 /// a failure to report is logged, the reconcile error still drives the retry.
-async fn report_failure(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion, error: &ReconcileError) {
+async fn report_failure(
+    obj: &DynamicObject,
+    ctx: &Context,
+    active: &ActiveVersion,
+    error: &ReconcileError,
+) {
     let (plugin, version) = (&active.info.name, &active.info.version);
     let reason = error.reason();
     let message = error.message(plugin, version);
@@ -233,11 +345,16 @@ async fn report_failure(obj: &DynamicObject, ctx: &Context, active: &ActiveVersi
     if !matches!(error, ReconcileError::Apply(ApplyError::Api { .. })) {
         ctx.metrics.plugin_failure(plugin, version, reason);
     }
-    let conditions = [condition("Degraded", "True", reason, &message), condition("Ready", "False", reason, &message)];
+    let conditions = [
+        condition("Degraded", "True", reason, &message),
+        condition("Ready", "False", reason, &message),
+    ];
     if let Some(body) = apply::build_status(obj, None, &conditions, &now())
         && let Err(e) = apply::write_status(&ctx.client, &ctx.primary, obj, &body).await
     {
         tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
     }
-    ctx.events.publish(&ctx.primary, obj, true, reason, &message, "Reconcile").await;
+    ctx.events
+        .publish(&ctx.primary, obj, true, reason, &message, "Reconcile")
+        .await;
 }

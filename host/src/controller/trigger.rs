@@ -84,7 +84,10 @@ mod tests {
             CacheEvent::Applied(obj(2, "6", &["f"])), // seen again after delete: passes
         ];
         let out: Vec<_> = primaries(stream::iter(events)).collect().await;
-        let rvs: Vec<_> = out.into_iter().map(|o| o.unwrap().resource_version().unwrap()).collect();
+        let rvs: Vec<_> = out
+            .into_iter()
+            .map(|o| o.unwrap().resource_version().unwrap())
+            .collect();
         assert_eq!(rvs, ["1", "3", "4", "6"]);
     }
 }

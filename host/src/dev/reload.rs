@@ -61,8 +61,11 @@ impl PluginFilter {
 pub enum LoadOutcome {
     /// A new version is serving.
     Loaded {
+        /// The manifest's name.
         name: String,
+        /// The manifest's version.
         version: String,
+        /// `sha256:<hex>` of the component.
         digest: String,
     },
     /// The file's bytes are the ones already loaded; nothing to do.
@@ -77,7 +80,9 @@ pub enum LoadOutcome {
 /// One (re)load of one plugin file, broadcast to subscribers of the session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadEvent {
+    /// The plugin file that changed.
     pub file: PathBuf,
+    /// What loading it did.
     pub outcome: LoadOutcome,
 }
 

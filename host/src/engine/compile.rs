@@ -66,7 +66,13 @@ pub(crate) fn load_component(
         match unsafe { Component::deserialize_file(engine, path) } {
             Ok(component) => {
                 counters.hits.fetch_add(1, Ordering::Relaxed);
-                return Ok((component, LoadStats { compiled: false, duration: started.elapsed() }));
+                return Ok((
+                    component,
+                    LoadStats {
+                        compiled: false,
+                        duration: started.elapsed(),
+                    },
+                ));
             }
             Err(e) => {
                 // A truncated or foreign file: recompile and overwrite it.
@@ -75,11 +81,18 @@ pub(crate) fn load_component(
         }
     }
     counters.misses.fetch_add(1, Ordering::Relaxed);
-    let component = Component::new(engine, bytes)
-        .map_err(|e| EngineError::Compile { digest: digest.to_string(), message: format!("{e:#}") })?;
-    let stats = LoadStats { compiled: true, duration: started.elapsed() };
+    let component = Component::new(engine, bytes).map_err(|e| EngineError::Compile {
+        digest: digest.to_string(),
+        message: format!("{e:#}"),
+    })?;
+    let stats = LoadStats {
+        compiled: true,
+        duration: started.elapsed(),
+    };
     if let Some(path) = &path {
-        let artifact = component.serialize().map_err(|e| EngineError::Cache(format!("cannot serialize {digest}: {e}")))?;
+        let artifact = component
+            .serialize()
+            .map_err(|e| EngineError::Cache(format!("cannot serialize {digest}: {e}")))?;
         store_artifact(path, &artifact)?;
     }
     Ok((component, stats))

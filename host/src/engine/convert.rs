@@ -50,13 +50,19 @@ pub(crate) fn validate_manifest(m: &contract::Manifest) -> Result<(), String> {
     if m.name.trim().is_empty() {
         return Err("`name` is empty".into());
     }
-    semver::Version::parse(&m.version).map_err(|e| format!("`version` {:?} is not a semantic version: {e}", m.version))?;
+    semver::Version::parse(&m.version)
+        .map_err(|e| format!("`version` {:?} is not a semantic version: {e}", m.version))?;
     if let Some(min) = &m.min_compatible_version {
-        semver::Version::parse(min)
-            .map_err(|e| format!("`min-compatible-version` {min:?} is not a semantic version: {e}"))?;
+        semver::Version::parse(min).map_err(|e| {
+            format!("`min-compatible-version` {min:?} is not a semantic version: {e}")
+        })?;
     }
     let complete = |k: &contract::ResourceKind, role: &str| {
-        for (field, value) in [("version", &k.version), ("kind", &k.kind), ("plural", &k.plural)] {
+        for (field, value) in [
+            ("version", &k.version),
+            ("kind", &k.kind),
+            ("plural", &k.plural),
+        ] {
             if value.trim().is_empty() {
                 return Err(format!("{role} kind {:?} has an empty `{field}`", k.kind));
             }
@@ -79,25 +85,40 @@ pub(crate) fn call_context(ctx: &contract::CallContext) -> wit::CallContext {
         plugin_version: ctx.plugin_version.clone(),
         attempt: ctx.attempt,
         managed_by_version: ctx.managed_by_version.clone(),
-        config: if ctx.config.is_null() { "{}".to_string() } else { ctx.config.to_string() },
+        config: if ctx.config.is_null() {
+            "{}".to_string()
+        } else {
+            ctx.config.to_string()
+        },
     }
 }
 
 /// Rejects an answer whose strings add up to more than `limit` bytes.
 pub(crate) fn check_size(size: usize, limit: usize) -> Result<(), OutputProblem> {
-    if size > limit { Err(OutputProblem::TooLarge { size }) } else { Ok(()) }
+    if size > limit {
+        Err(OutputProblem::TooLarge { size })
+    } else {
+        Ok(())
+    }
 }
 
 fn parse_json(what: &str, text: &str) -> Result<Value, OutputProblem> {
-    serde_json::from_str(text).map_err(|e| OutputProblem::Invalid(format!("{what} is not valid JSON: {e}")))
+    serde_json::from_str(text)
+        .map_err(|e| OutputProblem::Invalid(format!("{what} is not valid JSON: {e}")))
 }
 
 /// Parses and validates a `desired` answer.
 pub(crate) fn desired(d: wit::Desired, limit: usize) -> Result<contract::Desired, OutputProblem> {
     let size = d.children.iter().map(String::len).sum::<usize>()
         + d.status.as_ref().map_or(0, String::len)
-        + d.conditions.iter().map(|c| c.kind.len() + c.status.len() + c.reason.len() + c.message.len()).sum::<usize>()
-        + d.events.iter().map(|e| e.reason.len() + e.message.len()).sum::<usize>();
+        + d.conditions
+            .iter()
+            .map(|c| c.kind.len() + c.status.len() + c.reason.len() + c.message.len())
+            .sum::<usize>()
+        + d.events
+            .iter()
+            .map(|e| e.reason.len() + e.message.len())
+            .sum::<usize>();
     check_size(size, limit)?;
     let children = d
         .children
@@ -105,23 +126,38 @@ pub(crate) fn desired(d: wit::Desired, limit: usize) -> Result<contract::Desired
         .enumerate()
         .map(|(i, c)| parse_json(&format!("children[{i}]"), c))
         .collect::<Result<Vec<_>, _>>()?;
-    let status = d.status.as_deref().map(|s| parse_json("status", s)).transpose()?;
+    let status = d
+        .status
+        .as_deref()
+        .map(|s| parse_json("status", s))
+        .transpose()?;
     let desired = contract::Desired {
         children,
         status,
         conditions: d
             .conditions
             .into_iter()
-            .map(|c| contract::Condition { kind: c.kind, status: c.status, reason: c.reason, message: c.message })
+            .map(|c| contract::Condition {
+                kind: c.kind,
+                status: c.status,
+                reason: c.reason,
+                message: c.message,
+            })
             .collect(),
         events: d
             .events
             .into_iter()
-            .map(|e| contract::Event { warning: e.warning, reason: e.reason, message: e.message })
+            .map(|e| contract::Event {
+                warning: e.warning,
+                reason: e.reason,
+                message: e.message,
+            })
             .collect(),
         requeue_after_ms: d.requeue_after_ms,
     };
-    desired.validate().map_err(|v| OutputProblem::Invalid(v.0))?;
+    desired
+        .validate()
+        .map_err(|v| OutputProblem::Invalid(v.0))?;
     Ok(desired)
 }
 
@@ -151,7 +187,9 @@ pub(crate) fn object(text: &str, limit: usize) -> Result<Value, OutputProblem> {
     check_size(text.len(), limit)?;
     let value = parse_json("the returned object", text)?;
     if !value.is_object() {
-        return Err(OutputProblem::Invalid("the returned object is not a JSON object".into()));
+        return Err(OutputProblem::Invalid(
+            "the returned object is not a JSON object".into(),
+        ));
     }
     Ok(value)
 }
@@ -172,10 +210,23 @@ mod tests {
 
     #[test]
     fn desired_rejects_garbage_and_oversize() {
-        assert!(matches!(desired(wit_desired(vec!["{not json"]), 1024), Err(OutputProblem::Invalid(m)) if m.contains("children[0]")));
-        let big = format!(r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"x"}},"data":{{"a":"{}"}}}}"#, "x".repeat(2000));
-        assert!(matches!(desired(wit_desired(vec![&big]), 1024), Err(OutputProblem::TooLarge { size }) if size > 1024));
-        let ok = desired(wit_desired(vec![r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"}}"#]), 1024).unwrap();
+        assert!(
+            matches!(desired(wit_desired(vec!["{not json"]), 1024), Err(OutputProblem::Invalid(m)) if m.contains("children[0]"))
+        );
+        let big = format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"x"}},"data":{{"a":"{}"}}}}"#,
+            "x".repeat(2000)
+        );
+        assert!(
+            matches!(desired(wit_desired(vec![&big]), 1024), Err(OutputProblem::TooLarge { size }) if size > 1024)
+        );
+        let ok = desired(
+            wit_desired(vec![
+                r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web"}}"#,
+            ]),
+            1024,
+        )
+        .unwrap();
         assert_eq!(ok.children[0]["kind"], "Service");
     }
 

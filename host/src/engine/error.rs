@@ -16,20 +16,34 @@ pub enum EngineError {
     #[error("cannot configure the wasm engine: {0}")]
     Config(String),
     /// Cranelift rejected the component (invalid or unsupported wasm).
-    #[error("plugin {digest} does not compile: {message}; rebuild it with the wasm-operator SDK for wasm32-wasip2")]
+    #[error(
+        "plugin {digest} does not compile: {message}; rebuild it with the wasm-operator SDK for wasm32-wasip2"
+    )]
     Compile { digest: String, message: String },
     /// The bytes are not a WebAssembly component.
-    #[error("plugin {digest} is not a WebAssembly component ({what}); build it with `cargo build --target wasm32-wasip2` and the wasm-operator SDK")]
+    #[error(
+        "plugin {digest} is not a WebAssembly component ({what}); build it with `cargo build --target wasm32-wasip2` and the wasm-operator SDK"
+    )]
     NotAComponent { digest: String, what: String },
     /// The component does not target the `wasm-operator:plugin` world.
-    #[error("plugin {digest} does not implement the wasm-operator:plugin world: {missing}; build it against wit/plugin.wit (world `plugin` or `reconciler-plugin`)")]
+    #[error(
+        "plugin {digest} does not implement the wasm-operator:plugin world: {missing}; build it against wit/plugin.wit (world `plugin` or `reconciler-plugin`)"
+    )]
     WrongWorld { digest: String, missing: String },
     /// The manifest the plugin returned is unusable.
-    #[error("plugin {digest} has an invalid manifest: {problem}; fix the plugin's manifest and rebuild it")]
+    #[error(
+        "plugin {digest} has an invalid manifest: {problem}; fix the plugin's manifest and rebuild it"
+    )]
     InvalidManifest { digest: String, problem: String },
     /// Reading or writing the compiled-component cache failed.
-    #[error("compiled-component cache {path}: {source}; check that the directory exists and is writable")]
-    Io { path: String, #[source] source: std::io::Error },
+    #[error(
+        "compiled-component cache {path}: {source}; check that the directory exists and is writable"
+    )]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// A cache entry could not be produced (serialization failed).
     #[error("compiled-component cache: {0}")]
     Cache(String),
@@ -40,28 +54,73 @@ pub enum EngineError {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     /// The plugin trapped (panic, unreachable, out-of-bounds access...).
-    #[error("plugin {plugin} {version}: {function} trapped: {message}; this is a bug in the plugin, fix it or roll back to an earlier version")]
-    Trap { plugin: String, version: String, function: String, message: String },
+    #[error(
+        "plugin {plugin} {version}: {function} trapped: {message}; this is a bug in the plugin, fix it or roll back to an earlier version"
+    )]
+    Trap {
+        plugin: String,
+        version: String,
+        function: String,
+        message: String,
+    },
     /// The call ran past its deadline and was interrupted.
-    #[error("plugin {plugin} {version}: {function} did not finish within {timeout:?} and was interrupted; the plugin loops or is too slow, fix it or raise the plugin's timeout limit")]
-    Timeout { plugin: String, version: String, function: String, timeout: Duration },
+    #[error(
+        "plugin {plugin} {version}: {function} did not finish within {timeout:?} and was interrupted; the plugin loops or is too slow, fix it or raise the plugin's timeout limit"
+    )]
+    Timeout {
+        plugin: String,
+        version: String,
+        function: String,
+        timeout: Duration,
+    },
     /// The plugin tried to grow its memory beyond the call's limit.
-    #[error("plugin {plugin} {version}: {function} exceeded its memory limit of {limit} bytes; fix the plugin's memory use or raise the plugin's memory limit")]
-    MemoryExceeded { plugin: String, version: String, function: String, limit: usize },
+    #[error(
+        "plugin {plugin} {version}: {function} exceeded its memory limit of {limit} bytes; fix the plugin's memory use or raise the plugin's memory limit"
+    )]
+    MemoryExceeded {
+        plugin: String,
+        version: String,
+        function: String,
+        limit: usize,
+    },
     /// The answer was larger than the call's output limit.
-    #[error("plugin {plugin} {version}: {function} returned {size} bytes, more than the limit of {limit} bytes; make the plugin return less or raise the plugin's output limit")]
-    OutputTooLarge { plugin: String, version: String, function: String, size: usize, limit: usize },
+    #[error(
+        "plugin {plugin} {version}: {function} returned {size} bytes, more than the limit of {limit} bytes; make the plugin return less or raise the plugin's output limit"
+    )]
+    OutputTooLarge {
+        plugin: String,
+        version: String,
+        function: String,
+        size: usize,
+        limit: usize,
+    },
     /// The answer breaks the contract (bad JSON, malformed children, ...).
-    #[error("plugin {plugin} {version}: {function} returned invalid output: {problem}; this is a bug in the plugin, fix it or roll back to an earlier version")]
-    InvalidOutput { plugin: String, version: String, function: String, problem: String },
+    #[error(
+        "plugin {plugin} {version}: {function} returned invalid output: {problem}; this is a bug in the plugin, fix it or roll back to an earlier version"
+    )]
+    InvalidOutput {
+        plugin: String,
+        version: String,
+        function: String,
+        problem: String,
+    },
     /// The plugin read a kind its manifest does not declare.
-    #[error("plugin {plugin} {version}: {function} tried to read {kind}, which its manifest does not declare; add the kind to the manifest's `watches` or stop reading it")]
-    CapabilityDenied { plugin: String, version: String, function: String, kind: String },
+    #[error(
+        "plugin {plugin} {version}: {function} tried to read {kind}, which its manifest does not declare; add the kind to the manifest's `watches` or stop reading it"
+    )]
+    CapabilityDenied {
+        plugin: String,
+        version: String,
+        function: String,
+        kind: String,
+    },
     /// The plugin answered with a transient or permanent failure.
     #[error("{0}")]
     Failed(Failure),
     /// The plugin does not implement the optional interface of this function.
-    #[error("plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does")]
+    #[error(
+        "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
+    )]
     NotImplemented { plugin: String, function: String },
     /// A host-side problem (not the plugin's fault).
     #[error("internal error of the wasm engine: {0}")]
@@ -92,7 +151,9 @@ impl CallError {
     pub fn is_permanent(&self) -> bool {
         matches!(
             self,
-            CallError::Failed(Failure::Permanent(_)) | CallError::CapabilityDenied { .. } | CallError::NotImplemented { .. }
+            CallError::Failed(Failure::Permanent(_))
+                | CallError::CapabilityDenied { .. }
+                | CallError::NotImplemented { .. }
         )
     }
 }
@@ -118,6 +179,9 @@ mod tests {
         assert_eq!(timeout.reason(), "PluginTimeout");
         assert!(!timeout.is_permanent());
         let text = timeout.to_string();
-        assert!(text.contains("webapp") && text.contains("1.0.0") && text.contains("reconcile"), "{text}");
+        assert!(
+            text.contains("webapp") && text.contains("1.0.0") && text.contains("reconcile"),
+            "{text}"
+        );
     }
 }

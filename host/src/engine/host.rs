@@ -8,8 +8,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::bindings::{cache, log, types};
 use super::CacheReader;
+use super::bindings::{cache, log, types};
 use crate::contract;
 
 /// How much of a call's stdout (and, separately, stderr) is kept. A plugin
@@ -29,7 +29,12 @@ pub(crate) struct Limiter {
 struct MemoryLimitExceeded(usize);
 
 impl wasmtime::ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.memory_limit {
             self.exceeded = true;
             return Err(wasmtime::Error::new(MemoryLimitExceeded(self.memory_limit)));
@@ -37,7 +42,12 @@ impl wasmtime::ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         // Tables hold function references; a million entries is far beyond any
         // real plugin and keeps a hostile one from growing them without bound.
         Ok(desired <= 1_000_000)
@@ -84,7 +94,10 @@ impl HostState {
         HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: Limiter { memory_limit, exceeded: false },
+            limiter: Limiter {
+                memory_limit,
+                exceeded: false,
+            },
             plugin,
             version,
             manifest,
@@ -109,7 +122,11 @@ impl HostState {
     }
 
     /// Checks a read against the manifest; records and refuses undeclared kinds.
-    fn check_read(&mut self, api_version: &str, kind: &str) -> Result<&Arc<dyn CacheReader>, String> {
+    fn check_read(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<&Arc<dyn CacheReader>, String> {
         let allowed = match &self.manifest {
             Some(m) => m.may_read(api_version, kind),
             // `manifest` itself runs before the manifest is known: no reads.
@@ -127,13 +144,18 @@ impl HostState {
             }
             return Err(message);
         }
-        self.cache.as_ref().ok_or_else(|| "no cache is available during this call".to_string())
+        self.cache
+            .as_ref()
+            .ok_or_else(|| "no cache is available during this call".to_string())
     }
 }
 
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -142,7 +164,12 @@ impl types::Host for HostState {}
 impl cache::Host for HostState {
     fn get(&mut self, r: types::ObjectRef) -> Result<Option<String>, String> {
         let reader = self.check_read(&r.api_version, &r.kind)?;
-        let r = contract::ObjectRef { api_version: r.api_version, kind: r.kind, namespace: r.namespace, name: r.name };
+        let r = contract::ObjectRef {
+            api_version: r.api_version,
+            kind: r.kind,
+            namespace: r.namespace,
+            name: r.name,
+        };
         Ok(reader.get(&r).map(|v| v.to_string()))
     }
 
@@ -154,7 +181,12 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
         let reader = self.check_read(&api_version, &kind)?;
-        let items = reader.list(&api_version, &kind, namespace.as_deref(), label_selector.as_deref())?;
+        let items = reader.list(
+            &api_version,
+            &kind,
+            namespace.as_deref(),
+            label_selector.as_deref(),
+        )?;
         Ok(items.iter().map(|v| v.to_string()).collect())
     }
 }
@@ -163,11 +195,21 @@ impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
         let (plugin, version) = (&*self.plugin, &*self.version);
         match level {
-            log::Level::Trace => tracing::trace!(target: "plugin", plugin, version, level = "trace", "{message}"),
-            log::Level::Debug => tracing::debug!(target: "plugin", plugin, version, level = "debug", "{message}"),
-            log::Level::Info => tracing::info!(target: "plugin", plugin, version, level = "info", "{message}"),
-            log::Level::Warn => tracing::warn!(target: "plugin", plugin, version, level = "warn", "{message}"),
-            log::Level::Error => tracing::error!(target: "plugin", plugin, version, level = "error", "{message}"),
+            log::Level::Trace => {
+                tracing::trace!(target: "plugin", plugin, version, level = "trace", "{message}")
+            }
+            log::Level::Debug => {
+                tracing::debug!(target: "plugin", plugin, version, level = "debug", "{message}")
+            }
+            log::Level::Info => {
+                tracing::info!(target: "plugin", plugin, version, level = "info", "{message}")
+            }
+            log::Level::Warn => {
+                tracing::warn!(target: "plugin", plugin, version, level = "warn", "{message}")
+            }
+            log::Level::Error => {
+                tracing::error!(target: "plugin", plugin, version, level = "error", "{message}")
+            }
         }
     }
 }

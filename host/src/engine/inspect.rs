@@ -35,16 +35,29 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, EngineError> {
         describe(&mut world, "export", name, &item.ty, wasmtime);
     }
     world.push_str("}\n");
-    Ok(Inspection { digest: plugin.digest().to_string(), size: bytes.len(), manifest: plugin.manifest().clone(), world })
+    Ok(Inspection {
+        digest: plugin.digest().to_string(),
+        size: bytes.len(),
+        manifest: plugin.manifest().clone(),
+        world,
+    })
 }
 
-fn describe(out: &mut String, dir: &str, name: &str, item: &ComponentItem, engine: &wasmtime::Engine) {
+fn describe(
+    out: &mut String,
+    dir: &str,
+    name: &str,
+    item: &ComponentItem,
+    engine: &wasmtime::Engine,
+) {
     match item {
         ComponentItem::ComponentInstance(instance) => {
             let funcs: Vec<String> = instance
                 .exports(engine)
                 .filter_map(|(f, e)| match e.ty {
-                    ComponentItem::ComponentFunc(func) => Some(format!("    {f}: {};\n", func_sig(&func))),
+                    ComponentItem::ComponentFunc(func) => {
+                        Some(format!("    {f}: {};\n", func_sig(&func)))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -54,13 +67,18 @@ fn describe(out: &mut String, dir: &str, name: &str, item: &ComponentItem, engin
                 out.push_str(&format!("  {dir} {name} {{\n{}  }}\n", funcs.concat()));
             }
         }
-        ComponentItem::ComponentFunc(func) => out.push_str(&format!("  {dir} {name}: {};\n", func_sig(func))),
+        ComponentItem::ComponentFunc(func) => {
+            out.push_str(&format!("  {dir} {name}: {};\n", func_sig(func)))
+        }
         _ => out.push_str(&format!("  {dir} {name};\n")),
     }
 }
 
 fn func_sig(func: &ComponentFunc) -> String {
-    let params: Vec<String> = func.params().map(|(n, t)| format!("{n}: {}", type_name(&t))).collect();
+    let params: Vec<String> = func
+        .params()
+        .map(|(n, t)| format!("{n}: {}", type_name(&t)))
+        .collect();
     let results: Vec<String> = func.results().map(|t| type_name(&t)).collect();
     match results.len() {
         0 => format!("func({})", params.join(", ")),
@@ -92,10 +110,19 @@ fn type_name(t: &Type) -> String {
             r.ok().map_or_else(|| "_".to_string(), |t| type_name(&t)),
             r.err().map_or_else(|| "_".to_string(), |t| type_name(&t))
         ),
-        Type::Tuple(t) => format!("tuple<{}>", t.types().map(|t| type_name(&t)).collect::<Vec<_>>().join(", ")),
+        Type::Tuple(t) => format!(
+            "tuple<{}>",
+            t.types()
+                .map(|t| type_name(&t))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         Type::Record(r) => format!(
             "record {{ {} }}",
-            r.fields().map(|f| format!("{}: {}", f.name, type_name(&f.ty))).collect::<Vec<_>>().join(", ")
+            r.fields()
+                .map(|f| format!("{}: {}", f.name, type_name(&f.ty)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         Type::Variant(v) => format!(
             "variant {{ {} }}",
@@ -109,6 +136,11 @@ fn type_name(t: &Type) -> String {
         ),
         Type::Enum(e) => format!("enum {{ {} }}", e.names().collect::<Vec<_>>().join(", ")),
         Type::Flags(f) => format!("flags {{ {} }}", f.names().collect::<Vec<_>>().join(", ")),
+        Type::Own(_) => "own<resource>".into(),
+        Type::Borrow(_) => "borrow<resource>".into(),
+        Type::Future(_) => "future".into(),
+        Type::Stream(_) => "stream".into(),
+        Type::ErrorContext => "error-context".into(),
         other => format!("{other:?}"),
     }
 }

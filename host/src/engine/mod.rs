@@ -47,7 +47,11 @@ pub struct CallLimits {
 
 impl Default for CallLimits {
     fn default() -> Self {
-        CallLimits { timeout: Duration::from_secs(5), memory_bytes: 256 << 20, output_bytes: 16 << 20 }
+        CallLimits {
+            timeout: Duration::from_secs(5),
+            memory_bytes: 256 << 20,
+            output_bytes: 16 << 20,
+        }
     }
 }
 
@@ -105,7 +109,13 @@ impl CacheReader for EmptyCache {
     fn get(&self, _r: &contract::ObjectRef) -> Option<serde_json::Value> {
         None
     }
-    fn list(&self, _: &str, _: &str, _: Option<&str>, _: Option<&str>) -> Result<Vec<serde_json::Value>, String> {
+    fn list(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<serde_json::Value>, String> {
         Ok(Vec::new())
     }
 }
@@ -157,7 +167,9 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine").field("config", &self.inner.config).finish()
+        f.debug_struct("Engine")
+            .field("config", &self.inner.config)
+            .finish()
     }
 }
 
@@ -192,16 +204,20 @@ impl Engine {
     /// Creates the engine and starts its epoch ticker thread (which ends when
     /// the last clone of the engine and of its plugins is dropped).
     pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
-        let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config)).map_err(|e| EngineError::Config(format!("{e:#}")))?;
+        let wasmtime = wasmtime::Engine::new(&wasmtime_config(&config))
+            .map_err(|e| EngineError::Config(format!("{e:#}")))?;
         let mut linker = Linker::<HostState>::new(&wasmtime);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| EngineError::Config(format!("WASI: {e:#}")))?;
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| EngineError::Config(format!("WASI: {e:#}")))?;
         bindings::cache::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| EngineError::Config(format!("cache import: {e:#}")))?;
         bindings::log::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
             .map_err(|e| EngineError::Config(format!("log import: {e:#}")))?;
         if let Some(dir) = &config.cache_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| EngineError::Io { path: dir.display().to_string(), source })?;
+            std::fs::create_dir_all(dir).map_err(|source| EngineError::Io {
+                path: dir.display().to_string(),
+                source,
+            })?;
         }
         let weak = wasmtime.weak();
         std::thread::Builder::new()
@@ -213,10 +229,18 @@ impl Engine {
                     std::thread::sleep(EPOCH_TICK);
                 }
             })
-            .map_err(|e| EngineError::Config(format!("cannot start the epoch ticker thread: {e}")))?;
+            .map_err(|e| {
+                EngineError::Config(format!("cannot start the epoch ticker thread: {e}"))
+            })?;
         let compat_key = compile::compatibility_key(&wasmtime);
         Ok(Engine {
-            inner: Arc::new(EngineInner { wasmtime, linker, config, compat_key, counters: Default::default() }),
+            inner: Arc::new(EngineInner {
+                wasmtime,
+                linker,
+                config,
+                compat_key,
+                counters: Default::default(),
+            }),
         })
     }
 
@@ -254,9 +278,16 @@ impl Engine {
 
 /// Tells apart "not wasm", "a core module" and "a component" from the preamble.
 fn check_header(bytes: &[u8], digest: &str) -> Result<(), EngineError> {
-    let not = |what: &str| Err(EngineError::NotAComponent { digest: digest.to_string(), what: what.to_string() });
+    let not = |what: &str| {
+        Err(EngineError::NotAComponent {
+            digest: digest.to_string(),
+            what: what.to_string(),
+        })
+    };
     if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
-        return not("it is not WebAssembly at all: the file does not start with the `\\0asm` magic bytes");
+        return not(
+            "it is not WebAssembly at all: the file does not start with the `\\0asm` magic bytes",
+        );
     }
     match bytes[4..8] {
         [1, 0, 0, 0] => not(
@@ -274,9 +305,13 @@ mod tests {
     #[test]
     fn header_check_tells_core_modules_from_garbage() {
         let digest = "sha256:00";
-        let garbage = check_header(b"hello world", digest).unwrap_err().to_string();
+        let garbage = check_header(b"hello world", digest)
+            .unwrap_err()
+            .to_string();
         assert!(garbage.contains("not WebAssembly at all"), "{garbage}");
-        let core = check_header(b"\0asm\x01\0\0\0", digest).unwrap_err().to_string();
+        let core = check_header(b"\0asm\x01\0\0\0", digest)
+            .unwrap_err()
+            .to_string();
         assert!(core.contains("core wasm module"), "{core}");
         check_header(b"\0asm\x0d\0\x01\0", digest).unwrap();
     }
@@ -290,4 +325,3 @@ mod tests {
         assert_eq!(engine.cache_stats(), CacheStats::default());
     }
 }
-#[cfg(test)] mod probe_test;

@@ -73,18 +73,34 @@ fn deadline_ticks(timeout: Duration) -> u64 {
     (timeout.as_nanos().div_ceil(tick) as u64).saturating_add(1)
 }
 
-/// A short human summary of a trap: the trap and the innermost wasm frames.
+/// A short human summary of a trap: the trap and the innermost wasm frames
+/// of the plugin's own code (the standard library's panic and abort
+/// machinery is skipped: the panic message, from stderr, says more).
 fn trap_summary(e: &wasmtime::Error) -> String {
     let mut message = e.root_cause().to_string();
     if let Some(trace) = e.downcast_ref::<WasmBacktrace>() {
+        let machinery = [
+            "abort",
+            "panic",
+            "rust_begin_unwind",
+            "3std",
+            "4core",
+            "5alloc",
+            "__rust",
+        ];
         let frames: Vec<String> = trace
             .frames()
             .iter()
-            .take(5)
-            .map(|f| f.func_name().map(str::to_string).unwrap_or_else(|| format!("func[{}]", f.func_index())))
+            .map(|f| {
+                f.func_name()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("func[{}]", f.func_index()))
+            })
+            .filter(|name| !machinery.iter().any(|m| name.contains(m)))
+            .take(4)
             .collect();
         if !frames.is_empty() {
-            message.push_str(" at ");
+            message.push_str(" in ");
             message.push_str(&frames.join(" <- "));
         }
     }
@@ -94,20 +110,36 @@ fn trap_summary(e: &wasmtime::Error) -> String {
 /// The last lines of a captured stream, e.g. a Rust panic message.
 fn tail(bytes: &[u8], lines: usize) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let all: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
+        .collect();
     all[all.len().saturating_sub(lines)..].join(" | ")
 }
 
 impl LoadedPlugin {
     /// Links a compiled component, calls and validates its manifest.
-    pub(crate) fn link(engine: Engine, component: Component, digest: String, stats: LoadStats) -> Result<LoadedPlugin, EngineError> {
-        let wrong = |missing: String| EngineError::WrongWorld { digest: digest.clone(), missing };
+    pub(crate) fn link(
+        engine: Engine,
+        component: Component,
+        digest: String,
+        stats: LoadStats,
+    ) -> Result<LoadedPlugin, EngineError> {
+        let wrong = |missing: String| EngineError::WrongWorld {
+            digest: digest.clone(),
+            missing,
+        };
         let pre = engine
             .inner
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| wrong(format!("it imports something the host does not provide ({e:#})")))?;
-        let reconciler = reconciler::GuestIndices::new(&pre).map_err(|e| wrong(format!("{e:#}")))?;
+            .map_err(|e| {
+                wrong(format!(
+                    "it imports something the host does not provide ({e:#})"
+                ))
+            })?;
+        let reconciler =
+            reconciler::GuestIndices::new(&pre).map_err(|e| wrong(format!("{e:#}")))?;
         let migration = migration::GuestIndices::new(&pre).ok();
         let backup = backup::GuestIndices::new(&pre).ok();
         let short = digest.get(7..19).unwrap_or(&digest).to_string();
@@ -126,28 +158,40 @@ impl LoadedPlugin {
                 stats,
             }),
         };
-        let invalid = |problem: String| EngineError::InvalidManifest { digest: digest.clone(), problem };
+        let invalid = |problem: String| EngineError::InvalidManifest {
+            digest: digest.clone(),
+            problem,
+        };
         let raw = plugin
             .execute("manifest", None, |store, instance, _| {
-                let guest = plugin.inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                let guest = plugin
+                    .inner
+                    .reconciler
+                    .load(&mut *store, instance)
+                    .map_err(Fault::Wasm)?;
                 guest.call_manifest(&mut *store).map_err(Fault::Wasm)
             })
             .map_err(|e| match e {
                 // The exports exist but have other types: a different contract version.
-                CallError::Trap { message, .. } if message.contains("type mismatch") => {
-                    wrong(format!("its `reconciler` exports have other types ({message})"))
-                }
+                CallError::Trap { message, .. } if message.contains("type mismatch") => wrong(
+                    format!("its `reconciler` exports have other types ({message})"),
+                ),
                 e => invalid(format!("calling `manifest` failed: {e}")),
             })?;
         let manifest = convert::manifest(raw);
         convert::validate_manifest(&manifest).map_err(invalid)?;
         if manifest.implements.migration && plugin.inner.migration.is_none() {
-            return Err(invalid("it declares `migration` but does not export the migration interface".into()));
+            return Err(invalid(
+                "it declares `migration` but does not export the migration interface".into(),
+            ));
         }
         if manifest.implements.backup && plugin.inner.backup.is_none() {
-            return Err(invalid("it declares `backup` but does not export the backup interface".into()));
+            return Err(invalid(
+                "it declares `backup` but does not export the backup interface".into(),
+            ));
         }
-        let inner = Arc::get_mut(&mut plugin.inner).ok_or_else(|| invalid("internal: plugin shared during load".into()))?;
+        let inner = Arc::get_mut(&mut plugin.inner)
+            .ok_or_else(|| invalid("internal: plugin shared during load".into()))?;
         inner.name = Arc::from(manifest.name.as_str());
         inner.version = Arc::from(manifest.version.as_str());
         inner.manifest = Arc::new(manifest);
@@ -183,7 +227,10 @@ impl LoadedPlugin {
     /// resources). With the pooling allocator, memory cannot exceed the
     /// engine's configured limit.
     pub fn with_limits(&self, limits: CallLimits) -> LoadedPlugin {
-        LoadedPlugin { inner: self.inner.clone(), limits }
+        LoadedPlugin {
+            inner: self.inner.clone(),
+            limits,
+        }
     }
 
     /// Computes the desired state of one primary object.
@@ -194,7 +241,12 @@ impl LoadedPlugin {
         children: &[Value],
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Desired, CallError> {
-        let (this, ctx, object, children) = (self.clone(), ctx.clone(), object.to_string(), json_list(children));
+        let (this, ctx, object, children) = (
+            self.clone(),
+            ctx.clone(),
+            object.to_string(),
+            json_list(children),
+        );
         blocking(move || this.reconcile_json(&ctx, object, children, cache)).await
     }
 
@@ -219,8 +271,14 @@ impl LoadedPlugin {
         let wit_ctx = convert::call_context(ctx);
         let limit = self.limits.output_bytes;
         self.execute("reconcile", Some(cache), |store, instance, inner| {
-            let guest = inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
-            match guest.call_reconcile(&mut *store, &wit_ctx, &object, &children).map_err(Fault::Wasm)? {
+            let guest = inner
+                .reconciler
+                .load(&mut *store, instance)
+                .map_err(Fault::Wasm)?;
+            match guest
+                .call_reconcile(&mut *store, &wit_ctx, &object, &children)
+                .map_err(Fault::Wasm)?
+            {
                 Ok(desired) => Ok(convert::desired(desired, limit)?),
                 Err(failure) => Err(Fault::Failed(convert::failure(failure, limit)?)),
             }
@@ -235,13 +293,24 @@ impl LoadedPlugin {
         children: &[Value],
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Finalized, CallError> {
-        let (this, ctx, object, children) = (self.clone(), ctx.clone(), object.to_string(), json_list(children));
+        let (this, ctx, object, children) = (
+            self.clone(),
+            ctx.clone(),
+            object.to_string(),
+            json_list(children),
+        );
         blocking(move || {
             let wit_ctx = convert::call_context(&ctx);
             let limit = this.limits.output_bytes;
             this.execute("finalize", Some(cache), |store, instance, inner| {
-                let guest = inner.reconciler.load(&mut *store, instance).map_err(Fault::Wasm)?;
-                match guest.call_finalize(&mut *store, &wit_ctx, &object, &children).map_err(Fault::Wasm)? {
+                let guest = inner
+                    .reconciler
+                    .load(&mut *store, instance)
+                    .map_err(Fault::Wasm)?;
+                match guest
+                    .call_finalize(&mut *store, &wit_ctx, &object, &children)
+                    .map_err(Fault::Wasm)?
+                {
                     Ok(f) => Ok(convert::finalized(f)),
                     Err(failure) => Err(Fault::Failed(convert::failure(failure, limit)?)),
                 }
@@ -260,13 +329,21 @@ impl LoadedPlugin {
         cache: Arc<dyn CacheReader>,
     ) -> Result<Value, CallError> {
         let migration = self.migration_indices("upgrade")?;
-        let (this, ctx, object, from) = (self.clone(), ctx.clone(), object.to_string(), from_version.to_string());
+        let (this, ctx, object, from) = (
+            self.clone(),
+            ctx.clone(),
+            object.to_string(),
+            from_version.to_string(),
+        );
         blocking(move || {
             let wit_ctx = convert::call_context(&ctx);
             let limit = this.limits.output_bytes;
             this.execute("upgrade", Some(cache), |store, instance, _| {
                 let guest = migration.load(&mut *store, instance).map_err(Fault::Wasm)?;
-                match guest.call_upgrade(&mut *store, &wit_ctx, &object, &from).map_err(Fault::Wasm)? {
+                match guest
+                    .call_upgrade(&mut *store, &wit_ctx, &object, &from)
+                    .map_err(Fault::Wasm)?
+                {
                     Ok(text) => Ok(convert::object(&text, limit)?),
                     Err(message) => Err(Fault::Failed(contract::Failure::Permanent(message))),
                 }
@@ -283,7 +360,10 @@ impl LoadedPlugin {
             let limit = this.limits.output_bytes;
             this.execute("convert", None, |store, instance, _| {
                 let guest = migration.load(&mut *store, instance).map_err(Fault::Wasm)?;
-                match guest.call_convert(&mut *store, &object, &to).map_err(Fault::Wasm)? {
+                match guest
+                    .call_convert(&mut *store, &object, &to)
+                    .map_err(Fault::Wasm)?
+                {
                     Ok(text) => Ok(convert::object(&text, limit)?),
                     Err(message) => Err(Fault::Failed(contract::Failure::Permanent(message))),
                 }
@@ -293,9 +373,15 @@ impl LoadedPlugin {
     }
 
     fn migration_indices(&self, function: &str) -> Result<migration::GuestIndices, CallError> {
-        match (&self.inner.migration, self.inner.manifest.implements.migration) {
+        match (
+            &self.inner.migration,
+            self.inner.manifest.implements.migration,
+        ) {
             (Some(indices), true) => Ok(indices.clone()),
-            _ => Err(CallError::NotImplemented { plugin: self.inner.name.to_string(), function: format!("migration.{function}") }),
+            _ => Err(CallError::NotImplemented {
+                plugin: self.inner.name.to_string(),
+                function: format!("migration.{function}"),
+            }),
         }
     }
 
@@ -309,7 +395,13 @@ impl LoadedPlugin {
         let started = Instant::now();
         let inner = &*self.inner;
         let manifest = (function != "manifest").then(|| inner.manifest.clone());
-        let state = HostState::new(inner.name.clone(), inner.version.clone(), manifest, cache, self.limits.memory_bytes);
+        let state = HostState::new(
+            inner.name.clone(),
+            inner.version.clone(),
+            manifest,
+            cache,
+            self.limits.memory_bytes,
+        );
         let mut store = Store::new(&inner.engine.inner.wasmtime, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
@@ -323,11 +415,13 @@ impl LoadedPlugin {
         state.flush_stdio(function);
         let result = match state.denied.first() {
             // Reported even when the plugin swallowed the refusal and answered.
-            Some(kind) => Err(self.call_error(function, |plugin, version, function| CallError::CapabilityDenied {
-                plugin,
-                version,
-                function,
-                kind: kind.clone(),
+            Some(kind) => Err(self.call_error(function, |plugin, version, function| {
+                CallError::CapabilityDenied {
+                    plugin,
+                    version,
+                    function,
+                    kind: kind.clone(),
+                }
             })),
             None => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
@@ -343,26 +437,57 @@ impl LoadedPlugin {
         result
     }
 
-    fn call_error(&self, function: &str, make: impl FnOnce(String, String, String) -> CallError) -> CallError {
-        make(self.inner.name.to_string(), self.inner.version.to_string(), function.to_string())
+    fn call_error(
+        &self,
+        function: &str,
+        make: impl FnOnce(String, String, String) -> CallError,
+    ) -> CallError {
+        make(
+            self.inner.name.to_string(),
+            self.inner.version.to_string(),
+            function.to_string(),
+        )
     }
 
     fn classify(&self, function: &str, fault: Fault, state: &HostState) -> CallError {
         let limits = self.limits;
         match fault {
             Fault::Failed(failure) => CallError::Failed(failure),
-            Fault::Output(OutputProblem::TooLarge { size }) => self.call_error(function, |plugin, version, function| {
-                CallError::OutputTooLarge { plugin, version, function, size, limit: limits.output_bytes }
-            }),
-            Fault::Output(OutputProblem::Invalid(problem)) => self
-                .call_error(function, |plugin, version, function| CallError::InvalidOutput { plugin, version, function, problem }),
+            Fault::Output(OutputProblem::TooLarge { size }) => {
+                self.call_error(function, |plugin, version, function| {
+                    CallError::OutputTooLarge {
+                        plugin,
+                        version,
+                        function,
+                        size,
+                        limit: limits.output_bytes,
+                    }
+                })
+            }
+            Fault::Output(OutputProblem::Invalid(problem)) => {
+                self.call_error(function, |plugin, version, function| {
+                    CallError::InvalidOutput {
+                        plugin,
+                        version,
+                        function,
+                        problem,
+                    }
+                })
+            }
             Fault::Instantiate(e) => CallError::Internal(format!(
                 "cannot instantiate plugin {} {}: {e:#}",
                 self.inner.name, self.inner.version
             )),
-            Fault::Wasm(_) if state.limiter.exceeded => self.call_error(function, |plugin, version, function| {
-                CallError::MemoryExceeded { plugin, version, function, limit: limits.memory_bytes }
-            }),
+            Fault::Wasm(_) if state.limiter.exceeded => {
+                self.call_error(function, |plugin, version, function| {
+                    CallError::MemoryExceeded {
+                        plugin,
+                        version,
+                        function,
+                        limit: limits.memory_bytes,
+                    }
+                })
+            }
             Fault::Wasm(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => self
                 .call_error(function, |plugin, version, function| CallError::Timeout {
                     plugin,
@@ -371,13 +496,20 @@ impl LoadedPlugin {
                     timeout: limits.timeout,
                 }),
             Fault::Wasm(e) => {
-                let mut message = trap_summary(&e);
-                let stderr = tail(&state.stderr.contents(), 3);
-                if !stderr.is_empty() {
-                    message.push_str("; stderr: ");
-                    message.push_str(&stderr);
-                }
-                self.call_error(function, |plugin, version, function| CallError::Trap { plugin, version, function, message })
+                // A Rust panic prints its message to stderr before it aborts:
+                // that line is what a person needs, the trap tells the rest.
+                let stderr = tail(&state.stderr.contents(), 2);
+                let message = if stderr.is_empty() {
+                    trap_summary(&e)
+                } else {
+                    format!("{stderr} ({})", trap_summary(&e))
+                };
+                self.call_error(function, |plugin, version, function| CallError::Trap {
+                    plugin,
+                    version,
+                    function,
+                    message,
+                })
             }
         }
     }
@@ -389,10 +521,14 @@ fn json_list(values: &[Value]) -> Vec<String> {
 
 /// Runs a call on tokio's blocking pool: wasm execution never stalls the
 /// async runtime's workers.
-async fn blocking<R: Send + 'static>(f: impl FnOnce() -> Result<R, CallError> + Send + 'static) -> Result<R, CallError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .unwrap_or_else(|e| Err(CallError::Internal(format!("the plugin call's thread failed: {e}"))))
+async fn blocking<R: Send + 'static>(
+    f: impl FnOnce() -> Result<R, CallError> + Send + 'static,
+) -> Result<R, CallError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(CallError::Internal(format!(
+            "the plugin call's thread failed: {e}"
+        )))
+    })
 }
 
 /// Stands in for the manifest while `manifest` itself is being called: it
@@ -433,5 +569,10 @@ mod tests {
     fn tail_keeps_the_last_lines() {
         assert_eq!(tail(b"a\n\nb\nc\nd\n", 2), "c | d");
         assert_eq!(tail(b"", 2), "");
+        let panic = b"thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
+        assert_eq!(
+            tail(panic, 2),
+            "thread '<unnamed>' panicked at src/lib.rs:9:5: | boom"
+        );
     }
 }

@@ -29,7 +29,11 @@ pub struct RegistryOptions {
 
 impl Default for RegistryOptions {
     fn default() -> Self {
-        RegistryOptions { concurrency: 4, engine: EngineConfig::default(), metrics: Metrics::new() }
+        RegistryOptions {
+            concurrency: 4,
+            engine: EngineConfig::default(),
+            metrics: Metrics::new(),
+        }
     }
 }
 
@@ -76,7 +80,10 @@ pub enum RegistryError {
     NotLoaded(String),
     /// A blocking task of the registry failed (a host bug).
     #[error("internal error while loading plugin from {source_name}: {message}")]
-    Internal { source_name: String, message: String },
+    Internal {
+        source_name: String,
+        message: String,
+    },
 }
 
 struct Running {
@@ -104,13 +111,18 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("loaded", &self.loaded()).finish()
+        f.debug_struct("Registry")
+            .field("loaded", &self.loaded())
+            .finish()
     }
 }
 
 impl Registry {
     /// A registry with no plugins, writing through `client`.
-    pub async fn new(client: kube::Client, options: RegistryOptions) -> Result<Registry, RegistryError> {
+    pub async fn new(
+        client: kube::Client,
+        options: RegistryOptions,
+    ) -> Result<Registry, RegistryError> {
         let engine = Engine::new(options.engine).map_err(RegistryError::Engine)?;
         Ok(Registry {
             inner: Arc::new(Inner {
@@ -118,7 +130,9 @@ impl Registry {
                 client,
                 engine,
                 metrics: options.metrics,
-                controller: ControllerOptions { concurrency: options.concurrency },
+                controller: ControllerOptions {
+                    concurrency: options.concurrency,
+                },
                 plugins: Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
             }),
@@ -146,15 +160,26 @@ impl Registry {
     /// primary is reconciled again. A version with a different primary kind
     /// is refused (the old one keeps serving); one with different owned or
     /// watched kinds restarts the controller (after calls in flight finish).
-    pub async fn load(&self, source: &str, bytes: &[u8], config: Value) -> Result<LoadedVersion, RegistryError> {
+    pub async fn load(
+        &self,
+        source: &str,
+        bytes: &[u8],
+        config: Value,
+    ) -> Result<LoadedVersion, RegistryError> {
         let _changes = self.inner.changes.lock().await;
         let engine = self.inner.engine.clone();
         let owned = bytes.to_vec();
         // Compiling takes seconds of CPU: keep it off the async workers.
         let plugin = tokio::task::spawn_blocking(move || engine.load(&owned))
             .await
-            .map_err(|e| RegistryError::Internal { source_name: source.to_string(), message: e.to_string() })?
-            .map_err(|error| RegistryError::Load { source_name: source.to_string(), error })?;
+            .map_err(|e| RegistryError::Internal {
+                source_name: source.to_string(),
+                message: e.to_string(),
+            })?
+            .map_err(|error| RegistryError::Load {
+                source_name: source.to_string(),
+                error,
+            })?;
         let manifest = plugin.manifest().clone();
         let info = LoadedVersion {
             name: manifest.name.clone(),
@@ -162,36 +187,70 @@ impl Registry {
             digest: plugin.digest().to_string(),
             source: source.to_string(),
         };
-        let config = if config.is_null() { Value::Object(Default::default()) } else { config };
-        let version = ActiveVersion { plugin, config, info: info.clone() };
+        let config = if config.is_null() {
+            Value::Object(Default::default())
+        } else {
+            config
+        };
+        let version = ActiveVersion {
+            plugin,
+            config,
+            info: info.clone(),
+        };
 
-        let previous = self.plugins().remove(&manifest.name);
-        let Some(running) = previous else {
+        // Decided and (for a swap) done under the map lock, so `loaded()` and
+        // `ready()` never see the plugin missing while it is replaced.
+        let old = {
+            let plugins = self.plugins();
+            match plugins.get(&manifest.name) {
+                None => None,
+                Some(running) => {
+                    let old = running.slot.current();
+                    let old_manifest = old.plugin.manifest();
+                    if old_manifest.primary != manifest.primary {
+                        return Err(RegistryError::PrimaryKindChanged {
+                            name: manifest.name.clone(),
+                            source_name: source.to_string(),
+                            new_version: manifest.version.clone(),
+                            new_kind: format!(
+                                "{} {}",
+                                manifest.primary.api_version(),
+                                manifest.primary.kind
+                            ),
+                            running_version: old_manifest.version.clone(),
+                            running_kind: format!(
+                                "{} {}",
+                                old_manifest.primary.api_version(),
+                                old_manifest.primary.kind
+                            ),
+                        });
+                    }
+                    Some(old)
+                }
+            }
+        };
+        let Some(old) = old else {
             self.start(version);
             tracing::info!(plugin = %info.name, version = %info.version, digest = %info.digest, source, "plugin loaded");
             return Ok(info);
         };
-        let old = running.slot.current();
         let old_manifest = old.plugin.manifest();
-        if old_manifest.primary != manifest.primary {
-            let error = RegistryError::PrimaryKindChanged {
-                name: manifest.name.clone(),
-                source_name: source.to_string(),
-                new_version: manifest.version.clone(),
-                new_kind: format!("{} {}", manifest.primary.api_version(), manifest.primary.kind),
-                running_version: old_manifest.version.clone(),
-                running_kind: format!("{} {}", old_manifest.primary.api_version(), old_manifest.primary.kind),
-            };
-            self.plugins().insert(manifest.name.clone(), running);
-            return Err(error);
-        }
         if old_manifest.owns == manifest.owns && old_manifest.watches == manifest.watches {
-            self.inner.metrics.plugin_version_loaded(&info.name, &info.version);
-            running.slot.swap(version);
-            running.controller.reconcile_all();
-            self.plugins().insert(manifest.name.clone(), running);
+            let plugins = self.plugins();
+            if let Some(running) = plugins.get(&manifest.name) {
+                self.inner
+                    .metrics
+                    .plugin_version_loaded(&info.name, &info.version);
+                running.slot.swap(version);
+                running.controller.reconcile_all();
+            }
         } else {
-            running.controller.stop().await;
+            // Other kinds to watch: a new controller, after the old one's
+            // calls in flight finish (never two controllers on one object).
+            let running = self.plugins().remove(&manifest.name);
+            if let Some(running) = running {
+                running.controller.stop().await;
+            }
             self.start(version);
         }
         tracing::info!(
@@ -218,7 +277,10 @@ impl Registry {
     /// forgets the plugin.
     pub async fn unload(&self, name: &str) -> Result<(), RegistryError> {
         let _changes = self.inner.changes.lock().await;
-        let running = self.plugins().remove(name).ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        let running = self
+            .plugins()
+            .remove(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
         running.controller.stop().await;
         tracing::info!(plugin = %name, "plugin unloaded");
         Ok(())
@@ -226,7 +288,11 @@ impl Registry {
 
     /// Every loaded plugin's current version, sorted by name.
     pub fn loaded(&self) -> Vec<LoadedVersion> {
-        let mut out: Vec<LoadedVersion> = self.plugins().values().map(|r| r.slot.current().info.clone()).collect();
+        let mut out: Vec<LoadedVersion> = self
+            .plugins()
+            .values()
+            .map(|r| r.slot.current().info.clone())
+            .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }

@@ -28,14 +28,19 @@ pub struct PluginSlot {
 impl PluginSlot {
     /// A slot serving `version`.
     pub fn new(version: ActiveVersion) -> PluginSlot {
-        PluginSlot { current: RwLock::new(Arc::new(version)) }
+        PluginSlot {
+            current: RwLock::new(Arc::new(version)),
+        }
     }
 
     /// The version new calls use.
     pub fn current(&self) -> Arc<ActiveVersion> {
         // The lock only guards an Arc swap; a poisoned lock still holds a
         // valid Arc.
-        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Makes `version` the one new calls use; returns the previous one.

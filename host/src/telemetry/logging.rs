@@ -8,8 +8,14 @@ use tracing_subscriber::EnvFilter;
 /// subscriber), so tests and the CLI can both call it.
 pub fn init_logging(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(true);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(true);
     // `try_init` fails only when a global subscriber already exists; that is
     // the documented "call twice" case, not an error worth reporting.
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
 }

@@ -148,15 +148,31 @@ impl Metrics {
             "Reconciliations currently running per controller",
             workqueue_depth.clone(),
         );
-        registry.register("workqueue_adds", "Total number of reconciliations started per controller", workqueue_adds.clone());
+        registry.register(
+            "workqueue_adds",
+            "Total number of reconciliations started per controller",
+            workqueue_adds.clone(),
+        );
         registry.register(
             "wasm_operator_plugin_call_duration_seconds",
             "Duration of plugin calls",
             call_duration.clone(),
         );
-        registry.register("wasm_operator_plugin_traps", "Plugin calls that trapped", traps.clone());
-        registry.register("wasm_operator_plugin_timeouts", "Plugin calls that ran past their deadline", timeouts.clone());
-        registry.register("wasm_operator_plugin_failures", "Plugin calls that failed, by reason", failures.clone());
+        registry.register(
+            "wasm_operator_plugin_traps",
+            "Plugin calls that trapped",
+            traps.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_timeouts",
+            "Plugin calls that ran past their deadline",
+            timeouts.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_failures",
+            "Plugin calls that failed, by reason",
+            failures.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -182,32 +198,53 @@ impl Metrics {
     /// Creates the per-controller series at zero, so dashboards and alerts see
     /// `errors_total 0` instead of no series before the first failure.
     pub fn controller_started(&self, controller: &str) {
-        self.reconcile_errors.get_or_create(&ControllerLabels { controller: controller.to_string() });
-        self.workqueue_depth.get_or_create(&QueueLabels { name: controller.to_string() });
-        self.workqueue_adds.get_or_create(&QueueLabels { name: controller.to_string() });
+        let _ = self.reconcile_errors.get_or_create(&ControllerLabels {
+            controller: controller.to_string(),
+        });
+        let _ = self.workqueue_depth.get_or_create(&QueueLabels {
+            name: controller.to_string(),
+        });
+        let _ = self.workqueue_adds.get_or_create(&QueueLabels {
+            name: controller.to_string(),
+        });
     }
 
     /// Creates the per-version trap and timeout series at zero.
     pub fn plugin_version_loaded(&self, plugin: &str, version: &str) {
-        let pv = PluginLabels { plugin: plugin.to_string(), version: version.to_string() };
-        self.traps.get_or_create(&pv);
-        self.timeouts.get_or_create(&pv);
+        let pv = PluginLabels {
+            plugin: plugin.to_string(),
+            version: version.to_string(),
+        };
+        let _ = self.traps.get_or_create(&pv);
+        let _ = self.timeouts.get_or_create(&pv);
     }
 
     /// A reconcile of `controller` started (queue bookkeeping).
     pub fn reconcile_started(&self, controller: &str) {
-        let labels = QueueLabels { name: controller.to_string() };
-        self.workqueue_adds.get_or_create(&labels).inc();
-        self.workqueue_depth.get_or_create(&labels).inc();
+        let labels = QueueLabels {
+            name: controller.to_string(),
+        };
+        let _ = self.workqueue_adds.get_or_create(&labels).inc();
+        let _ = self.workqueue_depth.get_or_create(&labels).inc();
     }
 
     /// A reconcile of `controller` finished after `seconds` with `result`.
     pub fn reconcile_finished(&self, controller: &str, result: ReconcileResult, seconds: f64) {
-        self.workqueue_depth.get_or_create(&QueueLabels { name: controller.to_string() }).dec();
-        let labels = ControllerLabels { controller: controller.to_string() };
+        let _ = self
+            .workqueue_depth
+            .get_or_create(&QueueLabels {
+                name: controller.to_string(),
+            })
+            .dec();
+        let labels = ControllerLabels {
+            controller: controller.to_string(),
+        };
         self.reconcile_time.get_or_create(&labels).observe(seconds);
         self.reconcile_total
-            .get_or_create(&ControllerResultLabels { controller: controller.to_string(), result: result.as_str().to_string() })
+            .get_or_create(&ControllerResultLabels {
+                controller: controller.to_string(),
+                result: result.as_str().to_string(),
+            })
             .inc();
         if result == ReconcileResult::Error {
             self.reconcile_errors.get_or_create(&labels).inc();
@@ -227,7 +264,10 @@ impl Metrics {
 
     /// One plugin call failed with `reason` (a `CallError::reason()` string).
     pub fn plugin_failure(&self, plugin: &str, version: &str, reason: &str) {
-        let pv = PluginLabels { plugin: plugin.to_string(), version: version.to_string() };
+        let pv = PluginLabels {
+            plugin: plugin.to_string(),
+            version: version.to_string(),
+        };
         match reason {
             "PluginTrap" => {
                 self.traps.get_or_create(&pv).inc();
@@ -238,7 +278,11 @@ impl Metrics {
             _ => {}
         }
         self.failures
-            .get_or_create(&FailureLabels { plugin: pv.plugin, version: pv.version, reason: reason.to_string() })
+            .get_or_create(&FailureLabels {
+                plugin: pv.plugin,
+                version: pv.version,
+                reason: reason.to_string(),
+            })
             .inc();
     }
 }

@@ -30,7 +30,13 @@ pub async fn serve(
             get(move || {
                 let metrics = metrics.clone();
                 async move {
-                    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.encode())
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics.encode(),
+                    )
                 }
             }),
         )

@@ -34,16 +34,26 @@ async fn each_fault_degrades_its_object_only() {
     host.load("webapp").await;
 
     let faults = dynamic_api(&client, &fault_kind(), Some(NS));
-    let modes = FAILING.iter().map(|(m, _)| *m).chain(["ok", "transient-then-ok"]);
+    let modes = FAILING
+        .iter()
+        .map(|(m, _)| *m)
+        .chain(["ok", "transient-then-ok"]);
     for mode in modes {
         // 2 MiB: over the host's 1 MiB output cap, well under 64 MiB of memory.
-        let spec = if mode == "huge" { json!({"mode": mode, "hugeMiB": 2}) } else { json!({"mode": mode}) };
+        let spec = if mode == "huge" {
+            json!({"mode": mode, "hugeMiB": 2})
+        } else {
+            json!({"mode": mode})
+        };
         let fault = serde_json::from_value(json!({
             "apiVersion": "test.wasm-operator.dev/v1", "kind": "Fault",
             "metadata": {"name": mode, "namespace": NS}, "spec": spec,
         }))
         .unwrap();
-        faults.create(&PostParams::default(), &fault).await.unwrap_or_else(|e| panic!("creating Fault {mode}: {e}"));
+        faults
+            .create(&PostParams::default(), &fault)
+            .await
+            .unwrap_or_else(|e| panic!("creating Fault {mode}: {e}"));
     }
 
     // A WebApp created while the faults happen reconciles normally.
@@ -55,52 +65,114 @@ async fn each_fault_degrades_its_object_only() {
     .unwrap();
     webapps.create(&PostParams::default(), &app).await.unwrap();
     let deployments = dynamic_api(&client, &deployment_kind(), Some(NS));
-    wait_until("the WebApp's Deployment despite the faults", CONVERGE, || async {
-        get_json(&deployments, "calm").await.map(|_| ()).ok_or_else(|| "absent".to_string())
-    })
+    wait_until(
+        "the WebApp's Deployment despite the faults",
+        CONVERGE,
+        || async {
+            get_json(&deployments, "calm")
+                .await
+                .map(|_| ())
+                .ok_or_else(|| "absent".to_string())
+        },
+    )
     .await;
 
     for (mode, reason) in FAILING {
-        let fault = wait_until(&format!("Fault {mode} to be Degraded with {reason}"), CONVERGE, || async {
-            let f = get_json(&faults, mode).await.ok_or("Fault gone")?;
-            let degraded = condition(&f, "Degraded").cloned().unwrap_or(Value::Null);
-            if degraded["status"] == "True" && degraded["reason"] == reason { Ok(f) } else { Err(f.to_string()) }
-        })
+        let fault = wait_until(
+            &format!("Fault {mode} to be Degraded with {reason}"),
+            CONVERGE,
+            || async {
+                let f = get_json(&faults, mode).await.ok_or("Fault gone")?;
+                let degraded = condition(&f, "Degraded").cloned().unwrap_or(Value::Null);
+                if degraded["status"] == "True" && degraded["reason"] == reason {
+                    Ok(f)
+                } else {
+                    Err(f.to_string())
+                }
+            },
+        )
         .await;
         let degraded = condition(&fault, "Degraded").unwrap();
         let message = degraded["message"].as_str().unwrap_or_default();
-        assert!(message.contains("faulty") && message.contains(&faulty.version), "Fault {mode}: message {message:?}");
-        assert_eq!(condition(&fault, "Ready").unwrap()["status"], "False", "Fault {mode}: {fault}");
-        wait_until(&format!("a Warning event {reason} on Fault {mode}"), CONVERGE, || async {
-            let events = crate::events_for(&client, NS, mode).await;
-            if events.iter().any(|(kind, r, _)| kind == "Warning" && r == reason) { Ok(()) } else { Err(format!("{events:?}")) }
-        })
+        assert!(
+            message.contains("faulty") && message.contains(&faulty.version),
+            "Fault {mode}: message {message:?}"
+        );
+        assert_eq!(
+            condition(&fault, "Ready").unwrap()["status"],
+            "False",
+            "Fault {mode}: {fault}"
+        );
+        wait_until(
+            &format!("a Warning event {reason} on Fault {mode}"),
+            CONVERGE,
+            || async {
+                let events = crate::events_for(&client, NS, mode).await;
+                if events
+                    .iter()
+                    .any(|(kind, r, _)| kind == "Warning" && r == reason)
+                {
+                    Ok(())
+                } else {
+                    Err(format!("{events:?}"))
+                }
+            },
+        )
         .await;
     }
 
     // Nothing was written for the undeclared write: no Secret at all.
-    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> = kube::Api::namespaced(client.clone(), NS);
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(client.clone(), NS);
     let list = secrets.list(&Default::default()).await.unwrap();
-    assert!(list.items.is_empty(), "write-undeclared must not write anything: {:?}", list.items);
+    assert!(
+        list.items.is_empty(),
+        "write-undeclared must not write anything: {:?}",
+        list.items
+    );
     let denied = get_json(&faults, "write-undeclared").await.unwrap();
-    let message = condition(&denied, "Degraded").unwrap()["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("Secret"), "the refusal names the kind: {message}");
+    let message = condition(&denied, "Degraded").unwrap()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("Secret"),
+        "the refusal names the kind: {message}"
+    );
 
     // Transient failures are retried with backoff until they succeed.
     let recovered = wait_until("Fault transient-then-ok to recover", CONVERGE, || async {
-        let f = get_json(&faults, "transient-then-ok").await.ok_or("Fault gone")?;
+        let f = get_json(&faults, "transient-then-ok")
+            .await
+            .ok_or("Fault gone")?;
         let degraded = condition(&f, "Degraded").map(|c| c["status"].clone());
         let ready = condition(&f, "Ready").map(|c| c["status"].clone());
-        if degraded == Some(json!("False")) && ready == Some(json!("True")) { Ok(f) } else { Err(f.to_string()) }
+        if degraded == Some(json!("False")) && ready == Some(json!("True")) {
+            Ok(f)
+        } else {
+            Err(f.to_string())
+        }
     })
     .await;
-    assert_eq!(recovered.pointer("/status/observedGeneration"), Some(&json!(1)));
+    assert_eq!(
+        recovered.pointer("/status/observedGeneration"),
+        Some(&json!(1))
+    );
     let events = crate::events_for(&client, NS, "transient-then-ok").await;
-    assert!(events.iter().any(|(kind, r, _)| kind == "Warning" && r == "ReconcileFailed"), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|(kind, r, _)| kind == "Warning" && r == "ReconcileFailed"),
+        "{events:?}"
+    );
 
     let ok = wait_until("Fault ok to be Ready", CONVERGE, || async {
         let f = get_json(&faults, "ok").await.ok_or("Fault gone")?;
-        if condition(&f, "Ready").map(|c| c["status"].clone()) == Some(json!("True")) { Ok(f) } else { Err(f.to_string()) }
+        if condition(&f, "Ready").map(|c| c["status"].clone()) == Some(json!("True")) {
+            Ok(f)
+        } else {
+            Err(f.to_string())
+        }
     })
     .await;
     assert_eq!(condition(&ok, "Degraded").unwrap()["status"], "False");

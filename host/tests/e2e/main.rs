@@ -9,6 +9,7 @@ mod support;
 
 mod caches;
 mod faulty;
+mod resilience;
 mod telemetry;
 mod webapp;
 
@@ -35,7 +36,14 @@ impl Host {
     /// Short limits keep the fault tests quick: a looping plugin is cut off
     /// after 1 s, a greedy one at 64 MiB.
     pub async fn start() -> Host {
-        wasm_operator::telemetry::init_logging(false);
+        // Captured per test, shown when a test fails.
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
         let cluster = support::start_cluster().await;
         let cache_dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new();
@@ -43,13 +51,22 @@ impl Host {
             concurrency: 4,
             engine: EngineConfig {
                 cache_dir: Some(cache_dir.path().to_path_buf()),
-                limits: CallLimits { timeout: Duration::from_secs(1), memory_bytes: 64 << 20, output_bytes: 1 << 20 },
+                limits: CallLimits {
+                    timeout: Duration::from_secs(1),
+                    memory_bytes: 64 << 20,
+                    output_bytes: 1 << 20,
+                },
                 ..EngineConfig::default()
             },
             metrics: metrics.clone(),
         };
         let registry = Registry::new(cluster.client(), options).await.unwrap();
-        Host { cluster, registry, metrics, _cache_dir: cache_dir }
+        Host {
+            cluster,
+            registry,
+            metrics,
+            _cache_dir: cache_dir,
+        }
     }
 
     pub fn client(&self) -> kube::Client {
@@ -61,7 +78,11 @@ impl Host {
         support::install_crd(&self.client(), &support::example_crd(plugin)).await;
         let path = support::plugin_wasm(plugin);
         self.registry
-            .load(&format!("file:{}", path.display()), &support::plugin_bytes(plugin), serde_json::json!({}))
+            .load(
+                &format!("file:{}", path.display()),
+                &support::plugin_bytes(plugin),
+                serde_json::json!({}),
+            )
             .await
             .unwrap_or_else(|e| panic!("loading {plugin}: {e}"))
     }
@@ -80,13 +101,26 @@ pub fn service_kind() -> ApiResource {
 }
 
 /// The `events.k8s.io/v1` events about object `name`, as `(type, reason, note)`.
-pub async fn events_for(client: &kube::Client, namespace: &str, name: &str) -> Vec<(String, String, String)> {
+pub async fn events_for(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Vec<(String, String, String)> {
     use k8s_openapi::api::events::v1::Event;
     let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace);
-    let list = api.list(&Default::default()).await.unwrap_or_else(|e| panic!("listing events: {e}"));
+    let list = api
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events: {e}"));
     list.items
         .into_iter()
         .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
         .collect()
 }

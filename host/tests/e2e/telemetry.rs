@@ -19,7 +19,10 @@ async fn metrics_health_and_readiness() {
     let host = Host::start().await;
     let registry = host.registry.clone();
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (bound, server) = wasm_operator::telemetry::serve(addr, host.metrics.clone(), move || registry.ready()).await.unwrap();
+    let (bound, server) =
+        wasm_operator::telemetry::serve(addr, host.metrics.clone(), move || registry.ready())
+            .await
+            .unwrap();
     let base = format!("http://{bound}");
     assert_eq!(http_get(&format!("{base}/healthz")).await.unwrap().0, 200);
 
@@ -40,7 +43,11 @@ async fn metrics_health_and_readiness() {
     .await;
     wait_until("WebApp metrics to be reconciled", CONVERGE, || async {
         let app = get_json(&webapps, "metrics").await.ok_or("gone")?;
-        if app.pointer("/status/observedGeneration") == Some(&json!(1)) { Ok(()) } else { Err(app.to_string()) }
+        if app.pointer("/status/observedGeneration") == Some(&json!(1)) {
+            Ok(())
+        } else {
+            Err(app.to_string())
+        }
     })
     .await;
 
@@ -59,5 +66,27 @@ async fn metrics_health_and_readiness() {
     ] {
         assert!(text.contains(needle), "/metrics lacks {needle}:\n{text}");
     }
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_flips_when_ready() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let ready = Arc::new(AtomicBool::new(false));
+    let flag = ready.clone();
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (bound, server) = wasm_operator::telemetry::serve(
+        addr,
+        wasm_operator::telemetry::Metrics::new(),
+        move || flag.load(Ordering::SeqCst),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{bound}");
+    assert_eq!(http_get(&format!("{base}/readyz")).await.unwrap().0, 503);
+    assert_eq!(http_get(&format!("{base}/healthz")).await.unwrap().0, 200);
+    ready.store(true, Ordering::SeqCst);
+    assert_eq!(http_get(&format!("{base}/readyz")).await.unwrap().0, 200);
     server.abort();
 }

@@ -8,14 +8,18 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_operator::contract::{CallContext, Failure, ObjectRef};
 use wasm_operator::engine::{
-    CacheReader, CallError, CallLimits, CallObserver, CallReport, EmptyCache, Engine, EngineConfig, EngineError,
-    LoadedPlugin,
+    CacheReader, CallError, CallLimits, CallObserver, CallReport, EmptyCache, Engine, EngineConfig,
+    EngineError, LoadedPlugin,
 };
 
 fn component(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("../target/wasm32-wasip2/release/{name}.wasm"));
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../target/wasm32-wasip2/release/{name}.wasm"));
     std::fs::read(&path).unwrap_or_else(|e| {
-        panic!("cannot read {}: {e}; run scripts/build-plugins.sh first to build the test plugins", path.display())
+        panic!(
+            "cannot read {}: {e}; run scripts/build-plugins.sh first to build the test plugins",
+            path.display()
+        )
     })
 }
 
@@ -52,10 +56,20 @@ struct OneObjectCache;
 
 impl CacheReader for OneObjectCache {
     fn get(&self, r: &ObjectRef) -> Option<Value> {
-        Some(json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}}))
+        Some(
+            json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}}),
+        )
     }
-    fn list(&self, api_version: &str, kind: &str, namespace: Option<&str>, _: Option<&str>) -> Result<Vec<Value>, String> {
-        Ok(vec![json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "one", "namespace": namespace}})])
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        _: Option<&str>,
+    ) -> Result<Vec<Value>, String> {
+        Ok(vec![
+            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "one", "namespace": namespace}}),
+        ])
     }
 }
 
@@ -63,14 +77,19 @@ fn cache() -> Arc<dyn CacheReader> {
     Arc::new(OneObjectCache)
 }
 
-async fn faulty_call(plugin: &LoadedPlugin, mode: &str) -> Result<wasm_operator::contract::Desired, CallError> {
+async fn faulty_call(
+    plugin: &LoadedPlugin,
+    mode: &str,
+) -> Result<wasm_operator::contract::Desired, CallError> {
     let object = primary(plugin, &format!("obj-{mode}"), json!({"mode": mode}));
     plugin.reconcile(&ctx(plugin), &object, &[], cache()).await
 }
 
 /// After any fault the same plugin still serves a well-behaved object.
 async fn still_serves(plugin: &LoadedPlugin) {
-    faulty_call(plugin, "ok").await.expect("the plugin must keep serving after a faulty call");
+    faulty_call(plugin, "ok")
+        .await
+        .expect("the plugin must keep serving after a faulty call");
 }
 
 #[test]
@@ -88,8 +107,15 @@ fn webapp_manifest_loads() {
 async fn webapp_reconcile_gives_deployment_and_service() {
     let plugin = engine().load(&component("webapp")).unwrap();
     let object = primary(&plugin, "shop", webapp_spec());
-    let desired = plugin.reconcile(&ctx(&plugin), &object, &[], cache()).await.unwrap();
-    let kinds: Vec<&str> = desired.children.iter().filter_map(|c| c["kind"].as_str()).collect();
+    let desired = plugin
+        .reconcile(&ctx(&plugin), &object, &[], cache())
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = desired
+        .children
+        .iter()
+        .filter_map(|c| c["kind"].as_str())
+        .collect();
     assert!(kinds.contains(&"Deployment"), "{kinds:?}");
     assert!(kinds.contains(&"Service"), "{kinds:?}");
     desired.validate().unwrap();
@@ -101,18 +127,29 @@ async fn observer_sees_every_call() {
     struct Record(Mutex<Vec<(String, &'static str)>>);
     impl CallObserver for Record {
         fn observe(&self, r: &CallReport<'_>) {
-            self.0.lock().unwrap().push((r.function.to_string(), r.outcome));
+            self.0
+                .lock()
+                .unwrap()
+                .push((r.function.to_string(), r.outcome));
         }
     }
     let record = Arc::new(Record::default());
-    let engine = Engine::new(EngineConfig { observer: Some(record.clone()), ..Default::default() }).unwrap();
+    let engine = Engine::new(EngineConfig {
+        observer: Some(record.clone()),
+        ..Default::default()
+    })
+    .unwrap();
     let plugin = engine.load(&component("faulty")).unwrap();
     faulty_call(&plugin, "ok").await.unwrap();
     faulty_call(&plugin, "trap").await.unwrap_err();
     let seen = record.0.lock().unwrap().clone();
     assert_eq!(
         seen,
-        vec![("manifest".to_string(), "Ok"), ("reconcile".to_string(), "Ok"), ("reconcile".to_string(), "PluginTrap")]
+        vec![
+            ("manifest".to_string(), "Ok"),
+            ("reconcile".to_string(), "Ok"),
+            ("reconcile".to_string(), "PluginTrap")
+        ]
     );
 }
 
@@ -123,24 +160,41 @@ async fn trap_is_a_trap() {
     assert!(matches!(err, CallError::Trap { .. }), "{err}");
     assert_eq!(err.reason(), "PluginTrap");
     assert!(err.to_string().contains(&plugin.manifest().name), "{err}");
+    // The panic message the plugin printed is part of the error.
+    assert!(
+        err.to_string().contains("mode trap panics on purpose"),
+        "{err}"
+    );
     still_serves(&plugin).await;
 }
 
 #[tokio::test]
 async fn endless_loop_times_out() {
     let plugin = engine().load(&component("faulty")).unwrap();
-    let plugin = plugin.with_limits(CallLimits { timeout: Duration::from_secs(1), ..plugin.limits() });
+    let plugin = plugin.with_limits(CallLimits {
+        timeout: Duration::from_secs(1),
+        ..plugin.limits()
+    });
     let err = faulty_call(&plugin, "loop").await.unwrap_err();
-    assert!(matches!(err, CallError::Timeout { timeout, .. } if timeout == Duration::from_secs(1)), "{err}");
+    assert!(
+        matches!(err, CallError::Timeout { timeout, .. } if timeout == Duration::from_secs(1)),
+        "{err}"
+    );
     still_serves(&plugin).await;
 }
 
 #[tokio::test]
 async fn unbounded_allocation_hits_the_memory_limit() {
     let plugin = engine().load(&component("faulty")).unwrap();
-    let plugin = plugin.with_limits(CallLimits { memory_bytes: 64 << 20, ..plugin.limits() });
+    let plugin = plugin.with_limits(CallLimits {
+        memory_bytes: 64 << 20,
+        ..plugin.limits()
+    });
     let err = faulty_call(&plugin, "memory").await.unwrap_err();
-    assert!(matches!(err, CallError::MemoryExceeded { limit, .. } if limit == 64 << 20), "{err}");
+    assert!(
+        matches!(err, CallError::MemoryExceeded { limit, .. } if limit == 64 << 20),
+        "{err}"
+    );
     still_serves(&plugin).await;
 }
 
@@ -155,9 +209,15 @@ async fn garbage_is_invalid_output() {
 #[tokio::test]
 async fn huge_output_is_too_large() {
     let plugin = engine().load(&component("faulty")).unwrap();
-    let plugin = plugin.with_limits(CallLimits { output_bytes: 1 << 20, ..plugin.limits() });
+    let plugin = plugin.with_limits(CallLimits {
+        output_bytes: 1 << 20,
+        ..plugin.limits()
+    });
     let err = faulty_call(&plugin, "huge").await.unwrap_err();
-    assert!(matches!(err, CallError::OutputTooLarge { size, limit, .. } if size > limit), "{err}");
+    assert!(
+        matches!(err, CallError::OutputTooLarge { size, limit, .. } if size > limit),
+        "{err}"
+    );
     still_serves(&plugin).await;
 }
 
@@ -180,10 +240,16 @@ async fn undeclared_read_is_denied() {
 async fn plugin_failures_are_passed_through() {
     let plugin = engine().load(&component("faulty")).unwrap();
     let err = faulty_call(&plugin, "permanent").await.unwrap_err();
-    assert!(matches!(err, CallError::Failed(Failure::Permanent(_))), "{err}");
+    assert!(
+        matches!(err, CallError::Failed(Failure::Permanent(_))),
+        "{err}"
+    );
     assert!(err.is_permanent());
     let err = faulty_call(&plugin, "transient-then-ok").await.unwrap_err();
-    assert!(matches!(err, CallError::Failed(Failure::Transient(_))), "{err}");
+    assert!(
+        matches!(err, CallError::Failed(Failure::Transient(_))),
+        "{err}"
+    );
     assert!(!err.is_permanent());
     still_serves(&plugin).await;
 }
@@ -208,7 +274,9 @@ fn component_of_another_world_is_rejected() {
     // `(component)`: a valid component that exports nothing.
     let err = engine().load(b"\0asm\x0d\0\x01\0").unwrap_err();
     match &err {
-        EngineError::WrongWorld { missing, .. } => assert!(missing.contains("reconciler"), "{missing}"),
+        EngineError::WrongWorld { missing, .. } => {
+            assert!(missing.contains("reconciler"), "{missing}")
+        }
         other => panic!("expected WrongWorld, got {other}"),
     }
 }
@@ -216,7 +284,10 @@ fn component_of_another_world_is_rejected() {
 #[test]
 fn second_engine_loads_from_the_disk_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let config = EngineConfig { cache_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+    let config = EngineConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
     let bytes = component("webapp");
     let first = Engine::new(config.clone()).unwrap();
     let a = first.load(&bytes).unwrap();
@@ -234,7 +305,10 @@ fn second_engine_loads_from_the_disk_cache() {
 #[test]
 fn corrupt_cache_entry_is_recompiled() {
     let dir = tempfile::tempdir().unwrap();
-    let config = EngineConfig { cache_dir: Some(dir.path().to_path_buf()), ..Default::default() };
+    let config = EngineConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
     let bytes = component("webapp");
     Engine::new(config.clone()).unwrap().load(&bytes).unwrap();
     for entry in std::fs::read_dir(dir.path()).unwrap() {
@@ -250,8 +324,16 @@ fn corrupt_cache_entry_is_recompiled() {
 fn inspect_describes_the_world() {
     let inspection = wasm_operator::engine::inspect::inspect(&component("webapp")).unwrap();
     assert_eq!(inspection.manifest.name, "webapp");
-    assert!(inspection.world.contains("wasm-operator:plugin/reconciler"), "{}", inspection.world);
-    assert!(inspection.world.contains("reconcile: func("), "{}", inspection.world);
+    assert!(
+        inspection.world.contains("wasm-operator:plugin/reconciler"),
+        "{}",
+        inspection.world
+    );
+    assert!(
+        inspection.world.contains("reconcile: func("),
+        "{}",
+        inspection.world
+    );
     let json = serde_json::to_value(&inspection).unwrap();
     assert_eq!(json["digest"], inspection.digest);
 }
@@ -260,5 +342,8 @@ fn inspect_describes_the_world() {
 async fn empty_cache_reader_serves_reads() {
     let plugin = engine().load(&component("webapp")).unwrap();
     let object = primary(&plugin, "shop", webapp_spec());
-    plugin.reconcile(&ctx(&plugin), &object, &[], Arc::new(EmptyCache)).await.unwrap();
+    plugin
+        .reconcile(&ctx(&plugin), &object, &[], Arc::new(EmptyCache))
+        .await
+        .unwrap();
 }

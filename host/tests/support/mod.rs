@@ -11,13 +11,16 @@ use std::time::{Duration, Instant};
 
 use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
 
 /// The workspace root (parent of `host/`).
 pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("host/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ has a parent")
+        .to_path_buf()
 }
 
 /// Starts a fresh in-memory devcluster on a free port.
@@ -33,8 +36,13 @@ pub async fn start_cluster() -> DevCluster {
 ///
 /// Panics telling to run `scripts/build-plugins.sh` when it is missing.
 pub fn plugin_wasm(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("target"));
-    let path = target.join("wasm32-wasip2").join("release").join(format!("{name}.wasm"));
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let path = target
+        .join("wasm32-wasip2")
+        .join("release")
+        .join(format!("{name}.wasm"));
     assert!(
         path.is_file(),
         "{} is missing: run `bash scripts/build-plugins.sh` in {} first",
@@ -53,7 +61,9 @@ pub fn plugin_bytes(name: &str) -> Vec<u8> {
 /// `examples/<example>/crd.yaml` in the workspace (or under the directory
 /// named by `WASM_OPERATOR_EXAMPLES_DIR`, to test against other CRDs).
 pub fn example_crd(example: &str) -> PathBuf {
-    let examples = std::env::var_os("WASM_OPERATOR_EXAMPLES_DIR").map(PathBuf::from).unwrap_or_else(|| workspace().join("examples"));
+    let examples = std::env::var_os("WASM_OPERATOR_EXAMPLES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("examples"));
     examples.join(example).join("crd.yaml")
 }
 
@@ -61,19 +71,29 @@ pub fn example_crd(example: &str) -> PathBuf {
 /// installing twice is fine) and waits until each is served (a list of its
 /// kind succeeds). Returns the installed CRDs.
 pub async fn install_crd(client: &Client, path: &Path) -> Vec<CustomResourceDefinition> {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read CRD file {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read CRD file {}: {e}", path.display()));
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut installed = Vec::new();
     for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value: Value = serde::Deserialize::deserialize(doc).unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()));
+        let value: Value = serde::Deserialize::deserialize(doc)
+            .unwrap_or_else(|e| panic!("{}: invalid YAML: {e}", path.display()));
         if value.is_null() {
             continue;
         }
-        let crd: CustomResourceDefinition =
-            serde_json::from_value(value).unwrap_or_else(|e| panic!("{}: not a CustomResourceDefinition: {e}", path.display()));
-        let name = crd.metadata.name.clone().unwrap_or_else(|| panic!("{}: a CRD without metadata.name", path.display()));
+        let crd: CustomResourceDefinition = serde_json::from_value(value)
+            .unwrap_or_else(|e| panic!("{}: not a CustomResourceDefinition: {e}", path.display()));
+        let name = crd
+            .metadata
+            .name
+            .clone()
+            .unwrap_or_else(|| panic!("{}: a CRD without metadata.name", path.display()));
         let applied = api
-            .patch(&name, &PatchParams::apply("e2e-tests").force(), &Patch::Apply(&crd))
+            .patch(
+                &name,
+                &PatchParams::apply("e2e-tests").force(),
+                &Patch::Apply(&crd),
+            )
             .await
             .unwrap_or_else(|e| panic!("installing CRD {name} from {}: {e}", path.display()));
         for version in crd.spec.versions.iter().filter(|v| v.served) {
@@ -85,10 +105,19 @@ pub async fn install_crd(client: &Client, path: &Path) -> Vec<CustomResourceDefi
                 plural: crd.spec.names.plural.clone(),
             };
             let list: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-            wait_until(&format!("CRD {name} version {} to be served", version.name), Duration::from_secs(30), || {
-                let list = list.clone();
-                async move { list.list(&ListParams::default()).await.map(|_| ()).map_err(|e| e.to_string()) }
-            })
+            wait_until(
+                &format!("CRD {name} version {} to be served", version.name),
+                Duration::from_secs(30),
+                || {
+                    let list = list.clone();
+                    async move {
+                        list.list(&ListParams::default())
+                            .await
+                            .map(|_| ())
+                            .map_err(|e| e.to_string())
+                    }
+                },
+            )
             .await;
         }
         installed.push(applied);
@@ -132,14 +161,22 @@ where
         let pred = &pred;
         async move {
             let v = fut.await;
-            if pred(&v) { Ok(v) } else { Err(format!("{v:?}")) }
+            if pred(&v) {
+                Ok(v)
+            } else {
+                Err(format!("{v:?}"))
+            }
         }
     })
     .await
 }
 
 /// A dynamic API for `ar` in `namespace` (or cluster-wide).
-pub fn dynamic_api(client: &Client, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+pub fn dynamic_api(
+    client: &Client,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+) -> Api<DynamicObject> {
     match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
         None => Api::all_with(client.clone(), ar),
@@ -151,7 +188,11 @@ pub fn api_resource(group: &str, version: &str, kind: &str, plural: &str) -> Api
     ApiResource {
         group: group.to_string(),
         version: version.to_string(),
-        api_version: if group.is_empty() { version.to_string() } else { format!("{group}/{version}") },
+        api_version: if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        },
         kind: kind.to_string(),
         plural: plural.to_string(),
     }
