@@ -10,6 +10,9 @@ pub fn init_logging(json: bool) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Logs go to stderr, like kubectl's: stdout stays for command output
+        // (`plugin inspect -o json`, the `dev` banner).
+        .with_writer(std::io::stderr)
         .with_target(true);
     // `try_init` fails only when a global subscriber already exists; that is
     // the documented "call twice" case, not an error worth reporting.
