@@ -5,10 +5,10 @@
 # Output: target/wasm32-wasip2/release/{webapp,faulty}.wasm (or under
 # $CARGO_TARGET_DIR). Extra arguments go to cargo.
 #
-# Size: the workspace release profile keeps line tables (debug =
-# "line-tables-only"), which makes webapp.wasm ~11.8 MB. This script strips
-# DWARF (strip = "debuginfo", ~1.4 MB) but keeps the wasm name section, so
-# traps still show function names. KEEP_DEBUG=1 keeps the line tables.
+# Size: the workspace release profile strips DWARF (strip = "debuginfo"),
+# which takes webapp.wasm from ~11.8 MB to ~1.4 MB but keeps the wasm name
+# section, so traps still show function names. `wasm-operator dev` builds with
+# the same profile, so the two never rebuild each other's dependencies.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,9 +23,6 @@ fi
 plugins=(webapp faulty)
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
-if [[ "${KEEP_DEBUG:-0}" != 1 ]]; then
-    args+=(--config 'profile.release.strip="debuginfo"')
-fi
 
 cargo build --release --target wasm32-wasip2 "${args[@]}" "$@"
 

@@ -248,7 +248,7 @@ fn bench(c: &mut Criterion) {
                 .expect("reconcile")
         })
     });
-    group.bench_function("wasm_isolated_pooling_async", |b| {
+    group.bench_function("wasm_isolated_pooling_async_block_in_place", |b| {
         b.to_async(&runtime)
             .iter(|| pooling.reconcile(&ctx, &object, &[], cache.clone()))
     });
