@@ -20,7 +20,7 @@ if ! rustup target add wasm32-wasip2 >/dev/null 2>&1; then
     exit 1
 fi
 
-plugins=(webapp faulty)
+plugins=(webapp faulty webapp-v2 webapp-v3)
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
 
@@ -28,7 +28,7 @@ cargo build --release --target wasm32-wasip2 "${args[@]}" "$@"
 
 target_dir="${CARGO_TARGET_DIR:-$root/target}"
 for p in "${plugins[@]}"; do
-    wasm="$target_dir/wasm32-wasip2/release/$p.wasm"
+    wasm="$target_dir/wasm32-wasip2/release/${p//-/_}.wasm"  # cargo writes webapp-v2 as webapp_v2.wasm
     if [[ ! -f "$wasm" ]]; then
         echo "error: $wasm was not produced" >&2
         exit 1

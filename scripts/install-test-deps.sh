@@ -42,3 +42,8 @@ ensure_pip kubernetes kubernetes
 if ! command -v kubectl >/dev/null 2>&1; then
     log "WARNING: kubectl is not on PATH; the kubectl client test will be skipped"
 fi
+# OCI tests: a real registry (CNCF distribution), skopeo to check interop,
+# htpasswd (apache2-utils) for the registry with basic auth.
+ensure_apt docker-registry docker-registry
+ensure_apt skopeo skopeo
+ensure_apt htpasswd apache2-utils

@@ -57,7 +57,13 @@ pub struct DevClusterOptions {
 
 impl Default for DevClusterOptions {
     fn default() -> Self {
-        Self { port: 0, token: None, data: None, kubeconfig: None, history_window: 10_000 }
+        Self {
+            port: 0,
+            token: None,
+            data: None,
+            kubeconfig: None,
+            history_window: 10_000,
+        }
     }
 }
 
@@ -65,10 +71,14 @@ impl Default for DevClusterOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum DevClusterError {
     /// The port could not be bound (in use, or not permitted).
-    #[error("cannot listen on 127.0.0.1:{port}: {source}; pick another port or pass 0 for a free one")]
+    #[error(
+        "cannot listen on 127.0.0.1:{port}: {source}; pick another port or pass 0 for a free one"
+    )]
     Bind { port: u16, source: std::io::Error },
     /// The SQLite data file could not be opened or read.
-    #[error("cannot use data file {path}: {message}; check the path is writable or delete a corrupt file")]
+    #[error(
+        "cannot use data file {path}: {message}; check the path is writable or delete a corrupt file"
+    )]
     Data { path: PathBuf, message: String },
     /// The kubeconfig could not be written or read back.
     #[error("cannot write kubeconfig {path}: {message}")]
@@ -99,7 +109,8 @@ mod tempfile_lite {
 
     impl TempDir {
         pub fn new() -> std::io::Result<Self> {
-            let dir = std::env::temp_dir().join(format!("devcluster-{}", uuid::Uuid::new_v4().simple()));
+            let dir =
+                std::env::temp_dir().join(format!("devcluster-{}", uuid::Uuid::new_v4().simple()));
             std::fs::create_dir_all(&dir)?;
             Ok(Self(dir))
         }
@@ -122,23 +133,40 @@ impl DevCluster {
         let shared = Arc::new(server::Shared::new(store, options.token.clone()));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
             .await
-            .map_err(|source| DevClusterError::Bind { port: options.port, source })?;
-        let addr = listener.local_addr().map_err(|source| DevClusterError::Bind { port: options.port, source })?;
+            .map_err(|source| DevClusterError::Bind {
+                port: options.port,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| DevClusterError::Bind {
+                port: options.port,
+                source,
+            })?;
         let url = format!("http://{addr}");
         let (kubeconfig_path, temp) = match &options.kubeconfig {
             Some(p) => (p.clone(), None),
             None => {
-                let dir = tempfile_lite::TempDir::new().map_err(|e| DevClusterError::Kubeconfig {
-                    path: std::env::temp_dir(),
-                    message: e.to_string(),
-                })?;
+                let dir =
+                    tempfile_lite::TempDir::new().map_err(|e| DevClusterError::Kubeconfig {
+                        path: std::env::temp_dir(),
+                        message: e.to_string(),
+                    })?;
                 (dir.path().join("kubeconfig"), Some(dir))
             }
         };
         kubeconfig::write(&kubeconfig_path, &url, options.token.as_deref())?;
         let client = kubeconfig::client(&kubeconfig_path, &url).await?;
         let serving = server::serve(listener, shared.clone());
-        Ok(DevCluster { shared, addr, url, kubeconfig_path, _kubeconfig_temp: temp, client, serving: Some(serving) })
+        Ok(DevCluster {
+            shared,
+            addr,
+            url,
+            kubeconfig_path,
+            _kubeconfig_temp: temp,
+            client,
+            serving: Some(serving),
+        })
     }
 
     /// A real `kube::Client` over HTTP, built from the kubeconfig.

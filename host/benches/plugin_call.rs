@@ -179,9 +179,12 @@ fn component() -> Vec<u8> {
     })
 }
 
-fn load(allocation: InstanceAllocation) -> LoadedPlugin {
+/// Loads the webapp; engines sharing `cache_dir` compile the component once
+/// (which keeps the benchmark's setup short).
+fn load(allocation: InstanceAllocation, cache_dir: &std::path::Path) -> LoadedPlugin {
     let engine = Engine::new(EngineConfig {
         allocation,
+        cache_dir: Some(cache_dir.to_path_buf()),
         ..Default::default()
     })
     .expect("engine");
@@ -226,7 +229,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| native_reconcile(&object.to_string(), &[]))
     });
 
-    let on_demand = load(InstanceAllocation::OnDemand);
+    let compiled = tempfile::tempdir().expect("temp dir for compiled components");
+    let on_demand = load(InstanceAllocation::OnDemand, compiled.path());
     assert_eq!(
         on_demand
             .reconcile_blocking(&ctx, &object, &[], cache.clone())
@@ -240,7 +244,10 @@ fn bench(c: &mut Criterion) {
                 .expect("reconcile")
         })
     });
-    let pooling = load(InstanceAllocation::Pooling { max_instances: 64 });
+    let pooling = load(
+        InstanceAllocation::Pooling { max_instances: 64 },
+        compiled.path(),
+    );
     group.bench_function("wasm_isolated_pooling", |b| {
         b.iter(|| {
             pooling

@@ -1,12 +1,15 @@
 //! wasm-operator: a Kubernetes operator host whose application logic runs in
 //! sandboxed WebAssembly components (being written).
 
-pub mod contract;
-pub mod engine;
 pub mod apply;
 pub mod cache;
+pub mod cli;
+pub mod contract;
 pub mod controller;
+pub mod dev;
+pub mod engine;
+pub mod migration;
+pub mod oci;
 pub mod plugins;
 pub mod telemetry;
-pub mod cli;
-pub mod dev;
+pub mod wasmplugin;

@@ -8,6 +8,10 @@ use clap::Parser;
 use wasm_operator::cli::Cli;
 
 fn main() -> ExitCode {
+    // kube enables rustls's ring provider and oci-client its aws-lc-rs one;
+    // with both, rustls cannot pick by itself and panics on the first TLS
+    // setup. Ring it is (an Err only means a provider is already set).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -38,7 +38,10 @@ pub(super) fn schema(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError>
 /// Rejects a CRD whose versions' `openAPIV3Schema` is not structural, as
 /// kube-apiserver does (422 with one cause per version).
 fn crd_schemas_are_structural(rt: &ResourceType, crd: &Value) -> Result<(), ApiError> {
-    let versions = crd["spec"]["versions"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let versions = crd["spec"]["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let causes: Vec<(String, String, String)> = versions
         .iter()
         .enumerate()

@@ -172,11 +172,22 @@ async fn non_structural_crd_is_refused_with_422() {
         .remove("type");
     schema.open_api_v3_schema = Some(serde_json::from_value(props).unwrap());
     let e = status(crds.create(&PostParams::default(), &bad).await.unwrap_err());
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{}", e.message);
-    assert!(
-        e.message.contains("spec.versions[0].schema.openAPIV3Schema"),
+    assert_eq!(
+        (e.code, e.reason.as_str()),
+        (422, "Invalid"),
         "{}",
         e.message
     );
-    assert!(crds.get_opt("shapeless.example.com").await.unwrap().is_none());
+    assert!(
+        e.message
+            .contains("spec.versions[0].schema.openAPIV3Schema"),
+        "{}",
+        e.message
+    );
+    assert!(
+        crds.get_opt("shapeless.example.com")
+            .await
+            .unwrap()
+            .is_none()
+    );
 }

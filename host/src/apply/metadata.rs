@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::{
     ApplyError, FINALIZER, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION,
-    display_name, field_manager,
+    MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, display_name, field_manager,
 };
 
 fn primary_api(client: &Client, ar: &ApiResource, obj: &DynamicObject) -> Api<DynamicObject> {
@@ -106,30 +106,48 @@ pub async fn remove_finalizer(
     }
 }
 
-/// Records which plugin version manages the object, unless the annotations
-/// already say so.
+/// The version annotations a successful reconcile leaves on a primary.
+#[derive(Debug, Clone, Copy)]
+pub struct VersionMarks<'a> {
+    /// The plugin's name (its field manager).
+    pub plugin: &'a str,
+    /// The version that reconciled.
+    pub version: &'a str,
+    /// That version's `min_compatible_version`, if it declares one.
+    pub min_compatible: Option<&'a str>,
+}
+
+/// Records which plugin version manages the object (managed-by,
+/// last-reconciled, migration-state `completed`, min-compatible), unless the
+/// annotations already say so.
 pub async fn write_version_annotations(
     client: &Client,
     ar: &ApiResource,
     obj: &DynamicObject,
-    plugin: &str,
-    version: &str,
+    marks: VersionMarks<'_>,
 ) -> Result<(), ApplyError> {
     let annotations = obj.annotations();
     let current = |key: &str| annotations.get(key).map(String::as_str);
+    let version = marks.version;
     if current(MANAGED_BY_VERSION_ANNOTATION) == Some(version)
         && current(LAST_RECONCILED_VERSION_ANNOTATION) == Some(version)
+        && current(MIGRATION_STATE_ANNOTATION) == Some("completed")
+        && current(MIN_COMPATIBLE_VERSION_ANNOTATION) == marks.min_compatible
     {
         return Ok(());
     }
+    // `null` removes a min-compatible mark left by a version that declared
+    // one: the managing version's manifest is the one that counts.
     let patch: Value = json!({ "metadata": { "annotations": {
         MANAGED_BY_VERSION_ANNOTATION: version,
         LAST_RECONCILED_VERSION_ANNOTATION: version,
+        MIGRATION_STATE_ANNOTATION: "completed",
+        MIN_COMPATIBLE_VERSION_ANNOTATION: marks.min_compatible,
     }}});
     primary_api(client, ar, obj)
         .patch(
             &obj.name_any(),
-            &PatchParams::apply(&field_manager(plugin)),
+            &PatchParams::apply(&field_manager(marks.plugin)),
             &Patch::Merge(&patch),
         )
         .await

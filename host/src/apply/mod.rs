@@ -11,7 +11,9 @@ mod status;
 
 pub use children::{ChildPlan, apply_children, owned_children, plan_children, prune_children};
 pub use events::EventSink;
-pub use metadata::{ensure_finalizer, has_finalizer, remove_finalizer, write_version_annotations};
+pub use metadata::{
+    VersionMarks, ensure_finalizer, has_finalizer, remove_finalizer, write_version_annotations,
+};
 pub use status::{FailureStatus, build_status, write_status};
 
 /// Label naming the plugin that manages a child.
@@ -27,6 +29,14 @@ pub const FINALIZER: &str = "wasm-operator.dev/finalizer";
 pub const MANAGED_BY_VERSION_ANNOTATION: &str = "wasm-operator.dev/managed-by-version";
 /// Annotation: plugin version of the last successful reconcile.
 pub const LAST_RECONCILED_VERSION_ANNOTATION: &str = "wasm-operator.dev/last-reconciled-version";
+/// Annotation: where the object's upgrade to the managing version stands
+/// (`pending` / `in-progress` / `completed`).
+pub const MIGRATION_STATE_ANNOTATION: &str = "wasm-operator.dev/migration-state";
+/// Annotation: the oldest plugin version that may still reconcile the object
+/// (the managing version's `min_compatible_version`; absent when it declares none).
+pub const MIN_COMPATIBLE_VERSION_ANNOTATION: &str = "wasm-operator.dev/min-compatible-version";
+/// Prefix of the annotations the host owns on primaries.
+pub const HOST_ANNOTATION_PREFIX: &str = "wasm-operator.dev/";
 
 /// The field manager of a plugin's writes.
 pub fn field_manager(plugin: &str) -> String {

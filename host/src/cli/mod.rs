@@ -5,6 +5,7 @@
 pub mod connect;
 pub mod dev;
 pub mod inspect;
+pub mod push;
 pub mod run;
 pub mod signals;
 
@@ -61,6 +62,9 @@ pub enum Command {
 pub enum PluginCommand {
     /// Print a plugin's manifest and WIT world.
     Inspect(inspect::InspectArgs),
+    /// Publish a plugin component to an OCI registry (CNCF Wasm layout)
+    /// and print its digest.
+    Push(push::PushArgs),
 }
 
 /// Why a command failed. Messages name the file or plugin and what to do.
@@ -74,6 +78,8 @@ pub enum CliError {
     Dev(#[from] crate::dev::DevError),
     #[error(transparent)]
     Inspect(#[from] inspect::InspectError),
+    #[error(transparent)]
+    Push(#[from] push::PushError),
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
 }
@@ -94,6 +100,7 @@ impl Cli {
             // No log subscriber: `-o json|yaml` output must stay parseable,
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
+            Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
         }
     }
 }

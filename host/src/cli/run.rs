@@ -11,11 +11,13 @@ use tokio::task::JoinHandle;
 use super::{CliError, connect};
 use crate::plugins::{Registry, RegistryError, RegistryOptions};
 use crate::telemetry;
+use crate::wasmplugin::WasmPluginController;
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A plugin component (.wasm) to serve; repeat for several plugins.
+    /// Without it, the plugins are the cluster's WasmPlugin objects.
     #[arg(long = "plugin", value_name = "FILE.wasm")]
     pub plugins: Vec<PathBuf>,
     /// `config` for one plugin, as NAME=JSON (NAME is the plugin's manifest
@@ -37,7 +39,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub concurrency: Option<usize>,
     /// Where compiled plugins are cached (by digest) so restarts skip
-    /// compilation (default: no disk cache).
+    /// compilation (default: `$XDG_CACHE_HOME/wasm-operator`, else
+    /// `$HOME/.cache/wasm-operator`; no disk cache when neither is set).
     #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 }
@@ -46,9 +49,11 @@ pub struct RunArgs {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(
-        "no plugin given; pass --plugin FILE.wasm (repeatable). Loading plugins from WasmPlugin objects is not supported yet"
+        "--config-for only applies to --plugin files; without --plugin, set spec.config on the WasmPlugin object instead"
     )]
-    NoPlugins,
+    ConfigWithoutPlugins,
+    #[error("cannot serve WasmPlugin objects: {0}")]
+    WasmPlugins(#[source] crate::wasmplugin::WasmPluginError),
     #[error(
         "--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'"
     )]
@@ -109,8 +114,8 @@ pub fn parse_configs(values: &[String]) -> Result<BTreeMap<String, Value>, RunEr
 
 /// Runs `wasm-operator run`.
 pub async fn run(args: RunArgs) -> Result<(), CliError> {
-    if args.plugins.is_empty() {
-        return Err(RunError::NoPlugins.into());
+    if args.plugins.is_empty() && !args.config_for.is_empty() {
+        return Err(RunError::ConfigWithoutPlugins.into());
     }
     let configs = parse_configs(&args.config_for)?;
     // Read every file before touching the cluster: a typo fails fast.
@@ -127,7 +132,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
     // Ctrl-C while connecting or compiling stops right away.
-    let (registry, telemetry) = tokio::select! {
+    let (registry, telemetry, wasmplugins) = tokio::select! {
         started = start(&args, plugins, configs) => started?,
         signal = &mut shutdown => {
             tracing::info!(signal, "stopped before the plugins were loaded");
@@ -136,22 +141,26 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     };
     let signal = shutdown.await;
     tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
+    if let Some(wasmplugins) = wasmplugins {
+        wasmplugins.stop().await;
+    }
     registry.shutdown().await;
     telemetry.abort();
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Connects, serves telemetry and loads every plugin.
+/// Connects, serves telemetry and loads every plugin: the `--plugin` files,
+/// or (without any) the cluster's WasmPlugin objects.
 async fn start(
     args: &RunArgs,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     configs: BTreeMap<String, Value>,
-) -> Result<(Registry, JoinHandle<()>), CliError> {
+) -> Result<(Registry, JoinHandle<()>, Option<WasmPluginController>), CliError> {
     let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let options = registry_options(args);
     let metrics = options.metrics.clone();
-    let registry = Registry::new(client, options)
+    let registry = Registry::new(client.clone(), options)
         .await
         .map_err(|e| RunError::Registry(Box::new(e)))?;
     let ready_registry = registry.clone();
@@ -163,12 +172,24 @@ async fn start(
                 source,
             })?;
     tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    if plugins.is_empty() {
+        match WasmPluginController::start(client, registry.clone()).await {
+            Ok(controller) => {
+                tracing::info!("serving the plugins of WasmPlugin objects");
+                return Ok((registry, telemetry, Some(controller)));
+            }
+            Err(error) => {
+                telemetry.abort();
+                return Err(RunError::WasmPlugins(error).into());
+            }
+        }
+    }
     if let Err(error) = load_all(&registry, plugins, configs).await {
         registry.shutdown().await;
         telemetry.abort();
         return Err(error.into());
     }
-    Ok((registry, telemetry))
+    Ok((registry, telemetry, None))
 }
 
 /// Loads every plugin with its config. A config is found by file name
@@ -246,10 +267,21 @@ fn registry_options(args: &RunArgs) -> RegistryOptions {
     if let Some(concurrency) = args.concurrency {
         options.concurrency = concurrency.max(1);
     }
-    if let Some(dir) = &args.cache_dir {
-        options.engine.cache_dir = Some(dir.clone());
-    }
+    options.engine.cache_dir = args.cache_dir.clone().or_else(default_cache_dir);
     options
+}
+
+/// The per-user cache directory, as the XDG base-directory convention names it.
+fn default_cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(base.join("wasm-operator"))
 }
 
 #[cfg(test)]

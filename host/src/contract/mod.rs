@@ -79,7 +79,9 @@ pub struct Manifest {
 impl Manifest {
     /// Kinds the plugin may read through the cache: primary, owned and watched.
     pub fn readable(&self) -> impl Iterator<Item = &ResourceKind> {
-        std::iter::once(&self.primary).chain(&self.owns).chain(&self.watches)
+        std::iter::once(&self.primary)
+            .chain(&self.owns)
+            .chain(&self.watches)
     }
 
     /// True when the plugin may read `api_version`/`kind`.
@@ -168,16 +170,30 @@ impl Desired {
     /// layer's job, which knows the manifest.
     pub fn validate(&self) -> Result<(), ContractViolation> {
         for (i, child) in self.children.iter().enumerate() {
-            let field = |name: &str| child.get(name).and_then(Value::as_str).filter(|s| !s.is_empty());
+            let field = |name: &str| {
+                child
+                    .get(name)
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.is_empty())
+            };
             if !child.is_object() {
-                return Err(ContractViolation(format!("children[{i}] is not a JSON object")));
+                return Err(ContractViolation(format!(
+                    "children[{i}] is not a JSON object"
+                )));
             }
             if field("apiVersion").is_none() || field("kind").is_none() {
-                return Err(ContractViolation(format!("children[{i}] has no apiVersion or kind")));
+                return Err(ContractViolation(format!(
+                    "children[{i}] has no apiVersion or kind"
+                )));
             }
-            let name = child.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+            let name = child
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if name.is_empty() {
-                return Err(ContractViolation(format!("children[{i}] has no metadata.name")));
+                return Err(ContractViolation(format!(
+                    "children[{i}] has no metadata.name"
+                )));
             }
         }
         if let Some(status) = &self.status
@@ -195,8 +211,16 @@ impl Desired {
                     c.kind, c.status
                 )));
             }
-            if c.reason.is_empty() || !c.reason.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ',' || ch == ':') {
-                return Err(ContractViolation(format!("condition {:?} has an invalid reason {:?}", c.kind, c.reason)));
+            if c.reason.is_empty()
+                || !c
+                    .reason
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == ',' || ch == ':')
+            {
+                return Err(ContractViolation(format!(
+                    "condition {:?} has an invalid reason {:?}",
+                    c.kind, c.reason
+                )));
             }
         }
         Ok(())
@@ -210,14 +234,22 @@ mod tests {
 
     #[test]
     fn rejects_child_without_name() {
-        let d = Desired { children: vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {}})], ..Default::default() };
+        let d = Desired {
+            children: vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {}})],
+            ..Default::default()
+        };
         assert!(d.validate().unwrap_err().0.contains("metadata.name"));
     }
 
     #[test]
     fn rejects_bad_condition_status() {
         let d = Desired {
-            conditions: vec![Condition { kind: "Ready".into(), status: "yes".into(), reason: "Ok".into(), message: String::new() }],
+            conditions: vec![Condition {
+                kind: "Ready".into(),
+                status: "yes".into(),
+                reason: "Ok".into(),
+                message: String::new(),
+            }],
             ..Default::default()
         };
         assert!(d.validate().is_err());
@@ -226,9 +258,16 @@ mod tests {
     #[test]
     fn accepts_well_formed_answer() {
         let d = Desired {
-            children: vec![json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}})],
+            children: vec![
+                json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}}),
+            ],
             status: Some(json!({"phase": "Running"})),
-            conditions: vec![Condition { kind: "Ready".into(), status: "True".into(), reason: "Available".into(), message: String::new() }],
+            conditions: vec![Condition {
+                kind: "Ready".into(),
+                status: "True".into(),
+                reason: "Available".into(),
+                message: String::new(),
+            }],
             ..Default::default()
         };
         d.validate().unwrap();

@@ -11,10 +11,14 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::backoff::{self, Failures};
-use crate::apply::{self, ApplyError, EventSink, MANAGED_BY_VERSION_ANNOTATION};
+use crate::apply::{
+    self, ApplyError, EventSink, MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
+    VersionMarks,
+};
 use crate::cache::{CacheLease, object_json};
 use crate::contract::{CallContext, Condition, Failure, Finalized};
 use crate::engine::{CacheReader, CallError};
+use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plugins::{ActiveVersion, PluginSlot};
 use crate::telemetry::{CallFunction, Metrics, ReconcileResult};
 
@@ -44,6 +48,20 @@ pub enum ReconcileError {
     /// Applying the plugin's intent failed.
     #[error("{0}")]
     Apply(#[from] ApplyError),
+    /// Upgrading the object written by an older version failed.
+    #[error("{0}")]
+    Upgrade(#[from] MigrationError),
+    /// A newer version declared the serving one unable to handle the object.
+    #[error(
+        "plugin {plugin} {version} may not reconcile {object}: version {managed_by} managed it and declared min-compatible-version {min_compatible}; nothing was written. Deploy {plugin} {min_compatible} or newer"
+    )]
+    Incompatible {
+        plugin: String,
+        version: String,
+        object: String,
+        managed_by: String,
+        min_compatible: String,
+    },
 }
 
 impl ReconcileError {
@@ -52,6 +70,9 @@ impl ReconcileError {
         match self {
             ReconcileError::Call(e) => e.reason(),
             ReconcileError::Apply(e) => e.reason(),
+            ReconcileError::Upgrade(MigrationError::Api { .. }) => "ApplyFailed",
+            ReconcileError::Upgrade(_) => "UpgradeFailed",
+            ReconcileError::Incompatible { .. } => "IncompatibleVersion",
         }
     }
 
@@ -60,6 +81,11 @@ impl ReconcileError {
         match self {
             ReconcileError::Call(e) => e.is_permanent(),
             ReconcileError::Apply(e) => e.is_permanent(),
+            // A failed upgrade may be the object's fault (fixed by a metadata
+            // change, which does not trigger a reconcile): retry with backoff.
+            ReconcileError::Upgrade(_) => false,
+            // Only another plugin version can help; a swap reconciles all.
+            ReconcileError::Incompatible { .. } => true,
         }
     }
 
@@ -147,6 +173,7 @@ pub(super) async fn reconcile(
                 ReconcileResult::Success
             };
             ctx.metrics.reconcile_finished(&ctx.plugin, label, seconds);
+            active.counters.record(false);
             Ok(outcome.action)
         }
         Err(error) => {
@@ -154,6 +181,7 @@ pub(super) async fn reconcile(
             report_failure(&obj, &ctx, &active, &error).await;
             ctx.metrics
                 .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
+            active.counters.record(true);
             Err(error)
         }
     }
@@ -179,63 +207,19 @@ async fn run(
     attempt: u32,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = active.plugin.manifest();
+    if obj.metadata.deletion_timestamp.is_some() {
+        return finalize(obj, ctx, active, attempt).await;
+    }
+    let upgraded = match prepare(obj, ctx, active, attempt).await? {
+        Prepared::Ready(upgraded) => upgraded,
+        Prepared::Retry => return Ok(Outcome::after_ms(RETRY_AFTER_CONFLICT_MS)),
+    };
+    let obj = upgraded.as_deref().unwrap_or(obj);
     let uid = obj.uid().unwrap_or_default();
     let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
     let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
     let object = object_json(obj, &ctx.primary);
-    let call_ctx = CallContext {
-        plugin_version: manifest.version.clone(),
-        attempt,
-        managed_by_version: obj
-            .annotations()
-            .get(MANAGED_BY_VERSION_ANNOTATION)
-            .cloned(),
-        config: active.config.clone(),
-    };
-
-    if obj.metadata.deletion_timestamp.is_some() {
-        if !apply::has_finalizer(obj) {
-            // Not ours to hold up: garbage collection removes the children.
-            return Ok(Outcome {
-                action: Action::await_change(),
-                requeue: false,
-            });
-        }
-        if manifest.finalizer {
-            let started = Instant::now();
-            let answer = active
-                .plugin
-                .finalize(&call_ctx, &object, &children, ctx.cache.clone())
-                .await;
-            ctx.metrics.plugin_call(
-                &manifest.name,
-                &manifest.version,
-                CallFunction::Finalize,
-                started.elapsed().as_secs_f64(),
-            );
-            if let Finalized::Wait(ms) = answer? {
-                return Ok(Outcome::after_ms(ms));
-            }
-        }
-        apply::remove_finalizer(&ctx.client, &ctx.primary, obj).await?;
-        ctx.events
-            .publish(
-                &ctx.primary,
-                obj,
-                false,
-                "Finalized",
-                &format!(
-                    "plugin {} {} finalized the object",
-                    manifest.name, manifest.version
-                ),
-                "Finalize",
-            )
-            .await;
-        return Ok(Outcome {
-            action: Action::await_change(),
-            requeue: false,
-        });
-    }
+    let call_ctx = call_context(obj, active, attempt);
 
     if manifest.finalizer {
         apply::ensure_finalizer(&ctx.client, &ctx.primary, obj, &manifest.name).await?;
@@ -313,8 +297,11 @@ async fn run(
         &ctx.client,
         &ctx.primary,
         obj,
-        &manifest.name,
-        &manifest.version,
+        VersionMarks {
+            plugin: &manifest.name,
+            version: &manifest.version,
+            min_compatible: manifest.min_compatible_version.as_deref(),
+        },
     )
     .await?;
 
@@ -322,6 +309,175 @@ async fn run(
         Some(ms) => Outcome::after_ms(ms),
         None => Outcome::resync(),
     })
+}
+
+/// Requeue delay after the object changed under an upgrade: the change
+/// itself is the next thing to reconcile, there is nothing to back off from.
+const RETRY_AFTER_CONFLICT_MS: u64 = 200;
+
+fn call_context(obj: &DynamicObject, active: &ActiveVersion, attempt: u32) -> CallContext {
+    CallContext {
+        plugin_version: active.plugin.manifest().version.clone(),
+        attempt,
+        managed_by_version: obj
+            .annotations()
+            .get(MANAGED_BY_VERSION_ANNOTATION)
+            .cloned(),
+        config: active.config.clone(),
+    }
+}
+
+/// A primary being deleted: let the plugin finalize (if it asked for a
+/// finalizer), then release it. Runs whatever the version marks say:
+/// deletion must never be blocked by a version mismatch.
+async fn finalize(
+    obj: &DynamicObject,
+    ctx: &Context,
+    active: &ActiveVersion,
+    attempt: u32,
+) -> Result<Outcome, ReconcileError> {
+    let manifest = active.plugin.manifest();
+    let uid = obj.uid().unwrap_or_default();
+    let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
+    let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
+    let object = object_json(obj, &ctx.primary);
+    let call_ctx = call_context(obj, active, attempt);
+    if !apply::has_finalizer(obj) {
+        // Not ours to hold up: garbage collection removes the children.
+        return Ok(Outcome {
+            action: Action::await_change(),
+            requeue: false,
+        });
+    }
+    if manifest.finalizer {
+        let started = Instant::now();
+        let answer = active
+            .plugin
+            .finalize(&call_ctx, &object, &children, ctx.cache.clone())
+            .await;
+        ctx.metrics.plugin_call(
+            &manifest.name,
+            &manifest.version,
+            CallFunction::Finalize,
+            started.elapsed().as_secs_f64(),
+        );
+        if let Finalized::Wait(ms) = answer? {
+            return Ok(Outcome::after_ms(ms));
+        }
+    }
+    apply::remove_finalizer(&ctx.client, &ctx.primary, obj).await?;
+    ctx.events
+        .publish(
+            &ctx.primary,
+            obj,
+            false,
+            "Finalized",
+            &format!(
+                "plugin {} {} finalized the object",
+                manifest.name, manifest.version
+            ),
+            "Finalize",
+        )
+        .await;
+    Ok(Outcome {
+        action: Action::await_change(),
+        requeue: false,
+    })
+}
+
+/// What the version checks decided before a reconcile.
+enum Prepared {
+    /// Reconcile; with the object as written when it was just upgraded.
+    Ready(Option<Box<DynamicObject>>),
+    /// The object changed during its upgrade; try again shortly.
+    Retry,
+}
+
+/// The version checks before a reconcile: refuse objects a newer version
+/// declared incompatible with this one, and upgrade objects an older version
+/// managed when this version implements migration.
+async fn prepare(
+    obj: &DynamicObject,
+    ctx: &Context,
+    active: &ActiveVersion,
+    attempt: u32,
+) -> Result<Prepared, ReconcileError> {
+    let manifest = active.plugin.manifest();
+    let annotations = obj.annotations();
+    let managed_by = annotations.get(MANAGED_BY_VERSION_ANNOTATION);
+    let min_compatible = annotations.get(MIN_COMPATIBLE_VERSION_ANNOTATION);
+    if migration::is_incompatible(min_compatible.map(String::as_str), &manifest.version) {
+        return Err(ReconcileError::Incompatible {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            object: format!(
+                "{} {}",
+                ctx.primary.kind,
+                apply::display_name(obj.namespace().as_deref(), &obj.name_any())
+            ),
+            managed_by: managed_by
+                .cloned()
+                .unwrap_or_else(|| "a newer version".into()),
+            min_compatible: min_compatible.cloned().unwrap_or_default(),
+        });
+    }
+    if !manifest.implements.migration {
+        // A newer version without an upgrade step just takes over; the marks
+        // follow after a successful reconcile.
+        return Ok(Prepared::Ready(None));
+    }
+    let Some(from) = migration::upgrade_from(managed_by.map(String::as_str), &manifest.version)
+    else {
+        return Ok(Prepared::Ready(None));
+    };
+    let call_ctx = call_context(obj, active, attempt);
+    let result = migration::upgrade_object(
+        &ctx.client,
+        &ctx.primary,
+        obj,
+        &from,
+        &active.plugin,
+        &call_ctx,
+        ctx.cache.clone(),
+    )
+    .await;
+    let object = apply::display_name(obj.namespace().as_deref(), &obj.name_any());
+    match result {
+        Ok(UpgradeOutcome::Current(current)) => Ok(Prepared::Ready(Some(current))),
+        Ok(UpgradeOutcome::Upgraded(written)) => {
+            let message = format!(
+                "{} upgraded this object from {from} to {}",
+                manifest.name, manifest.version
+            );
+            tracing::info!(
+                target: "audit", plugin = %manifest.name, from = %from, to = %manifest.version,
+                digest = %active.info.digest, kind = %ctx.primary.kind, object = %object,
+                "object upgraded"
+            );
+            ctx.events
+                .publish(
+                    &ctx.primary,
+                    &written,
+                    false,
+                    "Upgraded",
+                    &message,
+                    "Upgrade",
+                )
+                .await;
+            Ok(Prepared::Ready(Some(written)))
+        }
+        Err(MigrationError::Conflict { .. }) => {
+            tracing::debug!(plugin = %manifest.name, object = %object, "object changed during its upgrade; retrying");
+            Ok(Prepared::Retry)
+        }
+        Err(error) => {
+            tracing::warn!(
+                target: "audit", plugin = %manifest.name, from = %from, to = %manifest.version,
+                kind = %ctx.primary.kind, object = %object, %error, "object upgrade failed"
+            );
+            Err(error.into())
+        }
+    }
 }
 
 /// Puts a failure on the object: `Degraded=True` and `Ready=False` with the

@@ -11,5 +11,5 @@ wasmtime::component::bindgen!({
     world: "plugin",
 });
 
-pub use exports::wasm_operator::plugin::{backup, migration, reconciler};
-pub use wasm_operator::plugin::{cache, log, types};
+pub use self::exports::wasm_operator::plugin::{backup, migration, reconciler};
+pub use self::wasm_operator::plugin::{cache, log, types};

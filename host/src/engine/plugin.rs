@@ -521,8 +521,9 @@ fn json_list(values: &[Value]) -> Vec<String> {
 
 /// Runs a call without stalling the async runtime: on a multi-threaded
 /// runtime the worker hands its other tasks off and runs the call in place
-/// (`block_in_place`: no thread hop, measured ~2x faster than the blocking
-/// pool for a 150 µs call); elsewhere on tokio's blocking pool.
+/// (`block_in_place`: no hop to another thread and back, which cost about
+/// as much as the call itself in the benchmark); elsewhere (current-thread
+/// runtimes, where `block_in_place` is not allowed) on tokio's blocking pool.
 async fn blocking<R: Send + 'static>(
     f: impl FnOnce() -> Result<R, CallError> + Send + 'static,
 ) -> Result<R, CallError> {

@@ -2,6 +2,7 @@
 //! unload, and what runs now.
 
 mod slot;
+mod stats;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,10 +12,21 @@ use serde_json::Value;
 
 use crate::cache::SharedCache;
 use crate::controller::{ControllerHandle, ControllerOptions};
-use crate::engine::{Engine, EngineConfig, EngineError};
+use crate::engine::{CallLimits, Engine, EngineConfig, EngineError};
 use crate::telemetry::Metrics;
 
 pub use slot::{ActiveVersion, PluginSlot};
+pub use stats::{VersionCounters, VersionStats};
+
+/// Per-deployment settings of one load (e.g. from a `WasmPlugin`'s spec);
+/// `None` fields use the registry's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Call limits of this plugin's calls (default: the engine's).
+    pub limits: Option<CallLimits>,
+    /// Reconciles of this plugin that may run at once (default: the registry's).
+    pub concurrency: Option<usize>,
+}
 
 /// How a [`Registry`] runs its plugins.
 #[derive(Debug, Clone)]
@@ -75,6 +87,17 @@ pub enum RegistryError {
         running_version: String,
         running_kind: String,
     },
+    /// Swapping to an older version that the running version declared
+    /// incompatible (its manifest's `min_compatible_version` is above it).
+    #[error(
+        "refusing to roll plugin {name} back from {running_version} to {new_version}: version {running_version} declares min_compatible_version {min_compatible}, so {new_version} could corrupt objects it managed; {running_version} keeps serving. Deploy {min_compatible} or newer"
+    )]
+    RollbackRefused {
+        name: String,
+        running_version: String,
+        new_version: String,
+        min_compatible: String,
+    },
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
     NotLoaded(String),
@@ -86,9 +109,65 @@ pub enum RegistryError {
     },
 }
 
+impl RegistryError {
+    /// True when the registry refused a new version (it is bad or unsafe)
+    /// and the running version, if any, keeps serving; false for host
+    /// problems and unknown names.
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            RegistryError::Load { .. }
+                | RegistryError::PrimaryKindChanged { .. }
+                | RegistryError::RollbackRefused { .. }
+        )
+    }
+
+    /// A short CamelCase reason for conditions and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RegistryError::Engine(_) => "EngineUnavailable",
+            RegistryError::Load { .. } => "InvalidPlugin",
+            RegistryError::PrimaryKindChanged { .. } => "PrimaryKindChanged",
+            RegistryError::RollbackRefused { .. } => "RollbackRefused",
+            RegistryError::NotLoaded(_) => "NotLoaded",
+            RegistryError::Internal { .. } => "InternalError",
+        }
+    }
+}
+
+/// Why `running` may not be replaced by `new`: `new` is older than the
+/// running manifest's `min_compatible_version`. Versions were checked to be
+/// semver when loaded; an unparsable one (cannot happen) never refuses.
+fn rollback_refusal(
+    running: &crate::contract::Manifest,
+    new: &crate::contract::Manifest,
+) -> Option<RegistryError> {
+    let min = running.min_compatible_version.as_deref()?;
+    let min_v = semver::Version::parse(min).ok()?;
+    let new_v = semver::Version::parse(&new.version).ok()?;
+    let running_v = semver::Version::parse(&running.version).ok()?;
+    (new_v < running_v && new_v < min_v).then(|| RegistryError::RollbackRefused {
+        name: running.name.clone(),
+        running_version: running.version.clone(),
+        new_version: new.version.clone(),
+        min_compatible: min.to_string(),
+    })
+}
+
+/// `upgrade`, `rollback` or `reload` (same version, e.g. a rebuilt digest),
+/// for the audit trail.
+fn transition(from: &str, to: &str) -> &'static str {
+    match (semver::Version::parse(from), semver::Version::parse(to)) {
+        (Ok(a), Ok(b)) if b > a => "upgrade",
+        (Ok(a), Ok(b)) if b < a => "rollback",
+        _ => "reload",
+    }
+}
+
 struct Running {
     slot: Arc<PluginSlot>,
     controller: ControllerHandle,
+    concurrency: usize,
 }
 
 struct Inner {
@@ -98,6 +177,7 @@ struct Inner {
     metrics: Metrics,
     controller: ControllerOptions,
     plugins: Mutex<HashMap<String, Running>>,
+    stats: Mutex<HashMap<String, stats::PluginStats>>,
     /// Serialises load/unload so two loads of one name cannot race.
     changes: tokio::sync::Mutex<()>,
 }
@@ -134,6 +214,7 @@ impl Registry {
                     concurrency: options.concurrency,
                 },
                 plugins: Mutex::new(HashMap::new()),
+                stats: Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
             }),
         })
@@ -154,17 +235,46 @@ impl Registry {
         &self.inner.engine
     }
 
-    /// Compiles and validates a version. If no plugin with its manifest's name
-    /// runs, starts its controller; if one runs, swaps atomically: calls in
-    /// flight finish on the old version, new calls use the new one, and every
-    /// primary is reconciled again. A version with a different primary kind
-    /// is refused (the old one keeps serving); one with different owned or
-    /// watched kinds restarts the controller (after calls in flight finish).
+    fn stats_map(&self) -> MutexGuard<'_, HashMap<String, stats::PluginStats>> {
+        // Only counters are inserted; a poisoned map is still consistent.
+        self.inner.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Per-version reconcile and failure counts of plugin `name`, in the
+    /// order the versions were first loaded (empty when never loaded).
+    pub fn stats(&self, name: &str) -> Vec<VersionStats> {
+        self.stats_map()
+            .get(name)
+            .map(stats::PluginStats::snapshot)
+            .unwrap_or_default()
+    }
+
+    /// [`Registry::load_with`] with the registry's default limits and
+    /// concurrency.
     pub async fn load(
         &self,
         source: &str,
         bytes: &[u8],
         config: Value,
+    ) -> Result<LoadedVersion, RegistryError> {
+        self.load_with(source, bytes, config, LoadOptions::default())
+            .await
+    }
+
+    /// Compiles and validates a version. If no plugin with its manifest's name
+    /// runs, starts its controller; if one runs, swaps atomically: calls in
+    /// flight finish on the old version, new calls use the new one, and every
+    /// primary is reconciled again. A version with a different primary kind
+    /// is refused (the old one keeps serving); one with different owned or
+    /// watched kinds (or another concurrency) restarts the controller (after
+    /// calls in flight finish). Rolling back below the running version's
+    /// `min_compatible_version` is refused ([`RegistryError::RollbackRefused`]).
+    pub async fn load_with(
+        &self,
+        source: &str,
+        bytes: &[u8],
+        config: Value,
+        options: LoadOptions,
     ) -> Result<LoadedVersion, RegistryError> {
         let _changes = self.inner.changes.lock().await;
         let engine = self.inner.engine.clone();
@@ -176,10 +286,22 @@ impl Registry {
                 source_name: source.to_string(),
                 message: e.to_string(),
             })?
-            .map_err(|error| RegistryError::Load {
-                source_name: source.to_string(),
-                error,
+            .map_err(|error| {
+                let error = RegistryError::Load {
+                    source_name: source.to_string(),
+                    error,
+                };
+                tracing::warn!(target: "audit", source, "plugin version rejected: {error}");
+                error
             })?;
+        let plugin = match options.limits {
+            Some(limits) => plugin.with_limits(limits),
+            None => plugin,
+        };
+        let concurrency = options
+            .concurrency
+            .unwrap_or(self.inner.controller.concurrency)
+            .max(1);
         let manifest = plugin.manifest().clone();
         let info = LoadedVersion {
             name: manifest.name.clone(),
@@ -192,9 +314,16 @@ impl Registry {
         } else {
             config
         };
-        let version = ActiveVersion {
-            plugin,
-            config,
+        // Created only once the version is accepted, so a refused one
+        // never shows up in the stats.
+        let make_version = |registry: &Registry| ActiveVersion {
+            counters: registry
+                .stats_map()
+                .entry(info.name.clone())
+                .or_default()
+                .counters(&info.version, &info.digest),
+            plugin: plugin.clone(),
+            config: config.clone(),
             info: info.clone(),
         };
 
@@ -208,6 +337,11 @@ impl Registry {
                     let old = running.slot.current();
                     let old_manifest = old.plugin.manifest();
                     if old_manifest.primary != manifest.primary {
+                        tracing::warn!(
+                            target: "audit", plugin = %manifest.name, from = %old_manifest.version,
+                            to = %manifest.version, digest = %info.digest, source,
+                            "plugin version rejected: it reconciles another primary kind"
+                        );
                         return Err(RegistryError::PrimaryKindChanged {
                             name: manifest.name.clone(),
                             source_name: source.to_string(),
@@ -225,17 +359,29 @@ impl Registry {
                             ),
                         });
                     }
-                    Some(old)
+                    if let Some(refusal) = rollback_refusal(old_manifest, &manifest) {
+                        tracing::warn!(
+                            target: "audit", plugin = %manifest.name, from = %old_manifest.version,
+                            to = %manifest.version, digest = %info.digest, source,
+                            "plugin version rejected: {refusal}"
+                        );
+                        return Err(refusal);
+                    }
+                    Some((old, running.concurrency))
                 }
             }
         };
-        let Some(old) = old else {
-            self.start(version);
-            tracing::info!(plugin = %info.name, version = %info.version, digest = %info.digest, source, "plugin loaded");
+        let Some((old, old_concurrency)) = old else {
+            self.start(make_version(self), concurrency);
+            tracing::info!(target: "audit", plugin = %info.name, version = %info.version, digest = %info.digest, source, "plugin loaded");
             return Ok(info);
         };
         let old_manifest = old.plugin.manifest();
-        if old_manifest.owns == manifest.owns && old_manifest.watches == manifest.watches {
+        if old_manifest.owns == manifest.owns
+            && old_manifest.watches == manifest.watches
+            && old_concurrency == concurrency
+        {
+            let version = make_version(self);
             let plugins = self.plugins();
             if let Some(running) = plugins.get(&manifest.name) {
                 self.inner
@@ -251,16 +397,18 @@ impl Registry {
             if let Some(running) = running {
                 running.controller.stop().await;
             }
-            self.start(version);
+            self.start(make_version(self), concurrency);
         }
+        let transition = transition(&old.info.version, &info.version);
         tracing::info!(
+            target: "audit",
             plugin = %info.name, from = %old.info.version, to = %info.version, digest = %info.digest, source,
-            "plugin version swapped"
+            transition, "plugin version swapped"
         );
         Ok(info)
     }
 
-    fn start(&self, version: ActiveVersion) {
+    fn start(&self, version: ActiveVersion, concurrency: usize) {
         let name = version.info.name.clone();
         let slot = Arc::new(PluginSlot::new(version));
         let controller = ControllerHandle::start(
@@ -268,9 +416,16 @@ impl Registry {
             &self.inner.cache,
             slot.clone(),
             self.inner.metrics.clone(),
-            &self.inner.controller,
+            &ControllerOptions { concurrency },
         );
-        self.plugins().insert(name, Running { slot, controller });
+        self.plugins().insert(
+            name,
+            Running {
+                slot,
+                controller,
+                concurrency,
+            },
+        );
     }
 
     /// Stops a plugin's controller cleanly (calls in flight finish) and
@@ -282,7 +437,8 @@ impl Registry {
             .remove(name)
             .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
         running.controller.stop().await;
-        tracing::info!(plugin = %name, "plugin unloaded");
+        self.stats_map().remove(name);
+        tracing::info!(target: "audit", plugin = %name, "plugin unloaded");
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::Value;
 
 use super::LoadedVersion;
+use super::stats::VersionCounters;
 use crate::engine::LoadedPlugin;
 
 /// One loaded version with the deployment's config.
@@ -17,6 +18,8 @@ pub struct ActiveVersion {
     pub config: Value,
     /// Name, version, digest and source, as reported by [`super::Registry::loaded`].
     pub info: LoadedVersion,
+    /// This version's reconcile/failure counts (see [`super::Registry::stats`]).
+    pub counters: Arc<VersionCounters>,
 }
 
 /// Holder of a plugin's current version.

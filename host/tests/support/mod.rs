@@ -5,6 +5,8 @@
 //! Include it with `#[path = "../support/mod.rs"] mod support;`.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod registry;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,0 +1,144 @@
+//! `wasm-operator plugin push FILE.wasm REGISTRY/REPO:TAG`: publishes a
+//! plugin component in the CNCF Wasm OCI layout and prints its digest.
+
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::CliError;
+use crate::oci::{self, DockerConfig, OciError, PushOptions, PushStep};
+
+/// Arguments of `wasm-operator plugin push`.
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The plugin component (.wasm).
+    #[arg(value_name = "FILE.wasm")]
+    pub file: PathBuf,
+    /// Where to publish it: REGISTRY/REPOSITORY:TAG.
+    #[arg(value_name = "REGISTRY/REPO:TAG")]
+    pub reference: String,
+    /// Use plain HTTP for this registry (loopback registries always do).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Registry user name; the password is read from stdin.
+    #[arg(long, requires = "password_stdin", conflicts_with = "docker_config")]
+    pub username: Option<String>,
+    /// Read the password for --username from stdin.
+    #[arg(long, requires = "username")]
+    pub password_stdin: bool,
+    /// A docker config.json / dockerconfigjson file holding the credentials.
+    #[arg(long, value_name = "PATH")]
+    pub docker_config: Option<PathBuf>,
+}
+
+/// Why `plugin push` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error("cannot read plugin file {}: {source}; check the path", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the docker config {}: {source}", path.display())]
+    DockerConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read the password from stdin: {0}")]
+    Password(#[source] std::io::Error),
+    #[error("cannot push {}: {source}", file.display())]
+    Push {
+        file: PathBuf,
+        #[source]
+        source: OciError,
+    },
+}
+
+/// Runs `wasm-operator plugin push`: the digest goes to stdout (for
+/// scripts: `DIGEST=$(wasm-operator plugin push …)`), everything else to
+/// stderr.
+pub async fn push(args: PushArgs) -> Result<(), CliError> {
+    let bytes = tokio::fs::read(&args.file)
+        .await
+        .map_err(|source| PushError::Read {
+            path: args.file.clone(),
+            source,
+        })?;
+    let options = PushOptions {
+        auth: credentials(&args)?,
+        insecure: args.insecure,
+    };
+    let bar = ProgressBar::new(bytes.len() as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner:.cyan} {msg} [{bar:30.cyan/blue}] {bytes}/{total_bytes} ({elapsed})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(100));
+    let reporter = bar.clone();
+    let mut progress = move |step: PushStep| match step {
+        PushStep::Inspecting => reporter.set_message("inspecting component"),
+        PushStep::UploadingLayer { .. } => reporter.set_message("uploading component"),
+        PushStep::LayerUploaded { bytes } => reporter.set_position(bytes),
+        PushStep::UploadingConfig => reporter.set_message("uploading config"),
+        PushStep::WritingManifest => reporter.set_message("writing manifest"),
+    };
+    match oci::push(&bytes, &args.reference, &options, &mut progress).await {
+        Ok(pushed) => {
+            bar.finish_and_clear();
+            println!("{}", pushed.digest);
+            eprintln!(
+                "pushed {} {} to {}@{}",
+                pushed.plugin, pushed.version, pushed.reference, pushed.digest
+            );
+            Ok(())
+        }
+        Err(source) => {
+            bar.abandon_with_message("push failed");
+            Err(PushError::Push {
+                file: args.file.clone(),
+                source,
+            }
+            .into())
+        }
+    }
+}
+
+/// Credentials from `--username/--password-stdin` or `--docker-config`.
+fn credentials(args: &PushArgs) -> Result<Option<DockerConfig>, PushError> {
+    if let Some(user) = &args.username {
+        let mut password = String::new();
+        std::io::stdin()
+            .read_to_string(&mut password)
+            .map_err(PushError::Password)?;
+        let registry = args
+            .reference
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        return Ok(Some(DockerConfig::basic(
+            &registry,
+            user,
+            password.trim_end_matches(['\n', '\r']),
+        )));
+    }
+    if let Some(path) = &args.docker_config {
+        let text = std::fs::read(path).map_err(|source| PushError::DockerConfig {
+            path: path.clone(),
+            source,
+        })?;
+        return DockerConfig::from_json(&text)
+            .map(Some)
+            .map_err(|source| PushError::Push {
+                file: args.file.clone(),
+                source,
+            });
+    }
+    Ok(None)
+}

@@ -1,0 +1,100 @@
+//! The audit trail of plugin versions: every transition is an Event on the
+//! WasmPlugin (events.k8s.io/v1) and a structured log line with target
+//! `audit`.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+/// The reporting controller of WasmPlugin events.
+pub const REPORTER: &str = "wasm-operator/wasmplugin";
+
+/// One version transition of a WasmPlugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// Event reason: `Loaded`, `Swapped`, `RolledBack`, `Reloaded`,
+    /// `Unloaded`, or the reason a new version was rejected.
+    pub reason: String,
+    /// True for rejections.
+    pub warning: bool,
+    /// The plugin's manifest name (empty when nothing was ever loaded).
+    pub plugin: String,
+    /// The version that served before (empty for none).
+    pub from: String,
+    /// The version that serves after (for a rejection: still the old one).
+    pub to: String,
+    /// The digest of the component involved.
+    pub digest: String,
+    /// The source, e.g. `file:/plugins/webapp.wasm`.
+    pub source: String,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// Publishes transitions. Publishing an event is best effort: a failure is
+/// logged, never stops the controller.
+#[derive(Clone)]
+pub struct AuditTrail {
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for AuditTrail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditTrail").finish_non_exhaustive()
+    }
+}
+
+impl AuditTrail {
+    /// An audit trail writing events through `client`.
+    pub fn new(client: kube::Client) -> AuditTrail {
+        let reporter = Reporter {
+            controller: REPORTER.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        AuditTrail {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// Records `t` about the WasmPlugin `object`.
+    pub async fn record(&self, wasmplugin: &str, object: &ObjectReference, t: &Transition) {
+        if t.warning {
+            tracing::warn!(
+                target: "audit", wasmplugin, transition = %t.reason, plugin = %t.plugin,
+                from = %t.from, to = %t.to, digest = %t.digest, source = %t.source,
+                "{}", t.message
+            );
+        } else {
+            tracing::info!(
+                target: "audit", wasmplugin, transition = %t.reason, plugin = %t.plugin,
+                from = %t.from, to = %t.to, digest = %t.digest, source = %t.source,
+                "{}", t.message
+            );
+        }
+        let event = Event {
+            type_: if t.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: t.reason.clone(),
+            note: Some(truncate(&t.message, 1000)),
+            action: "Load".to_string(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, object).await {
+            tracing::warn!(%error, wasmplugin, reason = %t.reason, "cannot record WasmPlugin event");
+        }
+    }
+}
+
+/// Event notes are limited to 1 kB by the API.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

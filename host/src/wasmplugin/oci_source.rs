@@ -1,0 +1,108 @@
+//! The OCI source of a WasmPlugin: reading the pull secret, pulling and
+//! resolving a tag's digest for polling, on top of [`crate::oci`].
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+
+use super::spec::{OciSpec, SecretRef};
+use crate::oci::{self, DockerConfig, OciError, OciSource};
+
+/// The key of a `kubernetes.io/dockerconfigjson` Secret.
+const DOCKER_CONFIG_KEY: &str = ".dockerconfigjson";
+
+/// A pulled component.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// The manifest digest pulled.
+    pub digest: String,
+}
+
+/// Why an OCI source could not provide a component.
+#[derive(Debug, thiserror::Error)]
+pub enum OciSourceError {
+    /// The pull secret does not exist or cannot be read.
+    #[error(
+        "cannot read pull secret {namespace}/{name}: {message}; create a kubernetes.io/dockerconfigjson Secret (`kubectl create secret docker-registry {name} -n {namespace} ...`) or fix spec.source.oci.pullSecret"
+    )]
+    Secret {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    /// The registry operation failed.
+    #[error(transparent)]
+    Registry(#[from] OciError),
+}
+
+impl OciSourceError {
+    /// The condition/event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            OciSourceError::Secret { .. } => "InvalidPullSecret",
+            OciSourceError::Registry(error) => match error {
+                OciError::DigestMismatch { .. } | OciError::LayerDigestMismatch { .. } => {
+                    "DigestMismatch"
+                }
+                OciError::Unreachable { .. } => "RegistryUnreachable",
+                OciError::NotFound { .. } => "SourceNotFound",
+                OciError::Unauthorized { .. } => "RegistryUnauthorized",
+                OciError::NotWasm { .. } | OciError::InvalidComponent { .. } => "InvalidComponent",
+                OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => "InvalidSpec",
+                OciError::InvalidDockerConfig(_) => "InvalidPullSecret",
+                _ => "PullFailed",
+            },
+        }
+    }
+}
+
+/// Pulls the component `spec` names (the pin, if any, is enforced).
+pub async fn pull(client: &kube::Client, spec: &OciSpec) -> Result<Pulled, OciSourceError> {
+    let pull_secret = match &spec.pull_secret {
+        Some(secret) => Some(read_secret(client, secret).await?),
+        None => None,
+    };
+    let pulled = oci::pull(&OciSource {
+        reference: spec.reference.clone(),
+        digest: spec.digest.clone(),
+        pull_secret,
+    })
+    .await?;
+    Ok(Pulled {
+        bytes: pulled.bytes,
+        digest: pulled.digest,
+    })
+}
+
+/// The manifest digest the tag points to now (for polling).
+pub async fn resolve(client: &kube::Client, spec: &OciSpec) -> Result<String, OciSourceError> {
+    let pull_secret = match &spec.pull_secret {
+        Some(secret) => Some(read_secret(client, secret).await?),
+        None => None,
+    };
+    Ok(oci::resolve_digest(&spec.reference, pull_secret.as_ref()).await?)
+}
+
+async fn read_secret(
+    client: &kube::Client,
+    secret: &SecretRef,
+) -> Result<DockerConfig, OciSourceError> {
+    let error = |message: String| OciSourceError::Secret {
+        namespace: secret.namespace.clone(),
+        name: secret.name.clone(),
+        message,
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
+    let found = api
+        .get_opt(&secret.name)
+        .await
+        .map_err(|e| error(e.to_string()))?
+        .ok_or_else(|| error("it does not exist".to_string()))?;
+    let data = found
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DOCKER_CONFIG_KEY))
+        .ok_or_else(|| error(format!("it has no {DOCKER_CONFIG_KEY} key")))?;
+    DockerConfig::from_json(&data.0).map_err(|e| error(e.to_string()))
+}

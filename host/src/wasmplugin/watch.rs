@@ -1,0 +1,128 @@
+//! Watching a WasmPlugin's source for new content: the file with notify, the
+//! ConfigMap with a watch on that one object, an unpinned OCI tag by polling
+//! its digest. Each watch runs as a task that sends [`Trigger`]s; aborting
+//! the task (or dropping its receiver) ends it.
+
+use std::path::{Path, PathBuf};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use notify::{EventKind, RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::oci_source;
+use super::spec::Source;
+
+/// Something may have changed at the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    /// Fetch again and load when the content differs.
+    Changed,
+    /// The OCI tag points to this manifest digest now.
+    OciDigest(String),
+}
+
+/// Starts the watch of `source`; the task sends to `tx` until aborted.
+pub fn spawn(client: kube::Client, source: Source, tx: mpsc::Sender<Trigger>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        match source {
+            Source::File { path } => watch_file(PathBuf::from(path), tx).await,
+            Source::ConfigMap {
+                namespace, name, ..
+            } => watch_config_map(client, &namespace, &name, tx).await,
+            Source::Oci(oci) => {
+                if oci.pinned() {
+                    // A pinned digest never changes: nothing to watch.
+                    return;
+                }
+                let interval = match oci.poll_interval() {
+                    Ok(interval) => interval,
+                    // The worker reports the bad interval when it loads.
+                    Err(_) => return,
+                };
+                loop {
+                    tokio::time::sleep(interval).await;
+                    let trigger = match oci_source::resolve(&client, &oci).await {
+                        Ok(digest) => Trigger::OciDigest(digest),
+                        // A full fetch reports why (e.g. RegistryUnreachable).
+                        Err(_) => Trigger::Changed,
+                    };
+                    if tx.send(trigger).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Watches the file's directory (editors and `cp` replace files, which a
+/// watch on the file itself would miss) and reports changes of the file.
+async fn watch_file(path: PathBuf, tx: mpsc::Sender<Trigger>) {
+    let Some(dir) = path.parent().map(Path::to_path_buf) else {
+        return;
+    };
+    let Some(file_name) = path.file_name().map(|n| n.to_os_string()) else {
+        return;
+    };
+    let (raw_tx, mut raw_rx) = mpsc::unbounded_channel();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event
+            && matches!(
+                event.kind,
+                EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_)
+            )
+            && event
+                .paths
+                .iter()
+                .any(|p| p.file_name() == Some(file_name.as_os_str()))
+        {
+            let _ = raw_tx.send(());
+        }
+    });
+    let mut watcher = match watcher {
+        Ok(watcher) => watcher,
+        Err(error) => {
+            tracing::warn!(%error, path = %path.display(), "cannot watch plugin file; changes will not be picked up");
+            return;
+        }
+    };
+    if let Err(error) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
+        tracing::warn!(%error, dir = %dir.display(), "cannot watch plugin directory; changes to the file will not be picked up");
+        return;
+    }
+    while raw_rx.recv().await.is_some() {
+        if tx.send(Trigger::Changed).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Watches one ConfigMap (by field selector) and reports every change,
+/// creation and deletion.
+async fn watch_config_map(
+    client: kube::Client,
+    namespace: &str,
+    name: &str,
+    tx: mpsc::Sender<Trigger>,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                if tx.send(Trigger::Changed).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(%error, namespace, name, "ConfigMap watch error; retrying");
+            }
+        }
+    }
+}

@@ -1,0 +1,590 @@
+//! One task per WasmPlugin object: loads its source, reloads on spec and
+//! source changes, writes status and the audit trail, and unloads the plugin
+//! when the object is deleted (behind a finalizer).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::audit::{AuditTrail, Transition};
+use super::spec::WasmPluginSpec;
+use super::status::{self, Problem, Serving};
+use super::watch::{self as source_watch, Trigger};
+use super::{Claims, FINALIZER, api_resource};
+use crate::engine::{CallLimits, EngineError};
+use crate::plugins::{LoadOptions, Registry, RegistryError};
+
+/// Several notifications arrive for one file write or ConfigMap update; wait
+/// this long for them to settle before fetching.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// How often a WasmPlugin waiting for another to let go of its plugin
+/// name checks again.
+const BLOCKED_RETRY: Duration = Duration::from_secs(2);
+
+/// How often the per-version counts in status are refreshed.
+const STATS_REFRESH: Duration = Duration::from_secs(15);
+
+/// What the worker loaded last, to tell a real change from a repeat.
+#[derive(Debug, Clone, PartialEq)]
+struct Loaded {
+    serving: Serving,
+    config: Value,
+    options: LoadOptions,
+    revision: Option<String>,
+}
+
+pub(super) struct Worker {
+    name: String,
+    client: kube::Client,
+    registry: Registry,
+    audit: AuditTrail,
+    claims: Claims,
+    /// A plugin name another WasmPlugin serves, which this one waits for.
+    blocked_on: Option<String>,
+    default_limits: CallLimits,
+    api: Api<DynamicObject>,
+    object: Arc<DynamicObject>,
+    spec: Option<WasmPluginSpec>,
+    loaded: Option<Loaded>,
+    problem: Option<Problem>,
+    last_status: Value,
+    source_watch: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    /// Runs the worker for `object` until the object is deleted (the
+    /// supervisor closes `updates`) or its deletion is finalized.
+    pub(super) fn spawn(
+        client: kube::Client,
+        registry: Registry,
+        audit: AuditTrail,
+        claims: Claims,
+        object: Arc<DynamicObject>,
+        updates: watch::Receiver<Arc<DynamicObject>>,
+    ) -> JoinHandle<()> {
+        let default_limits = registry.engine().config().limits;
+        let api = Api::all_with(client.clone(), &api_resource());
+        let worker = Worker {
+            name: object.metadata.name.clone().unwrap_or_default(),
+            last_status: object.data.get("status").cloned().unwrap_or(Value::Null),
+            client,
+            registry,
+            audit,
+            claims,
+            blocked_on: None,
+            default_limits,
+            api,
+            object,
+            spec: None,
+            loaded: None,
+            problem: None,
+            source_watch: None,
+        };
+        tokio::spawn(worker.run(updates))
+    }
+
+    async fn run(mut self, mut updates: watch::Receiver<Arc<DynamicObject>>) {
+        let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
+        let mut refresh = tokio::time::interval(STATS_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        self.on_object(&tx).await;
+        loop {
+            if self.object.metadata.deletion_timestamp.is_some() {
+                self.finalize().await;
+                return;
+            }
+            tokio::select! {
+                changed = updates.changed() => {
+                    if changed.is_err() {
+                        // The object is gone (deleted without our finalizer,
+                        // or the supervisor stops): stop serving it.
+                        self.unload().await;
+                        return;
+                    }
+                    self.object = updates.borrow_and_update().clone();
+                    self.on_object(&tx).await;
+                }
+                Some(trigger) = triggers.recv() => {
+                    tokio::time::sleep(SETTLE).await;
+                    let mut trigger = Some(trigger);
+                    while let Ok(next) = triggers.try_recv() {
+                        trigger = Some(next);
+                    }
+                    let stale = match (&trigger, &self.loaded) {
+                        (Some(Trigger::OciDigest(digest)), Some(loaded)) => {
+                            loaded.revision.as_deref() != Some(digest.as_str())
+                        }
+                        _ => true,
+                    };
+                    if stale {
+                        self.sync().await;
+                    }
+                }
+                _ = tokio::time::sleep(BLOCKED_RETRY), if self.blocked_on.is_some() => {
+                    if self.blocked_on.as_ref().is_some_and(|name| !self.claimed(name)) {
+                        // The other WasmPlugin let go of the plugin: retry.
+                        self.sync().await;
+                    }
+                }
+                _ = refresh.tick() => self.write_status().await,
+            }
+        }
+    }
+
+    /// A new version of the object: ensure the finalizer, and reload when the
+    /// spec changed.
+    async fn on_object(&mut self, tx: &mpsc::Sender<Trigger>) {
+        if self.object.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        self.ensure_finalizer().await;
+        let spec = match WasmPluginSpec::from_object(&self.object.data) {
+            Ok(spec) => spec,
+            Err(error) => {
+                self.reject("InvalidSpec", error.to_string(), None).await;
+                self.write_status().await;
+                return;
+            }
+        };
+        if self.spec.as_ref() == Some(&spec) {
+            // Metadata or status changes only; keep observedGeneration current.
+            self.write_status().await;
+            return;
+        }
+        let source_changed = self.spec.as_ref().map(|s| &s.source) != Some(&spec.source);
+        self.spec = Some(spec.clone());
+        if source_changed {
+            if let Some(task) = self.source_watch.take() {
+                task.abort();
+            }
+            self.source_watch = Some(source_watch::spawn(
+                self.client.clone(),
+                spec.source.clone(),
+                tx.clone(),
+            ));
+        }
+        self.sync().await;
+    }
+
+    /// Fetches the source and loads it unless it is what already serves.
+    async fn sync(&mut self) {
+        let Some(spec) = self.spec.clone() else {
+            return;
+        };
+        let source = spec.source.describe();
+        let options = match spec.call_limits(self.default_limits) {
+            Ok(limits) => LoadOptions {
+                limits: Some(limits),
+                concurrency: spec.concurrency,
+            },
+            Err(error) => {
+                self.reject("InvalidSpec", error.to_string(), None).await;
+                self.write_status().await;
+                return;
+            }
+        };
+        let fetched = match super::source::fetch(&self.client, &spec.source).await {
+            Ok(fetched) => fetched,
+            Err(error) => {
+                self.reject(error.reason(), error.to_string(), None).await;
+                self.write_status().await;
+                return;
+            }
+        };
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&fetched.bytes)));
+        let config = spec.plugin_config();
+        if let Some(loaded) = &self.loaded
+            && loaded.serving.digest == digest
+            && loaded.serving.source == source
+            && loaded.config == config
+            && loaded.options == options
+        {
+            // Same content, same settings: a repeat notification. A problem
+            // reported for other content is over, though.
+            self.problem = None;
+            if let Some(loaded) = self.loaded.as_mut() {
+                loaded.revision = fetched.revision.clone();
+            }
+            self.write_status().await;
+            return;
+        }
+        let plugin_name = match self.check_identity(&fetched.bytes, &digest).await {
+            Ok(name) => name,
+            Err(problem) => {
+                self.reject(&problem.reason, problem.message, Some(&digest))
+                    .await;
+                self.write_status().await;
+                return;
+            }
+        };
+        let result = self
+            .registry
+            .load_with(&source, &fetched.bytes, config.clone(), options)
+            .await;
+        match result {
+            Ok(info) => {
+                let serving = Serving {
+                    plugin: info.name.clone(),
+                    version: info.version.clone(),
+                    digest: info.digest.clone(),
+                    source: source.clone(),
+                    source_kind: spec.source.kind().to_string(),
+                    loaded_at: now(),
+                };
+                let previous = self.loaded.replace(Loaded {
+                    serving: serving.clone(),
+                    config,
+                    options,
+                    revision: fetched.revision,
+                });
+                self.problem = None;
+                let transition = transition(previous.as_ref().map(|l| &l.serving), &serving);
+                self.audit
+                    .record(&self.name, &self.object_ref(), &transition)
+                    .await;
+            }
+            Err(error) => {
+                if self.loaded.is_none() {
+                    self.release(&plugin_name);
+                }
+                self.reject(registry_reason(&error), error.to_string(), Some(&digest))
+                    .await;
+            }
+        }
+        self.write_status().await;
+    }
+
+    /// A WasmPlugin serves one plugin, and a plugin is served by one
+    /// WasmPlugin: a new version must have the serving plugin's name and
+    /// primary kind, and its name must not be served by another WasmPlugin.
+    /// Loading it into the registry would otherwise start a second plugin
+    /// next to the first, or swap another WasmPlugin's plugin. Returns the
+    /// plugin name, claimed for this WasmPlugin. The compile runs off the
+    /// async workers; with a compiled-component cache the registry's load
+    /// reuses it.
+    async fn check_identity(&mut self, bytes: &[u8], digest: &str) -> Result<String, Problem> {
+        let engine = self.registry.engine().clone();
+        let owned = bytes.to_vec();
+        let plugin = match tokio::task::spawn_blocking(move || engine.load(&owned)).await {
+            Ok(Ok(plugin)) => plugin,
+            Ok(Err(error)) => {
+                return Err(Problem {
+                    reason: engine_reason(&error).to_string(),
+                    message: error.to_string(),
+                });
+            }
+            Err(error) => {
+                return Err(Problem {
+                    reason: "InternalError".into(),
+                    message: format!("compiling {digest} failed: {error}"),
+                });
+            }
+        };
+        let new = plugin.manifest();
+        if let Some(loaded) = &self.loaded
+            && let Some(running) = self.registry.current(&loaded.serving.plugin)
+        {
+            compatible(digest, new, running.plugin.manifest())?;
+        }
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        self.blocked_on = None;
+        match claims.get(&new.name) {
+            Some(owner) if *owner != self.name => {
+                self.blocked_on = Some(new.name.clone());
+                Err(Problem {
+                    reason: "PluginNameConflict".into(),
+                    message: format!(
+                        "plugin {} is already served by WasmPlugin {owner}; a plugin is served by one WasmPlugin: edit {owner} or delete it first.",
+                        new.name
+                    ),
+                })
+            }
+            Some(_) => Ok(new.name.clone()),
+            None => {
+                claims.insert(new.name.clone(), self.name.clone());
+                Ok(new.name.clone())
+            }
+        }
+    }
+
+    /// True when some WasmPlugin other than this one serves plugin `name`.
+    fn claimed(&self, name: &str) -> bool {
+        let claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        claims.get(name).is_some_and(|owner| *owner != self.name)
+    }
+
+    /// Gives up this WasmPlugin's claim on plugin `name`.
+    fn release(&self, name: &str) {
+        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        if claims.get(name) == Some(&self.name) {
+            claims.remove(name);
+        }
+    }
+
+    /// Records a rejected new version (once per distinct problem).
+    async fn reject(&mut self, reason: &str, message: String, digest: Option<&str>) {
+        let problem = Problem {
+            reason: reason.to_string(),
+            message,
+        };
+        if self.problem.as_ref() == Some(&problem) {
+            return;
+        }
+        let serving = self.loaded.as_ref().map(|l| &l.serving);
+        let keeps = match serving {
+            Some(s) => format!(
+                " The last good version {} {} keeps serving.",
+                s.plugin, s.version
+            ),
+            None => " No version of this plugin serves yet.".to_string(),
+        };
+        let transition = Transition {
+            reason: problem.reason.clone(),
+            warning: true,
+            plugin: serving.map(|s| s.plugin.clone()).unwrap_or_default(),
+            from: serving.map(|s| s.version.clone()).unwrap_or_default(),
+            to: serving.map(|s| s.version.clone()).unwrap_or_default(),
+            digest: digest.unwrap_or_default().to_string(),
+            source: self
+                .spec
+                .as_ref()
+                .map(|s| s.source.describe())
+                .unwrap_or_default(),
+            message: format!("rejected: {}{keeps}", problem.message),
+        };
+        self.problem = Some(problem);
+        self.audit
+            .record(&self.name, &self.object_ref(), &transition)
+            .await;
+    }
+
+    /// Writes status when it differs from what was written last.
+    async fn write_status(&mut self) {
+        let serving = self.loaded.as_ref().map(|l| &l.serving);
+        let versions = serving
+            .map(|s| self.registry.stats(&s.plugin))
+            .unwrap_or_default();
+        let status = status::build(
+            serving,
+            self.problem.as_ref(),
+            &versions,
+            self.object.metadata.generation,
+            &self.last_status,
+            &now(),
+        );
+        if status == self.last_status {
+            return;
+        }
+        let patch = json!({ "status": status });
+        match self
+            .api
+            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => self.last_status = status,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(error) => {
+                tracing::warn!(%error, wasmplugin = %self.name, "cannot write WasmPlugin status; retrying on the next change");
+            }
+        }
+    }
+
+    async fn ensure_finalizer(&self) {
+        let finalizers = self.object.finalizers();
+        if finalizers.iter().any(|f| f == FINALIZER) {
+            return;
+        }
+        let mut next = finalizers.to_vec();
+        next.push(FINALIZER.to_string());
+        self.patch_finalizers(next).await;
+    }
+
+    /// Merge patch guarded by resourceVersion: a concurrent change of the
+    /// list makes it fail, and the next watch event retries.
+    async fn patch_finalizers(&self, finalizers: Vec<String>) {
+        let patch = json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": self.object.metadata.resource_version,
+        }});
+        if let Err(error) = self
+            .api
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::debug!(%error, wasmplugin = %self.name, "finalizer update conflicted; retrying on the next change");
+        }
+    }
+
+    /// The object is being deleted: stop its plugin, then let it go.
+    async fn finalize(&mut self) {
+        if let Some(task) = self.source_watch.take() {
+            task.abort();
+        }
+        self.unload().await;
+        let remaining: Vec<String> = self
+            .object
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        if remaining.len() != self.object.finalizers().len() {
+            self.patch_finalizers(remaining).await;
+        }
+    }
+
+    async fn unload(&mut self) {
+        if let Some(task) = self.source_watch.take() {
+            task.abort();
+        }
+        let Some(loaded) = self.loaded.take() else {
+            return;
+        };
+        self.release(&loaded.serving.plugin);
+        let s = &loaded.serving;
+        match self.registry.unload(&s.plugin).await {
+            Ok(()) | Err(RegistryError::NotLoaded(_)) => {
+                let transition = Transition {
+                    reason: "Unloaded".into(),
+                    warning: false,
+                    plugin: s.plugin.clone(),
+                    from: s.version.clone(),
+                    to: String::new(),
+                    digest: s.digest.clone(),
+                    source: s.source.clone(),
+                    message: format!(
+                        "WasmPlugin {} deleted: {} {} stopped",
+                        self.name, s.plugin, s.version
+                    ),
+                };
+                self.audit
+                    .record(&self.name, &self.object_ref(), &transition)
+                    .await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
+            }
+        }
+    }
+
+    fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        self.object.object_ref(&api_resource())
+    }
+}
+
+/// Checks that `new` may replace `old` in one WasmPlugin.
+fn compatible(
+    digest: &str,
+    new: &crate::contract::Manifest,
+    old: &crate::contract::Manifest,
+) -> Result<(), Problem> {
+    let kind =
+        |m: &crate::contract::Manifest| format!("{} {}", m.primary.api_version(), m.primary.kind);
+    if new.primary != old.primary {
+        return Err(Problem {
+            reason: "PrimaryKindChanged".into(),
+            message: format!(
+                "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
+                new.name,
+                new.version,
+                kind(new),
+                old.name,
+                old.version,
+                kind(old)
+            ),
+        });
+    }
+    if new.name != old.name {
+        return Err(Problem {
+            reason: "PluginNameChanged".into(),
+            message: format!(
+                "the new component {digest} is plugin {} {}, but this WasmPlugin serves plugin {}; deploy another plugin as its own WasmPlugin.",
+                new.name, new.version, old.name
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The transition from `from` (None: first load) to `to`.
+fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
+    let (reason, message) = match from {
+        None => (
+            "Loaded",
+            format!(
+                "loaded {} {} ({}) from {}",
+                to.plugin, to.version, to.digest, to.source
+            ),
+        ),
+        Some(old) if old.digest == to.digest => (
+            "Reloaded",
+            format!(
+                "reloaded {} {} with new settings from {}",
+                to.plugin, to.version, to.source
+            ),
+        ),
+        Some(old) => {
+            let older = match (
+                semver::Version::parse(&to.version),
+                semver::Version::parse(&old.version),
+            ) {
+                (Ok(new), Ok(old)) => new < old,
+                _ => false,
+            };
+            let reason = if older { "RolledBack" } else { "Swapped" };
+            (
+                reason,
+                format!(
+                    "{} {} {} ({}) -> {} ({}) from {}",
+                    if older { "rolled back" } else { "swapped" },
+                    to.plugin,
+                    old.version,
+                    old.digest,
+                    to.version,
+                    to.digest,
+                    to.source
+                ),
+            )
+        }
+    };
+    Transition {
+        reason: reason.to_string(),
+        warning: false,
+        plugin: to.plugin.clone(),
+        from: from.map(|s| s.version.clone()).unwrap_or_default(),
+        to: to.version.clone(),
+        digest: to.digest.clone(),
+        source: to.source.clone(),
+        message,
+    }
+}
+
+/// The condition reason of a registry refusal.
+fn registry_reason(error: &RegistryError) -> &'static str {
+    match error {
+        RegistryError::Load { error, .. } => engine_reason(error),
+        other => other.reason(),
+    }
+}
+
+/// The condition reason of a component the engine refused.
+fn engine_reason(error: &EngineError) -> &'static str {
+    match error {
+        EngineError::NotAComponent { .. }
+        | EngineError::Compile { .. }
+        | EngineError::WrongWorld { .. }
+        | EngineError::InvalidManifest { .. } => "InvalidComponent",
+        _ => "LoadFailed",
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}

@@ -1,0 +1,161 @@
+//! One test per bad new version: it never replaces the good one. The
+//! WasmPlugin shows Degraded with the reason and a Warning event, Ready stays
+//! True, status.version is unchanged and new objects still reconcile.
+
+use serde_json::json;
+
+use crate::support::{self, condition};
+use crate::{Fixture, digest, file_spec, with_custom_section, write_atomically};
+
+/// Serves webapp from a file, then replaces the file with `bad`.
+async fn rejects_bad_file(case: &str, bad: Vec<u8>, reason: &str, message_part: &str) {
+    let fx = Fixture::start().await;
+    let good = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &good);
+    fx.create("webapp", file_spec(&path)).await;
+    let before = fx.wait_serving("webapp", &digest(&good)).await;
+    fx.assert_reconciles("before").await;
+
+    write_atomically(&path, &bad);
+    let o = fx.wait_degraded("webapp", reason, &digest(&good)).await;
+    assert_eq!(
+        o.pointer("/status/version"),
+        before.pointer("/status/version"),
+        "{case}"
+    );
+    let message = condition(&o, "Degraded").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains(message_part), "{case}: {message}");
+    assert!(message.contains("keeps serving"), "{case}: {message}");
+    let ready = condition(&o, "Ready").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(ready.contains("keeps serving"), "{case}: {ready}");
+    let (kind, note) = fx.wait_event("webapp", reason).await;
+    assert_eq!(kind, "Warning", "{case}");
+    assert!(note.contains(message_part), "{case}: {note}");
+    fx.assert_reconciles("after").await;
+    assert_eq!(
+        fx.registry.current("webapp").unwrap().info.digest,
+        digest(&good),
+        "{case}"
+    );
+
+    // Putting the good build back clears Degraded.
+    write_atomically(&path, &good);
+    fx.wait_for("webapp", "Degraded cleared", |o| {
+        crate::condition_is(o, "Degraded", "False")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_wasm_is_rejected() {
+    rejects_bad_file(
+        "not wasm",
+        b"#!/bin/sh\necho not a plugin\n".to_vec(),
+        "InvalidComponent",
+        "not a WebAssembly component",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn core_module_is_rejected_as_wrong_world() {
+    // A valid, empty core wasm module: wasm, but not a component of our world.
+    rejects_bad_file(
+        "core module",
+        b"\0asm\x01\0\0\0".to_vec(),
+        "InvalidComponent",
+        "not a WebAssembly component",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_component_is_rejected_as_wrong_world() {
+    // `(component)`: a valid component that exports nothing of our world.
+    rejects_bad_file(
+        "empty component",
+        b"\0asm\x0d\0\x01\0".to_vec(),
+        "InvalidComponent",
+        "does not implement the wasm-operator:plugin world",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_primary_kind_is_rejected() {
+    rejects_bad_file(
+        "faulty.wasm",
+        support::plugin_bytes("faulty"),
+        "PrimaryKindChanged",
+        "new WasmPlugin",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_limits_are_rejected() {
+    let fx = Fixture::start().await;
+    let good = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &good);
+    fx.create("webapp", file_spec(&path)).await;
+    fx.wait_serving("webapp", &digest(&good)).await;
+    // 0 ms passes the schema's pattern; a zero size is refused by nobody,
+    // so use an overflow the host must refuse.
+    fx.patch_spec(
+        "webapp",
+        json!({"limits": {"memory": "99999999999999999999Gi"}}),
+    )
+    .await;
+    fx.wait_degraded("webapp", "InvalidSpec", &digest(&good))
+        .await;
+    fx.assert_reconciles("after").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_is_served_by_one_wasmplugin() {
+    let fx = Fixture::start().await;
+    let good = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &good);
+    fx.create("webapp", file_spec(&path)).await;
+    fx.wait_serving("webapp", &digest(&good)).await;
+
+    // A second WasmPlugin for the same plugin is refused, the first serves on.
+    let copy = fx.dir.path().join("copy.wasm");
+    write_atomically(&copy, &with_custom_section(&good, "copy", b"2"));
+    fx.create("webapp-copy", file_spec(&copy)).await;
+    let o = fx
+        .wait_for("webapp-copy", "Ready False (PluginNameConflict)", |o| {
+            condition(o, "Ready").and_then(|c| c.get("reason"))
+                == Some(&json!("PluginNameConflict"))
+        })
+        .await;
+    assert!(crate::condition_is(&o, "Ready", "False"), "{o}");
+    let (kind, note) = fx.wait_event("webapp-copy", "PluginNameConflict").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("WasmPlugin webapp"), "{note}");
+    assert_eq!(
+        fx.registry.current("webapp").unwrap().info.digest,
+        digest(&good)
+    );
+    fx.assert_reconciles("still-served").await;
+
+    // Once the first is deleted, the second takes over.
+    fx.wasmplugins()
+        .delete("webapp", &Default::default())
+        .await
+        .unwrap();
+    fx.wait_serving(
+        "webapp-copy",
+        &digest(&with_custom_section(&good, "copy", b"2")),
+    )
+    .await;
+}
