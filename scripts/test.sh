@@ -17,6 +17,9 @@ bash scripts/build-plugins.sh
 step "checking formatting"
 cargo fmt --all -- --check
 
+step "linting (clippy, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
 step "running the test suite"
 cargo test --workspace --all-features --no-fail-fast -- --nocapture 2>&1 | tee target/test-output.log
 status=${PIPESTATUS[0]}

@@ -65,7 +65,12 @@ pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildE
         let Ok(text) = std::fs::read_to_string(&manifest) else {
             continue;
         };
-        let package = package_name(&text)
+        // Exercise builds (e.g. later versions of a plugin used by the upgrade
+        // tests) opt out: `dev` would otherwise swap through every version.
+        if table_value(&text, "package.metadata.wasm-operator", "dev").as_deref() == Some("false") {
+            continue;
+        }
+        let package = table_value(&text, "package", "name")
             .or_else(|| dir.file_name().and_then(|n| n.to_str()).map(str::to_string));
         if let Some(package) = package {
             crates.push(PluginCrate { package, dir });
@@ -75,22 +80,25 @@ pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildE
     Ok(crates)
 }
 
-/// The `name` of the `[package]` table of a Cargo.toml. A line-based reader is
-/// enough for the manifests cargo itself writes and avoids a TOML dependency.
-fn package_name(cargo_toml: &str) -> Option<String> {
-    let mut in_package = false;
+/// The value of `key` in the `[table]` of a Cargo.toml, unquoted. A
+/// line-based reader is enough for the manifests cargo itself writes and
+/// avoids a TOML dependency.
+fn table_value(cargo_toml: &str, table: &str, key: &str) -> Option<String> {
+    let header = format!("[{table}]");
+    let mut in_table = false;
     for line in cargo_toml.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            in_package = line == "[package]";
+            in_table = line == header;
             continue;
         }
-        if !in_package {
+        if !in_table {
             continue;
         }
-        if let Some(rest) = line.strip_prefix("name") {
-            let value = rest.trim_start().strip_prefix('=')?.trim();
-            return Some(value.trim_matches('"').to_string());
+        if let Some(rest) = line.strip_prefix(key)
+            && let Some(value) = rest.trim_start().strip_prefix('=')
+        {
+            return Some(value.trim().trim_matches('"').to_string());
         }
     }
     None
@@ -157,12 +165,37 @@ mod tests {
     fn reads_package_name() {
         let toml =
             "[lib]\nname = \"lib_name\"\n\n[package]\nname = \"my-plugin\"\nversion = \"1.0.0\"\n";
-        assert_eq!(package_name(toml).as_deref(), Some("my-plugin"));
+        assert_eq!(
+            table_value(toml, "package", "name").as_deref(),
+            Some("my-plugin")
+        );
         let plugin = PluginCrate {
             package: "my-plugin".into(),
             dir: PathBuf::from("plugins/my-plugin"),
         };
         assert_eq!(plugin.wasm_file_name(), "my_plugin.wasm");
+    }
+
+    #[test]
+    fn exercise_crates_opt_out_of_dev() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, extra) in [
+            ("main", ""),
+            (
+                "exercise",
+                "\n[package.metadata.wasm-operator]\ndev = false\n",
+            ),
+        ] {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+            let toml = format!("[package]\nname = \"{name}\"\n{extra}");
+            std::fs::write(dir.path().join(name).join("Cargo.toml"), toml).unwrap();
+        }
+        let found: Vec<String> = find_plugin_crates(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|c| c.package)
+            .collect();
+        assert_eq!(found, ["main"]);
     }
 
     #[test]

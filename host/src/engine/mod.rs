@@ -327,6 +327,53 @@ mod tests {
         check_header(b"\0asm\x0d\0\x01\0", digest).unwrap();
     }
 
+    /// The tuned pool keeps a call's dirty pages mapped for the next call in
+    /// the same slot: the engine must still start, and a call in a reused
+    /// slot must answer exactly like the first one (nothing left behind).
+    #[test]
+    fn pooled_slots_are_reused_and_reset_between_calls() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/wasm32-wasip2/release/webapp.wasm");
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "cannot read {}: {e}; run scripts/build-plugins.sh first",
+                path.display()
+            )
+        });
+        let engine = Engine::new(EngineConfig {
+            allocation: InstanceAllocation::Pooling { max_instances: 2 },
+            ..Default::default()
+        })
+        .unwrap();
+        let plugin = engine.load(&bytes).unwrap();
+        let ctx = contract::CallContext {
+            plugin_version: plugin.manifest().version.clone(),
+            attempt: 1,
+            managed_by_version: None,
+            config: serde_json::json!({}),
+        };
+        let object = |name: &str, replicas: u32| {
+            let k = &plugin.manifest().primary;
+            serde_json::json!({
+                "apiVersion": k.api_version(), "kind": k.kind,
+                "metadata": {"name": name, "namespace": "default", "generation": 1},
+                "spec": {"image": "nginx:1.27", "replicas": replicas, "port": 8080},
+            })
+        };
+        let call = |o: &serde_json::Value| {
+            plugin
+                .reconcile_blocking(&ctx, o, &[], Arc::new(EmptyCache))
+                .unwrap()
+        };
+        let first = call(&object("a", 2));
+        // A different, larger call dirties other pages of the slot in between.
+        let other = call(&object(&"b".repeat(200), 7));
+        assert_ne!(first, other);
+        for _ in 0..3 {
+            assert_eq!(call(&object("a", 2)), first);
+        }
+    }
+
     #[test]
     fn rejects_a_core_module_and_compiles_nothing() {
         let engine = Engine::new(EngineConfig::default()).unwrap();
