@@ -5,7 +5,7 @@
 pub mod logic;
 
 use serde_json::Value;
-use wasm_operator_sdk::{Children, Context, Desired, Failure, Finalized, Manifest, Reconciler, log};
+use wasm_operator_sdk::{Children, Context, Desired, Failure, Finalized, Manifest, Reconciler};
 
 /// The plugin.
 pub struct WebAppV2;
@@ -22,9 +22,7 @@ impl Reconciler for WebAppV2 {
     }
 
     fn finalize(_ctx: &Context, app: logic::WebApp, _children: &Children) -> Result<Finalized, Failure> {
-        let name = app.metadata.name.unwrap_or_default();
-        log::info(format!("WebApp {name} is being deleted; its Deployment and Service follow"));
-        Ok(Finalized::Done)
+        webapp_logic::finalize(app)
     }
 
     fn upgrade(_ctx: &Context, object: Value, from_plugin_version: &str) -> Result<Value, String> {

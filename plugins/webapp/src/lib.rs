@@ -1,43 +1,10 @@
-//! The WebApp operator as a wasm-operator plugin: a `WebApp` (`example.com/v1`)
-//! becomes a Deployment and a Service, and its status reports how many
-//! replicas are ready.
+//! The WebApp operator as a wasm-operator plugin (version 1): a `WebApp`
+//! (`example.com/v1`) becomes a Deployment and a Service, and its status
+//! reports how many replicas are ready. The logic lives in `webapp-logic`,
+//! shared with later versions of this plugin.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
-};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::Deserialize;
-use serde_json::json;
-use wasm_operator_sdk::{Children, Condition, Context, Desired, Failure, Finalized, Kind, Manifest, Reconciler, log};
-
-/// A `WebApp` object.
-#[derive(Debug, Clone, Deserialize)]
-pub struct WebApp {
-    /// Name and namespace name the children.
-    pub metadata: ObjectMeta,
-    /// What the user asks for.
-    pub spec: WebAppSpec,
-}
-
-/// What the user asks for.
-#[derive(Debug, Clone, Deserialize)]
-pub struct WebAppSpec {
-    /// Pods to run, 1..=10.
-    pub replicas: i32,
-    /// Container image.
-    pub image: String,
-    /// Container port, also exposed by the Service; 80 when unset.
-    #[serde(default = "default_port")]
-    pub port: i32,
-}
-
-fn default_port() -> i32 {
-    80
-}
+use wasm_operator_sdk::{Children, Context, Desired, Failure, Finalized, Manifest, Reconciler};
+pub use webapp_logic::{WebApp, WebAppSpec, children_of, desired_state};
 
 /// The plugin.
 pub struct WebAppPlugin;
@@ -46,83 +13,16 @@ impl Reconciler for WebAppPlugin {
     type Object = WebApp;
 
     fn manifest() -> Manifest {
-        Manifest::new("webapp", env!("CARGO_PKG_VERSION"))
-            .description("Runs a web application as a Deployment and a Service")
-            .primary(Kind::namespaced("example.com", "v1", "WebApp", "webapps"))
-            .owns::<Deployment>()
-            .owns::<Service>()
-            .finalizer(true)
+        webapp_logic::manifest(env!("CARGO_PKG_VERSION"))
     }
 
     fn reconcile(_ctx: &Context, app: WebApp, children: &Children) -> Result<Desired, Failure> {
-        let spec = &app.spec;
-        // The CRD validates these too; an object stored before the schema was
-        // tightened must not turn into an invalid Deployment.
-        if !(1..=10).contains(&spec.replicas) || !(1..=65535).contains(&spec.port) || spec.image.is_empty() {
-            return Err(Failure::permanent(format!(
-                "spec is invalid: replicas must be 1..10 (got {}), port 1..65535 (got {}), image non-empty",
-                spec.replicas, spec.port
-            )));
-        }
-        let name = app.metadata.name.clone().unwrap_or_default();
-        let ready =
-            children.get::<Deployment>(&name)?.and_then(|d| d.status).and_then(|s| s.ready_replicas).unwrap_or(0);
-        let running = ready >= spec.replicas;
-        let message = format!("{ready}/{} replicas ready", spec.replicas);
-        let phase = if running { "Running" } else { "Pending" };
-        let reason = if running { "AllReplicasReady" } else { "ReplicasNotReady" };
-        let (deployment, service) = children_of(&app.metadata, spec);
-        Ok(Desired::new()
-            .child(&deployment)?
-            .child(&service)?
-            .status(json!({ "readyReplicas": ready, "phase": phase }))
-            .condition(Condition::ready(running, reason, message)))
+        desired_state(app, children, &[])
     }
 
     fn finalize(_ctx: &Context, app: WebApp, _children: &Children) -> Result<Finalized, Failure> {
-        // Children go with their owner; nothing outside the cluster to clean up.
-        let name = app.metadata.name.unwrap_or_default();
-        log::info(format!("WebApp {name} is being deleted; its Deployment and Service follow"));
-        Ok(Finalized::Done)
+        webapp_logic::finalize(app)
     }
-}
-
-/// The Deployment and Service a WebApp stands for.
-pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec) -> (Deployment, Service) {
-    let name = meta.name.clone().unwrap_or_default();
-    let labels = BTreeMap::from([("app".to_owned(), name.clone())]);
-    let metadata = ObjectMeta {
-        name: Some(name),
-        namespace: meta.namespace.clone(),
-        labels: Some(labels.clone()),
-        ..Default::default()
-    };
-    let container = Container {
-        name: "web".to_owned(),
-        image: Some(spec.image.clone()),
-        ports: Some(vec![ContainerPort { container_port: spec.port, ..Default::default() }]),
-        ..Default::default()
-    };
-    let deployment = Deployment {
-        metadata: metadata.clone(),
-        spec: Some(DeploymentSpec {
-            replicas: Some(spec.replicas),
-            selector: LabelSelector { match_labels: Some(labels.clone()), ..Default::default() },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels.clone()), ..Default::default() }),
-                spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
-            },
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let port = ServicePort { port: spec.port, target_port: Some(IntOrString::Int(spec.port)), ..Default::default() };
-    let service = Service {
-        metadata,
-        spec: Some(ServiceSpec { selector: Some(labels), ports: Some(vec![port]), ..Default::default() }),
-        ..Default::default()
-    };
-    (deployment, service)
 }
 
 wasm_operator_sdk::export_plugin!(WebAppPlugin);

@@ -1,0 +1,128 @@
+//! The WebApp operator's logic: a `WebApp` (`example.com/v1`) becomes a
+//! Deployment and a Service, and its status reports how many replicas are
+//! ready. Every version of the webapp plugin links this crate; versions differ
+//! only in what they add (labels, upgrade steps).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Deserialize;
+use serde_json::json;
+use wasm_operator_sdk::{Children, Condition, Desired, Failure, Finalized, Kind, Manifest, log};
+
+/// A `WebApp` object.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WebApp {
+    /// Name and namespace name the children.
+    pub metadata: ObjectMeta,
+    /// What the user asks for.
+    pub spec: WebAppSpec,
+}
+
+/// What the user asks for.
+#[derive(Debug, Clone, Deserialize)]
+pub struct WebAppSpec {
+    /// Pods to run, 1..=10.
+    pub replicas: i32,
+    /// Container image.
+    pub image: String,
+    /// Container port, also exposed by the Service; 80 when unset.
+    #[serde(default = "default_port")]
+    pub port: i32,
+}
+
+fn default_port() -> i32 {
+    80
+}
+
+/// The desired state of `app`: its Deployment and Service, with
+/// `extra_labels` on them and their pods (later plugin versions add labels
+/// this way), and the status read from the Deployment.
+pub fn desired_state(app: WebApp, children: &Children, extra_labels: &[(&str, &str)]) -> Result<Desired, Failure> {
+    let spec = &app.spec;
+    // The CRD validates these too; an object stored before the schema was
+    // tightened must not turn into an invalid Deployment.
+    if !(1..=10).contains(&spec.replicas) || !(1..=65535).contains(&spec.port) || spec.image.is_empty() {
+        return Err(Failure::permanent(format!(
+            "spec is invalid: replicas must be 1..10 (got {}), port 1..65535 (got {}), image non-empty",
+            spec.replicas, spec.port
+        )));
+    }
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let ready = children.get::<Deployment>(&name)?.and_then(|d| d.status).and_then(|s| s.ready_replicas).unwrap_or(0);
+    let running = ready >= spec.replicas;
+    let message = format!("{ready}/{} replicas ready", spec.replicas);
+    let phase = if running { "Running" } else { "Pending" };
+    let reason = if running { "AllReplicasReady" } else { "ReplicasNotReady" };
+    let (deployment, service) = children_of(&app.metadata, spec, extra_labels);
+    Ok(Desired::new()
+        .child(&deployment)?
+        .child(&service)?
+        .status(json!({ "readyReplicas": ready, "phase": phase }))
+        .condition(Condition::ready(running, reason, message)))
+}
+
+/// The manifest every webapp version shares; versions add to it.
+pub fn manifest(version: &str) -> Manifest {
+    Manifest::new("webapp", version)
+        .description("Runs a web application as a Deployment and a Service")
+        .primary(Kind::namespaced("example.com", "v1", "WebApp", "webapps"))
+        .owns::<Deployment>()
+        .owns::<Service>()
+        .finalizer(true)
+}
+
+/// Clean-up before a WebApp goes: its children go with their owner, and there
+/// is nothing outside the cluster to clean up.
+pub fn finalize(app: WebApp) -> Result<Finalized, Failure> {
+    let name = app.metadata.name.unwrap_or_default();
+    log::info(format!("WebApp {name} is being deleted; its Deployment and Service follow"));
+    Ok(Finalized::Done)
+}
+
+/// The Deployment and Service a WebApp stands for. `extra_labels` go on the
+/// objects and the pod template, never into selectors (a Deployment's
+/// selector is immutable, so versions must agree on it).
+pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec, extra_labels: &[(&str, &str)]) -> (Deployment, Service) {
+    let name = meta.name.clone().unwrap_or_default();
+    let selector = BTreeMap::from([("app".to_owned(), name.clone())]);
+    let mut labels = selector.clone();
+    labels.extend(extra_labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())));
+    let metadata = ObjectMeta {
+        name: Some(name),
+        namespace: meta.namespace.clone(),
+        labels: Some(labels.clone()),
+        ..Default::default()
+    };
+    let container = Container {
+        name: "web".to_owned(),
+        image: Some(spec.image.clone()),
+        ports: Some(vec![ContainerPort { container_port: spec.port, ..Default::default() }]),
+        ..Default::default()
+    };
+    let deployment = Deployment {
+        metadata: metadata.clone(),
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.replicas),
+            selector: LabelSelector { match_labels: Some(selector.clone()), ..Default::default() },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
+                spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let port = ServicePort { port: spec.port, target_port: Some(IntOrString::Int(spec.port)), ..Default::default() };
+    let service = Service {
+        metadata,
+        spec: Some(ServiceSpec { selector: Some(selector), ports: Some(vec![port]), ..Default::default() }),
+        ..Default::default()
+    };
+    (deployment, service)
+}
