@@ -20,7 +20,7 @@ use crate::contract::{CallContext, Condition, Failure, Finalized};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plugins::{ActiveVersion, PluginSlot};
-use crate::telemetry::{CallFunction, Metrics, ReconcileResult};
+use crate::telemetry::{Metrics, ReconcileResult};
 
 /// How often a healthy object is reconciled even if nothing changes, so drift
 /// the watches cannot see is eventually corrected.
@@ -224,18 +224,10 @@ async fn run(
     if manifest.finalizer {
         apply::ensure_finalizer(&ctx.client, &ctx.primary, obj, &manifest.name).await?;
     }
-    let started = Instant::now();
-    let answer = active
+    let desired = active
         .plugin
         .reconcile(&call_ctx, &object, &children, ctx.cache.clone())
-        .await;
-    ctx.metrics.plugin_call(
-        &manifest.name,
-        &manifest.version,
-        CallFunction::Reconcile,
-        started.elapsed().as_secs_f64(),
-    );
-    let desired = answer?;
+        .await?;
 
     // Checked before any write: a refused child means no write at all.
     let plans = apply::plan_children(manifest, obj, &desired.children)?;
@@ -350,18 +342,11 @@ async fn finalize(
         });
     }
     if manifest.finalizer {
-        let started = Instant::now();
         let answer = active
             .plugin
             .finalize(&call_ctx, &object, &children, ctx.cache.clone())
-            .await;
-        ctx.metrics.plugin_call(
-            &manifest.name,
-            &manifest.version,
-            CallFunction::Finalize,
-            started.elapsed().as_secs_f64(),
-        );
-        if let Finalized::Wait(ms) = answer? {
+            .await?;
+        if let Finalized::Wait(ms) = answer {
             return Ok(Outcome::after_ms(ms));
         }
     }

@@ -201,8 +201,12 @@ impl Registry {
     /// A registry with no plugins, writing through `client`.
     pub async fn new(
         client: kube::Client,
-        options: RegistryOptions,
+        mut options: RegistryOptions,
     ) -> Result<Registry, RegistryError> {
+        // Every call the engine makes is timed into this registry's metrics.
+        if options.engine.observer.is_none() {
+            options.engine.observer = Some(Arc::new(options.metrics.clone()));
+        }
         let engine = Engine::new(options.engine).map_err(RegistryError::Engine)?;
         Ok(Registry {
             inner: Arc::new(Inner {

@@ -27,22 +27,6 @@ impl ReconcileResult {
     }
 }
 
-/// Which plugin export a call went to (`function` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallFunction {
-    Reconcile,
-    Finalize,
-}
-
-impl CallFunction {
-    fn as_str(self) -> &'static str {
-        match self {
-            CallFunction::Reconcile => "reconcile",
-            CallFunction::Finalize => "finalize",
-        }
-    }
-}
-
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ControllerLabels {
     controller: String,
@@ -252,12 +236,12 @@ impl Metrics {
     }
 
     /// One plugin call finished after `seconds`.
-    pub fn plugin_call(&self, plugin: &str, version: &str, function: CallFunction, seconds: f64) {
+    pub fn plugin_call(&self, plugin: &str, version: &str, function: &str, seconds: f64) {
         self.call_duration
             .get_or_create(&CallLabels {
                 plugin: plugin.to_string(),
                 version: version.to_string(),
-                function: function.as_str().to_string(),
+                function: function.to_string(),
             })
             .observe(seconds);
     }
@@ -287,6 +271,19 @@ impl Metrics {
     }
 }
 
+/// The engine reports every plugin call (manifest, reconcile, finalize,
+/// upgrade, convert) here, so no caller has to time calls itself.
+impl crate::engine::CallObserver for Metrics {
+    fn observe(&self, report: &crate::engine::CallReport<'_>) {
+        self.plugin_call(
+            report.plugin,
+            report.version,
+            report.function,
+            report.duration.as_secs_f64(),
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,7 +293,7 @@ mod tests {
         let m = Metrics::new();
         m.reconcile_started("webapp");
         m.reconcile_finished("webapp", ReconcileResult::Error, 0.01);
-        m.plugin_call("webapp", "1.0.0", CallFunction::Reconcile, 0.002);
+        m.plugin_call("webapp", "1.0.0", "reconcile", 0.002);
         m.plugin_failure("webapp", "1.0.0", "PluginTrap");
         let text = m.encode();
         for needle in [
