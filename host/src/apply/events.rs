@@ -5,6 +5,16 @@ use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+/// A kube `Recorder` reporting as `controller`, with this host's Pod (env
+/// `POD_NAME`, set by the Deployment) as the reporting instance.
+pub fn recorder(client: Client, controller: String) -> Recorder {
+    let reporter = Reporter {
+        controller,
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    Recorder::new(client, reporter)
+}
+
 /// Records events for one controller (the reporting component is
 /// `wasm-operator/<plugin>`). Publishing is best effort: an event that cannot
 /// be written is logged, never fails a reconcile.
@@ -22,12 +32,8 @@ impl std::fmt::Debug for EventSink {
 impl EventSink {
     /// A sink reporting as `wasm-operator/<plugin>`.
     pub fn new(client: Client, plugin: &str) -> EventSink {
-        let reporter = Reporter {
-            controller: super::field_manager(plugin),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         EventSink {
-            recorder: Recorder::new(client, reporter),
+            recorder: recorder(client, super::field_manager(plugin)),
         }
     }
 

@@ -5,7 +5,7 @@
 //! nothing would change, so the host's own writes never cause a hot loop.
 
 mod children;
-mod events;
+pub mod events;
 mod metadata;
 mod status;
 

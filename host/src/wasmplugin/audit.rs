@@ -3,7 +3,7 @@
 //! `audit`.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 
 /// The reporting controller of WasmPlugin events.
 pub const REPORTER: &str = "wasm-operator/wasmplugin";
@@ -46,12 +46,8 @@ impl std::fmt::Debug for AuditTrail {
 impl AuditTrail {
     /// An audit trail writing events through `client`.
     pub fn new(client: kube::Client) -> AuditTrail {
-        let reporter = Reporter {
-            controller: REPORTER.to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
         AuditTrail {
-            recorder: Recorder::new(client, reporter),
+            recorder: crate::apply::events::recorder(client, REPORTER.to_string()),
         }
     }
 

@@ -1,6 +1,9 @@
 //! End-to-end tests of the `wasm-operator` binary and of dev mode: the real
 //! binary, a real devcluster over HTTP and the real plugins built to wasm.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 mod common;
 mod dev_binary;
 mod hot_reload;

@@ -215,3 +215,38 @@ pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(kind))
 }
+
+/// `component` with a custom section appended: a different digest, the same
+/// behaviour (custom sections carry no semantics). Tests use it to make "a new
+/// version" of a plugin without building one.
+pub fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
+    let mut body = leb128(name.len() as u64);
+    body.extend_from_slice(name.as_bytes());
+    body.extend_from_slice(payload);
+    let mut bytes = component.to_vec();
+    bytes.push(0x00);
+    bytes.extend(leb128(body.len() as u64));
+    bytes.extend(body);
+    bytes
+}
+
+fn leb128(mut value: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return out;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+#[test]
+fn leb128_encodes_multibyte_values() {
+    assert_eq!(leb128(0), vec![0]);
+    assert_eq!(leb128(127), vec![0x7f]);
+    assert_eq!(leb128(128), vec![0x80, 0x01]);
+    assert_eq!(leb128(624485), vec![0xe5, 0x8e, 0x26]);
+}

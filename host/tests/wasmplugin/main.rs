@@ -237,31 +237,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) {
     std::fs::rename(&tmp, path).unwrap();
 }
 
-/// `component` with a custom section appended: a different digest, the same
-/// behaviour.
-pub fn with_custom_section(component: &[u8], name: &str, payload: &[u8]) -> Vec<u8> {
-    let mut body = leb128(name.len() as u64);
-    body.extend_from_slice(name.as_bytes());
-    body.extend_from_slice(payload);
-    let mut bytes = component.to_vec();
-    bytes.push(0x00);
-    bytes.extend(leb128(body.len() as u64));
-    bytes.extend(body);
-    bytes
-}
-
-fn leb128(mut value: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let byte = (value & 0x7f) as u8;
-        value >>= 7;
-        if value == 0 {
-            out.push(byte);
-            return out;
-        }
-        out.push(byte | 0x80);
-    }
-}
+pub use support::with_custom_section;
 
 /// The events.k8s.io/v1 events about WasmPlugin `name` (cluster-scoped
 /// objects' events live in `default`), as `(type, reason, note)`.
