@@ -4,9 +4,10 @@
 //! * `native`: the plugin's logic compiled into the host (the SDK's JSON entry
 //!   point), with the same host-side work as the engine (serialize the object,
 //!   parse and validate the answer);
-//! * `wasm_isolated`: through the engine, a fresh instance per call, on the
-//!   calling thread (`reconcile_blocking`) and through `reconcile` (tokio
-//!   blocking pool), with the on-demand and the pooling instance allocator;
+//! * `wasm_isolated_*`: through the engine, a fresh instance per call, with
+//!   the on-demand allocator and with the pooling allocator (what `run` and
+//!   `dev` use), on the calling thread (`reconcile_blocking`) and through the
+//!   async `reconcile`;
 //! * `http_hook`: the native logic behind an axum JSON endpoint on loopback,
 //!   called over a kept-alive reqwest connection (Metacontroller's best case).
 //!
@@ -230,35 +231,32 @@ fn bench(c: &mut Criterion) {
     });
 
     let compiled = tempfile::tempdir().expect("temp dir for compiled components");
-    let on_demand = load(InstanceAllocation::OnDemand, compiled.path());
-    assert_eq!(
-        on_demand
-            .reconcile_blocking(&ctx, &object, &[], cache.clone())
-            .unwrap(),
-        native_reconcile(&object_text, &[])
-    );
-    group.bench_function("wasm_isolated_on_demand", |b| {
-        b.iter(|| {
-            on_demand
+    let variants = [
+        ("on_demand", InstanceAllocation::OnDemand),
+        ("pooling", InstanceAllocation::Pooling { max_instances: 64 }),
+    ];
+    for (name, allocation) in variants {
+        let plugin = load(allocation, compiled.path());
+        assert_eq!(
+            plugin
                 .reconcile_blocking(&ctx, &object, &[], cache.clone())
-                .expect("reconcile")
-        })
-    });
-    let pooling = load(
-        InstanceAllocation::Pooling { max_instances: 64 },
-        compiled.path(),
-    );
-    group.bench_function("wasm_isolated_pooling", |b| {
-        b.iter(|| {
-            pooling
-                .reconcile_blocking(&ctx, &object, &[], cache.clone())
-                .expect("reconcile")
-        })
-    });
-    group.bench_function("wasm_isolated_pooling_async_block_in_place", |b| {
-        b.to_async(&runtime)
-            .iter(|| pooling.reconcile(&ctx, &object, &[], cache.clone()))
-    });
+                .unwrap(),
+            native_reconcile(&object_text, &[])
+        );
+        group.bench_function(format!("wasm_isolated_{name}"), |b| {
+            b.iter(|| {
+                plugin
+                    .reconcile_blocking(&ctx, &object, &[], cache.clone())
+                    .expect("reconcile")
+            })
+        });
+        if name == "pooling" {
+            group.bench_function("wasm_isolated_pooling_async_block_in_place", |b| {
+                b.to_async(&runtime)
+                    .iter(|| plugin.reconcile(&ctx, &object, &[], cache.clone()))
+            });
+        }
+    }
 
     let url = runtime.block_on(start_hook());
     let client = reqwest::Client::builder()

@@ -94,6 +94,24 @@
 //! assert_eq!(answer.children.len(), 1);
 //! ```
 //!
+//! # Performance
+//!
+//! Every call runs in a fresh instance, so a plugin pays for whatever memory
+//! it grows into on *every* call: each `memory.grow` costs the host an
+//! `mprotect` to grow and another to shrink the slot back for the next call.
+//! The linker's default initial memory is ~1.1 MiB (the 1 MiB stack plus
+//! data), which a reconcile of a realistic object outgrows. Link with a
+//! larger initial memory; untouched pages cost nothing:
+//!
+//! ```toml
+//! # .cargo/config.toml of the plugin's workspace
+//! [target.wasm32-wasip2]
+//! rustflags = ["-C", "link-arg=--initial-memory=4194304"]
+//! ```
+//!
+//! In the host's `plugin_call` benchmark this took a webapp reconcile from
+//! 88 µs to 77 µs. Keep the plugin's memory limit above the initial memory.
+//!
 //! [wasm-operator]: https://example.invalid/wasm-operator
 
 #![warn(missing_docs)]

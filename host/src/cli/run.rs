@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::task::JoinHandle;
 
 use super::{CliError, connect};
+use crate::engine::InstanceAllocation;
 use crate::plugins::{Registry, RegistryError, RegistryOptions};
 use crate::telemetry;
 use crate::wasmplugin::WasmPluginController;
@@ -43,6 +44,12 @@ pub struct RunArgs {
     /// `$HOME/.cache/wasm-operator`; no disk cache when neither is set).
     #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Plugin calls that may be in flight at once across all plugins: the
+    /// size of the engine's pool of instance slots (each reserves address
+    /// space, not memory). 0 allocates every instance on demand instead
+    /// (slower calls, no upper bound).
+    #[arg(long, value_name = "N", default_value_t = crate::plugins::DEFAULT_MAX_INSTANCES)]
+    pub max_instances: u32,
 }
 
 /// Why `run` failed.
@@ -268,6 +275,10 @@ fn registry_options(args: &RunArgs) -> RegistryOptions {
         options.concurrency = concurrency.max(1);
     }
     options.engine.cache_dir = args.cache_dir.clone().or_else(default_cache_dir);
+    options.engine.allocation = match args.max_instances {
+        0 => InstanceAllocation::OnDemand,
+        max_instances => InstanceAllocation::Pooling { max_instances },
+    };
     options
 }
 

@@ -122,6 +122,17 @@ pub enum CallError {
         "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
     )]
     NotImplemented { plugin: String, function: String },
+    /// Every slot of the engine's instance pool is taken by calls in flight
+    /// (pooling allocation only). Transient: the call is retried with backoff.
+    #[error(
+        "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls; raise `--max-instances` or lower plugin concurrency"
+    )]
+    InstancePoolFull {
+        plugin: String,
+        version: String,
+        function: String,
+        max_instances: u32,
+    },
     /// A host-side problem (not the plugin's fault).
     #[error("internal error of the wasm engine: {0}")]
     Internal(String),
@@ -140,6 +151,7 @@ impl CallError {
             CallError::Failed(Failure::Transient(_)) => "ReconcileFailed",
             CallError::Failed(Failure::Permanent(_)) => "ReconcilePermanentFailure",
             CallError::NotImplemented { .. } => "NotImplemented",
+            CallError::InstancePoolFull { .. } => "InstancePoolFull",
             CallError::Internal(_) => "InternalError",
         }
     }

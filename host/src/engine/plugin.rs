@@ -14,13 +14,15 @@ use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
 use super::error::{CallError, EngineError};
 use super::host::HostState;
-use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
+use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine, InstanceAllocation};
 use crate::contract;
 
 /// How a call body can fail before it is attributed to a plugin.
 enum Fault {
     /// Instantiation failed for a reason that is not the plugin's code.
     Instantiate(wasmtime::Error),
+    /// The pooling allocator has no free slot.
+    PoolFull,
     /// The guest trapped, ran out of time or memory, or a host function failed.
     Wasm(wasmtime::Error),
     Output(OutputProblem),
@@ -224,8 +226,7 @@ impl LoadedPlugin {
     }
 
     /// The same plugin with other call limits (e.g. from a `WasmPlugin`'s
-    /// resources). With the pooling allocator, memory cannot exceed the
-    /// engine's configured limit.
+    /// resources).
     pub fn with_limits(&self, limits: CallLimits) -> LoadedPlugin {
         LoadedPlugin {
             inner: self.inner.clone(),
@@ -409,6 +410,7 @@ impl LoadedPlugin {
         let outcome = match inner.pre.instantiate(&mut store) {
             Ok(instance) => body(&mut store, &instance, inner),
             Err(e) if e.is::<Trap>() || store.data().limiter.exceeded => Err(Fault::Wasm(e)),
+            Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => Err(Fault::PoolFull),
             Err(e) => Err(Fault::Instantiate(e)),
         };
         let state = store.data();
@@ -474,6 +476,17 @@ impl LoadedPlugin {
                     }
                 })
             }
+            Fault::PoolFull => self.call_error(function, |plugin, version, function| {
+                CallError::InstancePoolFull {
+                    plugin,
+                    version,
+                    function,
+                    max_instances: match self.inner.engine.inner.config.allocation {
+                        InstanceAllocation::Pooling { max_instances } => max_instances,
+                        InstanceAllocation::OnDemand => 0,
+                    },
+                }
+            }),
             Fault::Instantiate(e) => CallError::Internal(format!(
                 "cannot instantiate plugin {} {}: {e:#}",
                 self.inner.name, self.inner.version

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use wasm_operator::contract::{CallContext, Failure, ObjectRef};
 use wasm_operator::engine::{
     CacheReader, CallError, CallLimits, CallObserver, CallReport, EmptyCache, Engine, EngineConfig,
-    EngineError, LoadedPlugin,
+    EngineError, InstanceAllocation, LoadedPlugin,
 };
 
 fn component(name: &str) -> Vec<u8> {
@@ -180,6 +180,66 @@ async fn endless_loop_times_out() {
         matches!(err, CallError::Timeout { timeout, .. } if timeout == Duration::from_secs(1)),
         "{err}"
     );
+    still_serves(&plugin).await;
+}
+
+/// With the pooling allocator, a call that finds every slot taken fails
+/// with `InstancePoolFull` (transient, retried by the controller) instead of
+/// waiting or crashing, and the pool serves again once the slot is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_instance_pool_is_a_clear_transient_error() {
+    let engine = Engine::new(EngineConfig {
+        allocation: InstanceAllocation::Pooling { max_instances: 1 },
+        ..Default::default()
+    })
+    .unwrap();
+    let plugin = engine.load(&component("faulty")).unwrap();
+    let plugin = plugin.with_limits(CallLimits {
+        timeout: Duration::from_secs(3),
+        ..plugin.limits()
+    });
+    let looping = {
+        let plugin = plugin.clone();
+        // It may itself find the pool taken by the calls below: it retries
+        // like the controller would.
+        tokio::spawn(async move {
+            loop {
+                match faulty_call(&plugin, "loop").await {
+                    Err(CallError::InstancePoolFull { .. }) => {
+                        tokio::time::sleep(Duration::from_millis(5)).await
+                    }
+                    ended => break ended,
+                }
+            }
+        })
+    };
+    // Until the endless call holds the only slot, other calls still succeed.
+    let full = loop {
+        match faulty_call(&plugin, "ok").await {
+            Ok(_) if !looping.is_finished() => tokio::time::sleep(Duration::from_millis(20)).await,
+            Ok(_) => panic!("the endless call ended before the pool was seen full"),
+            Err(e) => break e,
+        }
+    };
+    assert!(
+        matches!(
+            full,
+            CallError::InstancePoolFull {
+                max_instances: 1,
+                ..
+            }
+        ),
+        "{full}"
+    );
+    assert_eq!(full.reason(), "InstancePoolFull");
+    assert!(!full.is_permanent());
+    let text = full.to_string();
+    assert!(
+        text.contains("faulty") && text.contains("--max-instances"),
+        "{text}"
+    );
+    let ended = looping.await.unwrap().unwrap_err();
+    assert!(matches!(ended, CallError::Timeout { .. }), "{ended}");
     still_serves(&plugin).await;
 }
 
