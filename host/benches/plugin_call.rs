@@ -111,6 +111,11 @@ fn webapp_object() -> Value {
     })
 }
 
+/// Compact JSON text, as the engine writes it for a call.
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).expect("JSON values serialize")
+}
+
 fn ctx() -> CallContext {
     CallContext {
         plugin_version: "1.0.0".into(),
@@ -195,10 +200,10 @@ fn load(allocation: InstanceAllocation, cache_dir: &std::path::Path) -> LoadedPl
 /// The webhook: native logic behind POST /reconcile on loopback.
 async fn start_hook() -> String {
     async fn hook(axum::Json(body): axum::Json<Value>) -> axum::Json<Value> {
-        let object = body["object"].to_string();
+        let object = json_text(&body["object"]);
         let children: Vec<String> = body["children"]
             .as_array()
-            .map(|c| c.iter().map(Value::to_string).collect())
+            .map(|c| c.iter().map(json_text).collect())
             .unwrap_or_default();
         let desired = native_reconcile(&object, &children);
         axum::Json(serde_json::to_value(&desired).expect("desired serializes"))
@@ -214,7 +219,7 @@ async fn start_hook() -> String {
 
 fn bench(c: &mut Criterion) {
     let object = webapp_object();
-    let object_text = object.to_string();
+    let object_text = json_text(&object);
     eprintln!("WebApp object: {} bytes of JSON", object_text.len());
     let cache: Arc<dyn CacheReader> = Arc::new(EmptyCache);
     let ctx = ctx();
@@ -227,7 +232,7 @@ fn bench(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
 
     group.bench_function("native", |b| {
-        b.iter(|| native_reconcile(&object.to_string(), &[]))
+        b.iter(|| native_reconcile(&json_text(&object), &[]))
     });
 
     let compiled = tempfile::tempdir().expect("temp dir for compiled components");

@@ -62,7 +62,7 @@ impl<R: Reconciler> backup::Guest for Glue<R> {
         glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| {
             plan.map(|p| wit::BackupPlan {
                 schedule: p.schedule,
-                job: p.job.to_string(),
+                job: crate::desired::json_text(&p.job),
                 retain: p.retain,
                 backup_on_delete: p.backup_on_delete,
             })

@@ -6,6 +6,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::error::Category;
 
+use crate::desired::json_text;
 use crate::{BackupPlan, Children, Context, DesiredJson, Failure, Finalized, Reconciler};
 
 /// Runs `R::reconcile` on the host's JSON and returns the JSON answer.
@@ -38,14 +39,14 @@ pub fn upgrade_json<R: Reconciler>(
 ) -> Result<String, String> {
     let object: Value =
         serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
-    R::upgrade(ctx, object, from_plugin_version).map(|v| v.to_string())
+    R::upgrade(ctx, object, from_plugin_version).map(|v| json_text(&v))
 }
 
 /// Runs `R::convert` on the host's JSON.
 pub fn convert_json<R: Reconciler>(object: &str, to_api_version: &str) -> Result<String, String> {
     let object: Value =
         serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
-    R::convert(object, to_api_version).map(|v| v.to_string())
+    R::convert(object, to_api_version).map(|v| json_text(&v))
 }
 
 /// Runs `R::plan` on the host's JSON.
@@ -63,7 +64,7 @@ pub fn restore_json<R: Reconciler>(
     let object = parse_primary::<R::Object>(object).map_err(|f| f.message().to_owned())?;
     let backup: Value =
         serde_json::from_str(backup).map_err(|e| format!("the backup is not JSON: {e}"))?;
-    R::restore(ctx, object, backup).map(|v| v.to_string())
+    R::restore(ctx, object, backup).map(|v| json_text(&v))
 }
 
 /// Parses the primary. JSON that does not fit the author's type is the

@@ -170,7 +170,7 @@ impl cache::Host for HostState {
             namespace: r.namespace,
             name: r.name,
         };
-        Ok(reader.get(&r).map(|v| v.to_string()))
+        Ok(reader.get(&r).as_ref().map(super::convert::json_text))
     }
 
     fn list(
@@ -187,7 +187,7 @@ impl cache::Host for HostState {
             namespace.as_deref(),
             label_selector.as_deref(),
         )?;
-        Ok(items.iter().map(|v| v.to_string()).collect())
+        Ok(items.iter().map(super::convert::json_text).collect())
     }
 }
 

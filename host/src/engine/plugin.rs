@@ -245,7 +245,7 @@ impl LoadedPlugin {
         let (this, ctx, object, children) = (
             self.clone(),
             ctx.clone(),
-            object.to_string(),
+            convert::json_text(object),
             json_list(children),
         );
         blocking(move || this.reconcile_json(&ctx, object, children, cache)).await
@@ -259,7 +259,7 @@ impl LoadedPlugin {
         children: &[Value],
         cache: Arc<dyn CacheReader>,
     ) -> Result<contract::Desired, CallError> {
-        self.reconcile_json(ctx, object.to_string(), json_list(children), cache)
+        self.reconcile_json(ctx, convert::json_text(object), json_list(children), cache)
     }
 
     fn reconcile_json(
@@ -297,7 +297,7 @@ impl LoadedPlugin {
         let (this, ctx, object, children) = (
             self.clone(),
             ctx.clone(),
-            object.to_string(),
+            convert::json_text(object),
             json_list(children),
         );
         blocking(move || {
@@ -333,7 +333,7 @@ impl LoadedPlugin {
         let (this, ctx, object, from) = (
             self.clone(),
             ctx.clone(),
-            object.to_string(),
+            convert::json_text(object),
             from_version.to_string(),
         );
         blocking(move || {
@@ -356,7 +356,11 @@ impl LoadedPlugin {
     /// Converts an object of the primary kind to another API version.
     pub async fn convert(&self, object: &Value, to_api_version: &str) -> Result<Value, CallError> {
         let migration = self.migration_indices("convert")?;
-        let (this, object, to) = (self.clone(), object.to_string(), to_api_version.to_string());
+        let (this, object, to) = (
+            self.clone(),
+            convert::json_text(object),
+            to_api_version.to_string(),
+        );
         blocking(move || {
             let limit = this.limits.output_bytes;
             this.execute("convert", None, |store, instance, _| {
@@ -529,7 +533,7 @@ impl LoadedPlugin {
 }
 
 fn json_list(values: &[Value]) -> Vec<String> {
-    values.iter().map(Value::to_string).collect()
+    values.iter().map(convert::json_text).collect()
 }
 
 /// Runs a call without stalling the async runtime: on a multi-threaded
