@@ -68,10 +68,20 @@ pub enum InstanceAllocation {
     /// Wasmtime's pooling allocator: slots reserved up front and reused, with
     /// the pages a call dirtied kept resident (and reset) for the next one.
     /// Faster instantiation and no page faults; at most `max_instances`
-    /// instances exist at once (calls in flight plus
-    /// [`EngineConfig::warm_instances`] per loaded plugin version). Each slot
-    /// reserves 4 GiB + guard of address space, never of memory.
+    /// calls run at once (a call beyond that fails with
+    /// [`CallError::InstancePoolFull`]). Each slot reserves 4 GiB + guard of
+    /// address space, never of memory.
     Pooling { max_instances: u32 },
+}
+
+impl InstanceAllocation {
+    /// The pool's size; `None` for on-demand allocation (no bound).
+    pub fn max_instances(self) -> Option<u32> {
+        match self {
+            InstanceAllocation::OnDemand => None,
+            InstanceAllocation::Pooling { max_instances } => Some(max_instances),
+        }
+    }
 }
 
 /// Outcome of one call, for metrics (`wasm_operator_plugin_call_duration_seconds`).

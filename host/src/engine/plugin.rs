@@ -14,7 +14,7 @@ use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
 use super::error::{CallError, EngineError};
 use super::host::HostState;
-use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine, InstanceAllocation};
+use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
 use crate::contract;
 
 /// How a call body can fail before it is attributed to a plugin.
@@ -485,10 +485,10 @@ impl LoadedPlugin {
                     plugin,
                     version,
                     function,
-                    max_instances: match self.inner.engine.inner.config.allocation {
-                        InstanceAllocation::Pooling { max_instances } => max_instances,
-                        InstanceAllocation::OnDemand => 0,
-                    },
+                    // Only a pool can be full.
+                    max_instances: (self.inner.engine.inner.config.allocation)
+                        .max_instances()
+                        .unwrap_or_default(),
                 }
             }),
             Fault::Instantiate(e) => CallError::Internal(format!(
