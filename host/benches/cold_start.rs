@@ -18,25 +18,10 @@ use serde_json::json;
 use wasm_operator::contract::CallContext;
 use wasm_operator::engine::{CacheStats, EmptyCache, Engine, EngineConfig};
 
+mod support;
+
 const COLD_SAMPLES: usize = 5;
 const WARM_SAMPLES: usize = 10;
-
-fn component() -> Vec<u8> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let path = target.join("wasm32-wasip2/release/webapp.wasm");
-    std::fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run scripts/build-plugins.sh first",
-            path.display()
-        )
-    })
-}
 
 /// One restart: engine, load, first reconcile. Returns the elapsed time of
 /// each phase and the cache counters.
@@ -120,7 +105,7 @@ fn measure(
 }
 
 fn main() {
-    let bytes = component();
+    let bytes = support::component();
     let scratch = tempfile::tempdir().expect("temp dir");
     let mut n = 0;
     let cold = measure(
