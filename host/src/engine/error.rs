@@ -47,6 +47,22 @@ pub enum EngineError {
     /// A cache entry could not be produced (serialization failed).
     #[error("compiled-component cache: {0}")]
     Cache(String),
+    /// The plugin's `manifest` could not run because every instance of the
+    /// engine's pool was taken by other calls. Says nothing about the plugin:
+    /// load it again later.
+    #[error(
+        "plugin {digest} cannot be checked yet: all {max_instances} instances of the engine's pool are in use by other calls, so its `manifest` could not run; the load is retried. Raise `--max-instances` or lower plugin concurrency if this persists"
+    )]
+    InstancePoolFull { digest: String, max_instances: u32 },
+}
+
+impl EngineError {
+    /// True when loading again later may succeed with the same bytes (the
+    /// engine was busy); false when the component itself was refused or the
+    /// host is misconfigured.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EngineError::InstancePoolFull { .. })
+    }
 }
 
 /// Why one call of a loaded plugin failed. The plugin and the host keep serving

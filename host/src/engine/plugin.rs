@@ -178,6 +178,12 @@ impl LoadedPlugin {
                 CallError::Trap { message, .. } if message.contains("type mismatch") => wrong(
                     format!("its `reconciler` exports have other types ({message})"),
                 ),
+                CallError::InstancePoolFull { max_instances, .. } => {
+                    EngineError::InstancePoolFull {
+                        digest: digest.clone(),
+                        max_instances,
+                    }
+                }
                 e => invalid(format!("calling `manifest` failed: {e}")),
             })?;
         let manifest = convert::manifest(raw);

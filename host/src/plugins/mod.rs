@@ -127,18 +127,25 @@ impl RegistryError {
     /// and the running version, if any, keeps serving; false for host
     /// problems and unknown names.
     pub fn is_rejection(&self) -> bool {
-        matches!(
-            self,
-            RegistryError::Load { .. }
-                | RegistryError::PrimaryKindChanged { .. }
-                | RegistryError::RollbackRefused { .. }
-        )
+        match self {
+            RegistryError::Load { error, .. } => !error.is_transient(),
+            RegistryError::PrimaryKindChanged { .. } | RegistryError::RollbackRefused { .. } => {
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True when the same load may succeed later (the engine was busy).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RegistryError::Load { error, .. } if error.is_transient())
     }
 
     /// A short CamelCase reason for conditions and events.
     pub fn reason(&self) -> &'static str {
         match self {
             RegistryError::Engine(_) => "EngineUnavailable",
+            RegistryError::Load { error, .. } if error.is_transient() => "InstancePoolFull",
             RegistryError::Load { .. } => "InvalidPlugin",
             RegistryError::PrimaryKindChanged { .. } => "PrimaryKindChanged",
             RegistryError::RollbackRefused { .. } => "RollbackRefused",
@@ -487,5 +494,36 @@ impl Registry {
         let _changes = self.inner.changes.lock().await;
         let running: Vec<Running> = self.plugins().drain().map(|(_, r)| r).collect();
         futures::future::join_all(running.into_iter().map(|r| r.controller.stop())).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_error(error: EngineError) -> RegistryError {
+        RegistryError::Load {
+            source_name: "file:/plugins/webapp.wasm".into(),
+            error,
+        }
+    }
+
+    #[test]
+    fn a_busy_engine_is_not_a_verdict_on_the_plugin() {
+        let busy = load_error(EngineError::InstancePoolFull {
+            digest: "sha256:00".into(),
+            max_instances: 4,
+        });
+        assert!(busy.is_transient());
+        assert!(!busy.is_rejection());
+        assert_eq!(busy.reason(), "InstancePoolFull");
+
+        let invalid = load_error(EngineError::InvalidManifest {
+            digest: "sha256:00".into(),
+            problem: "no version".into(),
+        });
+        assert!(!invalid.is_transient());
+        assert!(invalid.is_rejection());
+        assert_eq!(invalid.reason(), "InvalidPlugin");
     }
 }

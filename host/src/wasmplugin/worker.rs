@@ -28,6 +28,10 @@ const SETTLE: Duration = Duration::from_millis(300);
 /// name checks again.
 const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 
+/// How long a load that failed for a passing reason (the engine's instance
+/// pool was full) waits before it is tried again.
+const LOAD_RETRY: Duration = Duration::from_secs(5);
+
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
 
@@ -48,6 +52,8 @@ pub(super) struct Worker {
     claims: Claims,
     /// A plugin name another WasmPlugin serves, which this one waits for.
     blocked_on: Option<String>,
+    /// The last load failed for a passing reason: try again after `LOAD_RETRY`.
+    retry_load: bool,
     default_limits: CallLimits,
     api: Api<DynamicObject>,
     object: Arc<DynamicObject>,
@@ -79,6 +85,7 @@ impl Worker {
             audit,
             claims,
             blocked_on: None,
+            retry_load: false,
             default_limits,
             api,
             object,
@@ -133,6 +140,7 @@ impl Worker {
                         self.sync().await;
                     }
                 }
+                _ = tokio::time::sleep(LOAD_RETRY), if self.retry_load => self.sync().await,
                 _ = refresh.tick() => self.write_status().await,
             }
         }
@@ -175,6 +183,7 @@ impl Worker {
 
     /// Fetches the source and loads it unless it is what already serves.
     async fn sync(&mut self) {
+        self.retry_load = false;
         let Some(spec) = self.spec.clone() else {
             return;
         };
@@ -251,6 +260,7 @@ impl Worker {
                     .await;
             }
             Err(error) => {
+                self.retry_load = error.is_transient();
                 if self.loaded.is_none() {
                     self.release(&plugin_name);
                 }
@@ -275,6 +285,7 @@ impl Worker {
         let plugin = match tokio::task::spawn_blocking(move || engine.load(&owned)).await {
             Ok(Ok(plugin)) => plugin,
             Ok(Err(error)) => {
+                self.retry_load = error.is_transient();
                 return Err(Problem {
                     reason: engine_reason(&error).to_string(),
                     message: error.to_string(),
@@ -328,7 +339,8 @@ impl Worker {
         }
     }
 
-    /// Records a rejected new version (once per distinct problem).
+    /// Records a new version that could not be loaded: refused, or (with
+    /// `retry_load`) not loaded yet. Once per distinct problem.
     async fn reject(&mut self, reason: &str, message: String, digest: Option<&str>) {
         let problem = Problem {
             reason: reason.to_string(),
@@ -357,7 +369,11 @@ impl Worker {
                 .as_ref()
                 .map(|s| s.source.describe())
                 .unwrap_or_default(),
-            message: format!("rejected: {}{keeps}", problem.message),
+            message: if self.retry_load {
+                format!("not loaded yet: {}{keeps}", problem.message)
+            } else {
+                format!("rejected: {}{keeps}", problem.message)
+            },
         };
         self.problem = Some(problem);
         self.audit
@@ -581,6 +597,7 @@ fn engine_reason(error: &EngineError) -> &'static str {
         | EngineError::Compile { .. }
         | EngineError::WrongWorld { .. }
         | EngineError::InvalidManifest { .. } => "InvalidComponent",
+        EngineError::InstancePoolFull { .. } => "InstancePoolFull",
         _ => "LoadFailed",
     }
 }

@@ -121,6 +121,48 @@ async fn webapp_reconcile_gives_deployment_and_service() {
     desired.validate().unwrap();
 }
 
+/// The SDK allocates a call's memory from a bump arena of static memory and
+/// carries on in the standard allocator once it is full. A call far larger
+/// than the arena (a 1.5 MiB annotation), then a small one in the same pooled
+/// slot, must both answer exactly as the same logic does natively.
+#[test]
+fn calls_beyond_the_sdk_arena_answer_like_native_code() {
+    let engine = Engine::new(EngineConfig {
+        allocation: InstanceAllocation::Pooling { max_instances: 1 },
+        ..Default::default()
+    })
+    .unwrap();
+    let plugin = engine.load(&component("webapp")).unwrap();
+    let native = |object: &Value| {
+        let answer = wasm_operator_sdk::reconcile_json::<webapp::WebAppPlugin>(
+            &wasm_operator_sdk::Context::new("1.0.0"),
+            &object.to_string(),
+            &[],
+        )
+        .unwrap();
+        let children: Vec<Value> = answer
+            .children
+            .iter()
+            .map(|c| serde_json::from_str(c).unwrap())
+            .collect();
+        (
+            children,
+            answer
+                .status
+                .map(|s| serde_json::from_str::<Value>(&s).unwrap()),
+        )
+    };
+    let mut large = primary(&plugin, "large", webapp_spec());
+    large["metadata"]["annotations"] = json!({"example.com/blob": "x".repeat(3 << 19)});
+    let small = primary(&plugin, "small", webapp_spec());
+    for object in [&large, &small, &large] {
+        let desired = plugin
+            .reconcile_blocking(&ctx(&plugin), object, &[], cache())
+            .unwrap();
+        assert_eq!((desired.children, desired.status), native(object));
+    }
+}
+
 #[tokio::test]
 async fn observer_sees_every_call() {
     #[derive(Default)]
@@ -186,13 +228,19 @@ async fn endless_loop_times_out() {
 /// With the pooling allocator, a call that finds every slot taken fails
 /// with `InstancePoolFull` (transient, retried by the controller) instead of
 /// waiting or crashing, and the pool serves again once the slot is free.
+/// Loading a plugin meanwhile (its `manifest` needs an instance too) fails
+/// as transient, not as an invalid plugin, and succeeds once a slot is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_instance_pool_is_a_clear_transient_error() {
+    let compiled = tempfile::tempdir().unwrap();
     let engine = Engine::new(EngineConfig {
         allocation: InstanceAllocation::Pooling { max_instances: 1 },
+        cache_dir: Some(compiled.path().to_path_buf()),
         ..Default::default()
     })
     .unwrap();
+    // Compiled ahead, so loading it while the pool is full is quick.
+    engine.load(&component("webapp")).unwrap();
     let plugin = engine.load(&component("faulty")).unwrap();
     let plugin = plugin.with_limits(CallLimits {
         timeout: Duration::from_secs(3),
@@ -238,9 +286,23 @@ async fn full_instance_pool_is_a_clear_transient_error() {
         text.contains("faulty") && text.contains("--max-instances"),
         "{text}"
     );
+    let busy = engine.load(&component("webapp")).unwrap_err();
+    assert!(
+        matches!(
+            busy,
+            EngineError::InstancePoolFull {
+                max_instances: 1,
+                ..
+            }
+        ),
+        "{busy}"
+    );
+    assert!(busy.is_transient());
+    assert!(busy.to_string().contains("--max-instances"), "{busy}");
     let ended = looping.await.unwrap().unwrap_err();
     assert!(matches!(ended, CallError::Timeout { .. }), "{ended}");
     still_serves(&plugin).await;
+    engine.load(&component("webapp")).unwrap();
 }
 
 #[tokio::test]

@@ -159,3 +159,98 @@ async fn a_plugin_is_served_by_one_wasmplugin() {
     )
     .await;
 }
+
+/// Holds the only instance of a pool of one with an endless call of the
+/// faulty plugin, loaded straight into `engine`, for up to `hold`. Returns
+/// once the slot is taken; the returned thread ends when the call times out.
+fn hold_the_only_instance(
+    engine: &wasm_operator::engine::Engine,
+    hold: std::time::Duration,
+) -> std::thread::JoinHandle<()> {
+    use wasm_operator::engine::{CallError, CallLimits, EmptyCache};
+    let faulty = engine.load(&support::plugin_bytes("faulty")).unwrap();
+    let faulty = faulty.with_limits(CallLimits {
+        timeout: hold,
+        ..faulty.limits()
+    });
+    let call = move |mode: &str| {
+        let kind = &faulty.manifest().primary;
+        let object = json!({
+            "apiVersion": kind.api_version(), "kind": kind.kind,
+            "metadata": {"name": mode, "namespace": "default"}, "spec": {"mode": mode},
+        });
+        let ctx = wasm_operator::contract::CallContext {
+            plugin_version: faulty.manifest().version.clone(),
+            attempt: 1,
+            managed_by_version: None,
+            config: json!({}),
+        };
+        faulty.reconcile_blocking(&ctx, &object, &[], std::sync::Arc::new(EmptyCache))
+    };
+    let holder = {
+        let call = call.clone();
+        std::thread::spawn(move || {
+            // It may find the slot taken by the probes below: it retries.
+            while let Err(CallError::InstancePoolFull { .. }) = call("loop") {}
+        })
+    };
+    // Probe until a call finds the pool full: the endless call holds the slot.
+    while !matches!(call("ok"), Err(CallError::InstancePoolFull { .. })) {
+        assert!(!holder.is_finished(), "the endless call ended early");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    holder
+}
+
+/// A new version whose manifest cannot run because every instance of the
+/// engine's pool is busy is not refused: Degraded `InstancePoolFull` with a
+/// Warning that says the load is retried, then it serves once an instance
+/// is free, with no change to the WasmPlugin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_that_finds_the_pool_full_is_retried() {
+    use wasm_operator::engine::{EngineConfig, InstanceAllocation};
+    let fx = Fixture::start_with(EngineConfig {
+        allocation: InstanceAllocation::Pooling { max_instances: 1 },
+        ..EngineConfig::default()
+    })
+    .await;
+    let webapp = support::plugin_bytes("webapp");
+    // Compiled ahead (into the fixture's cache), so the WasmPlugin's load is
+    // quick and lands while the pool is held.
+    fx.registry.engine().load(&webapp).unwrap();
+    let engine = fx.registry.engine().clone();
+    let holder = tokio::task::spawn_blocking(move || {
+        hold_the_only_instance(&engine, std::time::Duration::from_secs(8))
+    })
+    .await
+    .unwrap();
+
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &webapp);
+    fx.create("webapp", file_spec(&path)).await;
+    let o = fx
+        .wait_for("webapp", "Degraded InstancePoolFull", |o| {
+            condition(o, "Degraded").and_then(|c| c.get("reason"))
+                == Some(&json!("InstancePoolFull"))
+        })
+        .await;
+    assert!(crate::condition_is(&o, "Ready", "False"), "{o:#}");
+    let message = condition(&o, "Degraded").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("--max-instances") && message.contains("retried"),
+        "{message}"
+    );
+    let (kind, note) = fx.wait_event("webapp", "InstancePoolFull").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("not loaded yet"), "{note}");
+
+    tokio::task::spawn_blocking(move || holder.join().unwrap())
+        .await
+        .unwrap();
+    let o = fx.wait_serving("webapp", &digest(&webapp)).await;
+    assert!(crate::condition_is(&o, "Degraded", "False"), "{o:#}");
+    fx.assert_reconciles("after-pool-full").await;
+}

@@ -53,6 +53,12 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start() -> Fixture {
+        Fixture::start_with(EngineConfig::default()).await
+    }
+
+    /// [`Fixture::start`] with the registry's engine configured by `engine`
+    /// (its compiled-component cache is the fixture's own).
+    pub async fn start_with(engine: EngineConfig) -> Fixture {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -70,7 +76,7 @@ impl Fixture {
             concurrency: 2,
             engine: EngineConfig {
                 cache_dir: Some(cache_dir.path().to_path_buf()),
-                ..EngineConfig::default()
+                ..engine
             },
             ..RegistryOptions::default()
         };
