@@ -105,9 +105,9 @@
 //! the latest allocation (a `String` or `Vec` being written) happens in
 //! place. Nothing outlives a call, so there is nothing to reuse, and the host
 //! resets the pages the call wrote anyway. A call that needs more carries on
-//! in the standard library's allocator. In the host's benchmark this took a
-//! webapp reconcile from 51 to 42 µs (interleaved runs; the same logic
-//! natively: 29 µs). A plugin that installs its own `#[global_allocator]`
+//! in the standard library's allocator. In the host's side-by-side benchmark
+//! this took a webapp reconcile from 49.7 to 43.6 µs (the same logic
+//! natively: 29.4 µs). A plugin that installs its own `#[global_allocator]`
 //! turns the feature off:
 //!
 //! ```toml
