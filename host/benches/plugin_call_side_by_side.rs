@@ -29,15 +29,15 @@ fn quartiles(mut values: Vec<f64>) -> [f64; 3] {
     [at(1), at(2), at(3)]
 }
 
-/// Interleaves batches of every variant, `ROUNDS` times (the order rotates
-/// each round), and prints each variant's median time per call and the
-/// ratios computed within each round.
 fn main() {
     for scenario in [support::Scenario::ApiObject, support::Scenario::SteadyState] {
         side_by_side(scenario);
     }
 }
 
+/// Interleaves batches of every variant, `ROUNDS` times (the order rotates
+/// each round), and prints each variant's median time per call and the
+/// ratios computed within each round.
 fn side_by_side(scenario: support::Scenario) {
     let setup = support::Setup::new(scenario);
     let variants = support::variants(&setup);

@@ -32,6 +32,10 @@ const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 /// pool was full) waits before it is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(5);
 
+/// The reason of a load that found every instance of the engine's pool busy:
+/// the only problem that passes by itself, so the load is retried.
+const INSTANCE_POOL_FULL: &str = "InstancePoolFull";
+
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
 
@@ -52,7 +56,7 @@ pub(super) struct Worker {
     claims: Claims,
     /// A plugin name another WasmPlugin serves, which this one waits for.
     blocked_on: Option<String>,
-    /// The last load failed for a passing reason: try again after `LOAD_RETRY`.
+    /// The last problem passes by itself: load again after `LOAD_RETRY`.
     retry_load: bool,
     default_limits: CallLimits,
     api: Api<DynamicObject>,
@@ -260,7 +264,6 @@ impl Worker {
                     .await;
             }
             Err(error) => {
-                self.retry_load = error.is_transient();
                 if self.loaded.is_none() {
                     self.release(&plugin_name);
                 }
@@ -285,7 +288,6 @@ impl Worker {
         let plugin = match tokio::task::spawn_blocking(move || engine.load(&owned)).await {
             Ok(Ok(plugin)) => plugin,
             Ok(Err(error)) => {
-                self.retry_load = error.is_transient();
                 return Err(Problem {
                     reason: engine_reason(&error).to_string(),
                     message: error.to_string(),
@@ -339,9 +341,11 @@ impl Worker {
         }
     }
 
-    /// Records a new version that could not be loaded: refused, or (with
-    /// `retry_load`) not loaded yet. Once per distinct problem.
+    /// Records a new version that could not be loaded: refused, or not
+    /// loaded yet when the problem passes by itself (then a retry is
+    /// scheduled). Once per distinct problem.
     async fn reject(&mut self, reason: &str, message: String, digest: Option<&str>) {
+        self.retry_load = reason == INSTANCE_POOL_FULL;
         let problem = Problem {
             reason: reason.to_string(),
             message,
@@ -597,7 +601,7 @@ fn engine_reason(error: &EngineError) -> &'static str {
         | EngineError::Compile { .. }
         | EngineError::WrongWorld { .. }
         | EngineError::InvalidManifest { .. } => "InvalidComponent",
-        EngineError::InstancePoolFull { .. } => "InstancePoolFull",
+        EngineError::InstancePoolFull { .. } => INSTANCE_POOL_FULL,
         _ => "LoadFailed",
     }
 }
