@@ -5,8 +5,12 @@
 //! Plugin output is untrusted: [`Desired::validate`] checks an answer against the
 //! contract before anything acts on it.
 
+mod reason;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+pub use reason::{Reason, ReasonScope};
 
 /// Whether objects of a kind live in a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -1,0 +1,168 @@
+//! Every reason the host writes into a condition, an event or an audit
+//! line, in one enum, so an on-call engineer can search for them and the
+//! README's tables can be checked against the code.
+
+use std::fmt;
+
+/// Where a reason appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReasonScope {
+    /// On a primary object (`Degraded`/`Ready` conditions and Warning
+    /// events) when one reconcile fails: the README's "What happens when a
+    /// plugin misbehaves" table.
+    Reconcile,
+    /// On a primary when the version walk stops a reconcile (README,
+    /// "Version-aware upgrades").
+    Upgrade,
+    /// On a `WasmPlugin` (its `Degraded` condition and Warning events) when a
+    /// version cannot be loaded or served.
+    WasmPlugin,
+    /// A success or a transition: `Ready=True`, Normal events, audit lines.
+    Normal,
+}
+
+macro_rules! reasons {
+    ($($(#[$doc:meta])* $variant:ident => $scope:ident,)*) => {
+        /// A searchable CamelCase reason.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Reason {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Reason {
+            /// Every reason, in declaration order.
+            pub const ALL: &'static [Reason] = &[$(Reason::$variant,)*];
+
+            /// The reason as written into conditions and events.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Reason::$variant => stringify!($variant),)*
+                }
+            }
+
+            /// Where the reason appears.
+            pub fn scope(self) -> ReasonScope {
+                match self {
+                    $(Reason::$variant => ReasonScope::$scope,)*
+                }
+            }
+        }
+    };
+}
+
+reasons! {
+    /// The plugin panicked or executed `unreachable`.
+    PluginTrap => Reconcile,
+    /// The call ran past its deadline (epoch interruption).
+    PluginTimeout => Reconcile,
+    /// The call's linear memory hit its limit.
+    PluginMemoryExceeded => Reconcile,
+    /// The answer exceeded the output cap.
+    PluginOutputTooLarge => Reconcile,
+    /// The answer breaks the contract (a child without a name, a bad
+    /// condition status, a child in another namespace, …).
+    PluginInvalidOutput => Reconcile,
+    /// The plugin read or wrote a kind its manifest does not declare.
+    CapabilityDenied => Reconcile,
+    /// The plugin answered a transient failure (retried with backoff).
+    ReconcileFailed => Reconcile,
+    /// The plugin answered a permanent failure (waits for a change).
+    ReconcilePermanentFailure => Reconcile,
+    /// The API server refused a write (retried with backoff).
+    ApplyFailed => Reconcile,
+    /// Every instance of the engine's pool was busy (retried with backoff).
+    InstancePoolFull => Reconcile,
+    /// The plugin does not implement an optional interface the host needed.
+    NotImplemented => Reconcile,
+    /// A host-side problem, not the plugin's.
+    InternalError => Reconcile,
+    /// The plugin's `upgrade` of an object an older version managed failed.
+    UpgradeFailed => Upgrade,
+    /// A newer version declared the serving one unable to handle the object.
+    IncompatibleVersion => Upgrade,
+    /// The component is not a component of the host's world, or its
+    /// manifest is invalid.
+    InvalidComponent => WasmPlugin,
+    /// The WasmPlugin's spec is invalid.
+    InvalidSpec => WasmPlugin,
+    /// The file, ConfigMap key or OCI reference does not exist.
+    SourceNotFound => WasmPlugin,
+    /// The ConfigMap could not be read.
+    SourceUnavailable => WasmPlugin,
+    /// The fetched component's digest is not the pinned one.
+    DigestMismatch => WasmPlugin,
+    /// The OCI registry could not be reached.
+    RegistryUnreachable => WasmPlugin,
+    /// The OCI registry refused the credentials.
+    RegistryUnauthorized => WasmPlugin,
+    /// The pull secret is missing or not a docker config.
+    InvalidPullSecret => WasmPlugin,
+    /// Pulling from the registry failed otherwise.
+    PullFailed => WasmPlugin,
+    /// A new version reconciles another primary kind.
+    PrimaryKindChanged => WasmPlugin,
+    /// A new version has another plugin name than the one served.
+    PluginNameChanged => WasmPlugin,
+    /// Another WasmPlugin already serves a plugin of that name.
+    PluginNameConflict => WasmPlugin,
+    /// A rollback below the serving version's min-compatible-version.
+    RollbackRefused => WasmPlugin,
+    /// Loading failed for a reason not listed above.
+    LoadFailed => WasmPlugin,
+    /// The wasm engine could not start.
+    EngineUnavailable => WasmPlugin,
+    /// No plugin of that name is loaded.
+    NotLoaded => WasmPlugin,
+    /// The reconcile succeeded.
+    ReconcileSucceeded => Normal,
+    /// An owned child no longer desired was deleted.
+    ChildPruned => Normal,
+    /// The plugin finalized the object; the host released it.
+    Finalized => Normal,
+    /// An object an older version managed was upgraded.
+    Upgraded => Normal,
+    /// A plugin version was loaded for the first time.
+    Loaded => Normal,
+    /// The serving version was reloaded with new settings.
+    Reloaded => Normal,
+    /// A newer version replaced the serving one.
+    Swapped => Normal,
+    /// An older version replaced the serving one.
+    RolledBack => Normal,
+    /// The plugin was stopped.
+    Unloaded => Normal,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Reason> for String {
+    fn from(reason: Reason) -> String {
+        reason.as_str().to_string()
+    }
+}
+
+impl PartialEq<&str> for Reason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_camel_case() {
+        let mut seen = std::collections::HashSet::new();
+        for reason in Reason::ALL {
+            let name = reason.as_str();
+            assert!(seen.insert(name), "{name} twice");
+            assert!(name.starts_with(|c: char| c.is_ascii_uppercase()), "{name}");
+            assert!(name.chars().all(|c| c.is_ascii_alphanumeric()), "{name}");
+        }
+    }
+}

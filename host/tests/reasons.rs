@@ -1,0 +1,101 @@
+//! The reasons the documentation promises are the reasons the code writes:
+//! the README's "What happens when a plugin misbehaves" table lists exactly
+//! the reconcile reasons of [`Reason`], and every reason the docs name for
+//! WasmPlugins and upgrades exists.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use wasm_operator::contract::{Reason, ReasonScope};
+
+fn read(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+}
+
+/// The text of the section that starts with `heading`, up to the next
+/// heading of the same or a higher level.
+fn section<'a>(text: &'a str, heading: &str) -> &'a str {
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no section {heading:?}"));
+    let level = heading.chars().take_while(|c| *c == '#').count();
+    let body = &text[start + heading.len()..];
+    let end = body
+        .lines()
+        .scan(0usize, |offset, line| {
+            let at = *offset;
+            *offset += line.len() + 1;
+            Some((at, line))
+        })
+        .find(|(_, line)| {
+            let hashes = line.chars().take_while(|c| *c == '#').count();
+            hashes > 0 && hashes <= level && line.chars().nth(hashes) == Some(' ')
+        })
+        .map_or(body.len(), |(at, _)| at);
+    &body[..end]
+}
+
+/// The paragraph that starts with `start` (up to the next blank line).
+fn paragraph<'a>(text: &'a str, start: &str) -> &'a str {
+    let at = text
+        .find(start)
+        .unwrap_or_else(|| panic!("no paragraph {start:?}"));
+    let body = &text[at..];
+    &body[..body.find("\n\n").unwrap_or(body.len())]
+}
+
+/// Every `` `CamelCase` `` word in `text`.
+fn backticked_reasons(text: &str) -> BTreeSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| {
+            w.len() > 2
+                && w.starts_with(|c: char| c.is_ascii_uppercase())
+                && w.chars().all(|c| c.is_ascii_alphanumeric())
+                && w.chars().any(|c| c.is_ascii_lowercase())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn known(reason: &str) -> bool {
+    Reason::ALL.iter().any(|r| r.as_str() == reason)
+}
+
+#[test]
+fn readme_table_lists_every_reconcile_reason() {
+    let readme = read("README.md");
+    let table: BTreeSet<String> = section(&readme, "## What happens when a plugin misbehaves")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
+        .collect();
+    let code: BTreeSet<String> = Reason::ALL
+        .iter()
+        .filter(|r| r.scope() == ReasonScope::Reconcile)
+        .map(|r| r.as_str().to_string())
+        .collect();
+    let undocumented: Vec<_> = code.difference(&table).collect();
+    let unknown: Vec<_> = table.difference(&code).collect();
+    assert!(
+        undocumented.is_empty() && unknown.is_empty(),
+        "README table and contract::Reason disagree: in the code but not the table {undocumented:?}; in the table but not the code {unknown:?}"
+    );
+}
+
+#[test]
+fn documented_wasmplugin_and_upgrade_reasons_exist() {
+    let readme = read("README.md");
+    let docs = read("docs/deploying-plugins.md");
+    let mut named = backticked_reasons(section(&readme, "## Deploying plugins: WasmPlugin"));
+    named.extend(backticked_reasons(paragraph(&docs, "Degraded reasons:")));
+    let unknown: Vec<_> = named
+        .iter()
+        .filter(|r| !known(r) && !matches!(r.as_str(), "WasmPlugin" | "Degraded" | "Ready"))
+        .collect();
+    assert!(unknown.is_empty(), "the docs name reasons the code never writes: {unknown:?}");
+}
