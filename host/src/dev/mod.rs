@@ -327,11 +327,10 @@ async fn finish_start(
         "Loading plugins from {}",
         options.wasm_dir.display()
     ));
-    // Subscribed before any object exists, so no transition is missed.
-    let (Some(mut first_verdicts), Some(transitions)) = (
-        manager.wasmplugin_transitions().await,
-        manager.wasmplugin_transitions().await,
-    ) else {
+    // Subscribed before any object exists, so no transition is missed. One
+    // receiver for the start and the forwarder after it: a load reported at
+    // start is not reported again to later subscribers.
+    let Some(mut transitions) = manager.wasmplugin_transitions().await else {
         step.failed();
         return Err(DevError::NoPlugins {
             dir: options.wasm_dir.clone(),
@@ -352,16 +351,7 @@ async fn finish_start(
         }
         by_name.insert(name, file.clone());
     }
-    let (events, _) = broadcast::channel(64);
-    let cancel = CancellationToken::new();
-    let forwarder = tokio::spawn(forward_transitions(
-        transitions,
-        by_name.clone(),
-        events.clone(),
-        cancel.clone(),
-    ));
-
-    let mut verdicts = first_outcomes(&mut first_verdicts, &by_name).await;
+    let mut verdicts = first_outcomes(&mut transitions, &by_name).await;
     for file in &files {
         let outcome = verdicts
             .remove(file)
@@ -384,7 +374,6 @@ async fn finish_start(
         .count();
     if loaded == 0 {
         step.failed();
-        cancel.cancel();
         return Err(DevError::NoPlugins {
             dir: options.wasm_dir.clone(),
         });
@@ -400,11 +389,18 @@ async fn finish_start(
             }
             Err(error) => {
                 step.failed();
-                cancel.cancel();
                 return Err(DevError::Examples(error));
             }
         }
     }
+    let (events, _) = broadcast::channel(64);
+    let cancel = CancellationToken::new();
+    let forwarder = tokio::spawn(forward_transitions(
+        transitions,
+        by_name,
+        events.clone(),
+        cancel.clone(),
+    ));
     Ok((summary, events, forwarder, cancel))
 }
 
