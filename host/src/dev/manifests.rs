@@ -104,7 +104,7 @@ pub fn read_manifest(path: &Path) -> Result<Vec<ManifestObject>, ManifestError> 
 /// skipping empty ones and expanding `kind: List` wrappers.
 pub fn parse_manifest(text: &str, path: &Path) -> Result<Vec<ManifestObject>, ManifestError> {
     let mut objects = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(document).map_err(|source| ManifestError::Parse {
             path: path.to_path_buf(),
             index,

@@ -7,8 +7,8 @@
 use crate::contract::Manifest;
 use crate::engine::LoadedPlugin;
 
-use super::RegistryError;
 use super::versions::ActiveVersion;
+use super::{PrimaryKindChange, RegistryError};
 
 /// A compiled, validated component that is not serving yet. Make it serve
 /// with [`super::Registry::activate`].
@@ -73,15 +73,17 @@ impl Candidate {
         if let Some(running) = running {
             let old = running.plugin.manifest();
             if old.primary != new.primary {
-                return Err(RegistryError::PrimaryKindChanged {
-                    name: new.name.clone(),
-                    source_name: self.source.clone(),
-                    new_version: new.version.clone(),
-                    new_kind: kind_of(new),
-                    running_name: old.name.clone(),
-                    running_version: old.version.clone(),
-                    running_kind: kind_of(old),
-                });
+                return Err(RegistryError::PrimaryKindChanged(Box::new(
+                    PrimaryKindChange {
+                        name: new.name.clone(),
+                        source_name: self.source.clone(),
+                        new_version: new.version.clone(),
+                        new_kind: kind_of(new),
+                        running_name: old.name.clone(),
+                        running_version: old.version.clone(),
+                        running_kind: kind_of(old),
+                    },
+                )));
             }
         }
         if let Some(expected) = &self.replaces

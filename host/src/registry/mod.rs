@@ -111,19 +111,10 @@ pub enum RegistryError {
     },
     /// A new version changes the primary kind of a running plugin.
     #[error(
-        "plugin {name} {new_version} from {source_name} reconciles {new_kind}, but the running version {running_version} reconciles {running_kind}; the running version keeps serving. Deploy a kind change as a new plugin name"
+        "plugin {} {} from {} reconciles {}, but the running version {} reconciles {}; the running version keeps serving. Deploy a kind change as a new plugin name",
+        .0.name, .0.new_version, .0.source_name, .0.new_kind, .0.running_version, .0.running_kind
     )]
-    PrimaryKindChanged {
-        name: String,
-        source_name: String,
-        new_version: String,
-        new_kind: String,
-        /// The serving plugin's name (differs from `name` when the new
-        /// component is another plugin altogether).
-        running_name: String,
-        running_version: String,
-        running_kind: String,
-    },
+    PrimaryKindChanged(Box<PrimaryKindChange>),
     /// The new component is another plugin than the one it must replace.
     #[error(
         "the component from {source_name} is plugin {name} {version}, but it was deployed as a new version of plugin {expected}; deploy another plugin on its own"
@@ -163,7 +154,7 @@ impl RegistryError {
     pub fn is_rejection(&self) -> bool {
         match self {
             RegistryError::Load { error, .. } => !error.is_transient(),
-            RegistryError::PrimaryKindChanged { .. }
+            RegistryError::PrimaryKindChanged(_)
             | RegistryError::PluginNameChanged { .. }
             | RegistryError::RollbackRefused { .. } => true,
             _ => false,
@@ -181,13 +172,33 @@ impl RegistryError {
             RegistryError::Engine(_) => "EngineUnavailable",
             RegistryError::Load { error, .. } if error.is_transient() => "InstancePoolFull",
             RegistryError::Load { .. } => "InvalidPlugin",
-            RegistryError::PrimaryKindChanged { .. } => "PrimaryKindChanged",
+            RegistryError::PrimaryKindChanged(_) => "PrimaryKindChanged",
             RegistryError::PluginNameChanged { .. } => "PluginNameChanged",
             RegistryError::RollbackRefused { .. } => "RollbackRefused",
             RegistryError::NotLoaded(_) => "NotLoaded",
             RegistryError::Internal { .. } => "InternalError",
         }
     }
+}
+
+/// A refused change of primary kind: the new version and the serving one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrimaryKindChange {
+    /// The new component's plugin name.
+    pub name: String,
+    /// Where the new component came from.
+    pub source_name: String,
+    /// The new component's version.
+    pub new_version: String,
+    /// `apiVersion Kind` the new component reconciles.
+    pub new_kind: String,
+    /// The serving plugin's name (differs from `name` when the new
+    /// component is another plugin altogether).
+    pub running_name: String,
+    /// The serving version.
+    pub running_version: String,
+    /// `apiVersion Kind` the serving version reconciles.
+    pub running_kind: String,
 }
 
 /// A change of one plugin's version set.

@@ -560,16 +560,14 @@ fn condition_reason(error: &RegistryError) -> &'static str {
 fn refusal_message(error: &RegistryError, digest: &str) -> String {
     match error {
         RegistryError::Load { error, .. } => error.to_string(),
-        RegistryError::PrimaryKindChanged {
-            name,
-            new_version,
-            new_kind,
-            running_name,
-            running_version,
-            running_kind,
-            ..
-        } => format!(
-            "the new component {digest} is plugin {name} {new_version} and reconciles {new_kind}, but this WasmPlugin serves {running_name} {running_version} which reconciles {running_kind}; a primary kind change must be deployed as a new WasmPlugin."
+        RegistryError::PrimaryKindChanged(change) => format!(
+            "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
+            change.name,
+            change.new_version,
+            change.new_kind,
+            change.running_name,
+            change.running_version,
+            change.running_kind
         ),
         RegistryError::PluginNameChanged {
             expected,
