@@ -2,17 +2,15 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::Value;
-use tokio::task::JoinHandle;
 
 use super::{CliError, connect};
 use crate::engine::InstanceAllocation;
-use crate::plugins::{Registry, RegistryError, RegistryOptions};
-use crate::telemetry;
-use crate::wasmplugin::WasmPluginController;
+use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
+use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -48,7 +46,7 @@ pub struct RunArgs {
     /// size of the engine's pool of instance slots (each reserves address
     /// space, not memory). 0 allocates every instance on demand instead
     /// (slower calls, no upper bound).
-    #[arg(long, value_name = "N", default_value_t = crate::plugins::DEFAULT_MAX_INSTANCES)]
+    #[arg(long, value_name = "N", default_value_t = crate::registry::DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
 }
 
@@ -59,8 +57,9 @@ pub enum RunError {
         "--config-for only applies to --plugin files; without --plugin, set spec.config on the WasmPlugin object instead"
     )]
     ConfigWithoutPlugins,
-    #[error("cannot serve WasmPlugin objects: {0}")]
-    WasmPlugins(#[source] crate::wasmplugin::WasmPluginError),
+    /// The registry, telemetry or WasmPlugin controller could not start.
+    #[error(transparent)]
+    Start(#[from] ManagerError),
     #[error(
         "--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'"
     )]
@@ -81,21 +80,11 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot start the plugin registry: {0}")]
-    Registry(#[source] Box<RegistryError>),
     #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
     LoadPlugin {
         path: PathBuf,
         #[source]
         source: Box<RegistryError>,
-    },
-    #[error("cannot read the manifest of plugin {}: {message}; check it with `wasm-operator plugin inspect {}`", path.display(), path.display())]
-    Inspect { path: PathBuf, message: String },
-    #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
-    Telemetry {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
     },
 }
 
@@ -139,7 +128,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
     // Ctrl-C while connecting or compiling stops right away.
-    let (registry, telemetry, wasmplugins) = tokio::select! {
+    let manager = tokio::select! {
         started = start(&args, plugins, configs) => started?,
         signal = &mut shutdown => {
             tracing::info!(signal, "stopped before the plugins were loaded");
@@ -148,11 +137,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     };
     let signal = shutdown.await;
     tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
-    if let Some(wasmplugins) = wasmplugins {
-        wasmplugins.stop().await;
-    }
-    registry.shutdown().await;
-    telemetry.abort();
+    manager.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -163,46 +148,36 @@ async fn start(
     args: &RunArgs,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     configs: BTreeMap<String, Value>,
-) -> Result<(Registry, JoinHandle<()>, Option<WasmPluginController>), CliError> {
+) -> Result<Manager, CliError> {
     let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let options = registry_options(args);
-    let metrics = options.metrics.clone();
-    let registry = Registry::new(client.clone(), options)
-        .await
-        .map_err(|e| RunError::Registry(Box::new(e)))?;
-    let ready_registry = registry.clone();
-    let (bound, telemetry) =
-        telemetry::serve(args.metrics_addr, metrics, move || ready_registry.ready())
-            .await
-            .map_err(|source| RunError::Telemetry {
-                addr: args.metrics_addr,
-                source,
-            })?;
-    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
-    if plugins.is_empty() {
-        match WasmPluginController::start(client, registry.clone()).await {
-            Ok(controller) => {
-                tracing::info!("serving the plugins of WasmPlugin objects");
-                return Ok((registry, telemetry, Some(controller)));
-            }
-            Err(error) => {
-                telemetry.abort();
-                return Err(RunError::WasmPlugins(error).into());
-            }
-        }
-    }
-    if let Err(error) = load_all(&registry, plugins, configs).await {
-        registry.shutdown().await;
-        telemetry.abort();
+    let manager = Manager::start(
+        client,
+        ManagerOptions {
+            registry: registry_options(args),
+            // Until leader election exists every replica writes.
+            role: Role::Writer,
+            metrics_addr: Some(args.metrics_addr),
+            ..ManagerOptions::default()
+        },
+    )
+    .await
+    .map_err(RunError::Start)?;
+    let loaded = if plugins.is_empty() {
+        manager.serve_wasmplugins().await.map_err(RunError::Start)
+    } else {
+        load_all(manager.registry(), plugins, configs).await
+    };
+    if let Err(error) = loaded {
+        manager.shutdown().await;
         return Err(error.into());
     }
-    Ok((registry, telemetry, None))
+    Ok(manager)
 }
 
 /// Loads every plugin with its config. A config is found by file name
 /// (`webapp` for `webapp.wasm`) or, failing that, by manifest name; the
-/// manifest is read before loading so no controller ever runs with the
-/// wrong config.
+/// manifest is read from the prepared (compiled once) version before it is
+/// activated, so no controller ever runs with the wrong config.
 async fn load_all(
     registry: &Registry,
     plugins: Vec<(PathBuf, Vec<u8>)>,
@@ -216,22 +191,28 @@ async fn load_all(
             .and_then(|s| s.to_str())
             .unwrap_or_default()
             .to_string();
-        let config = match configs.remove(&stem) {
-            Some(config) => Some(config),
-            None if !configs.is_empty() => {
-                let name = manifest_name(registry, &path, &bytes).await?;
-                configs.remove(&name)
-            }
-            None => None,
+        let load_error = |source: RegistryError| RunError::LoadPlugin {
+            path: path.clone(),
+            source: Box::new(source),
         };
-        let config = config.unwrap_or_else(|| Value::Object(Default::default()));
-        let loaded = registry
-            .load(&source, &bytes, config)
+        let candidate = registry
+            .prepare(&source, bytes, None)
             .await
-            .map_err(|source| RunError::LoadPlugin {
-                path: path.clone(),
-                source: Box::new(source),
-            })?;
+            .map_err(load_error)?;
+        let config = configs
+            .remove(&stem)
+            .or_else(|| configs.remove(candidate.name()))
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let loaded = registry
+            .activate(
+                candidate,
+                ActivationOptions {
+                    config,
+                    ..ActivationOptions::default()
+                },
+            )
+            .await
+            .map_err(load_error)?;
         tracing::info!(
             plugin = %loaded.name,
             version = %loaded.version,
@@ -248,23 +229,6 @@ async fn load_all(
         }),
         None => Ok(()),
     }
-}
-
-/// The manifest name of a component, compiled with the registry's engine.
-async fn manifest_name(registry: &Registry, path: &Path, bytes: &[u8]) -> Result<String, RunError> {
-    let engine = registry.engine().clone();
-    let owned = bytes.to_vec();
-    let loaded = tokio::task::spawn_blocking(move || engine.load(&owned))
-        .await
-        .map_err(|e| RunError::Inspect {
-            path: path.to_path_buf(),
-            message: format!("the compile task failed: {e}"),
-        })?
-        .map_err(|e| RunError::Inspect {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-    Ok(loaded.manifest().name.clone())
 }
 
 /// The registry options the flags describe; unset flags keep the registry's

@@ -1,7 +1,9 @@
-//! One kube-runtime `Controller` per loaded plugin, over its primary kind,
-//! fed by the shared caches: the primary (generation-filtered), the owned
-//! kinds (mapped to their controller owner) and the watched kinds (mapped to
-//! the primaries of the same namespace).
+//! One kube-runtime `Controller` per plugin, over its primary kind, fed by
+//! the shared caches: the primary (generation-filtered), the owned kinds
+//! (mapped to their controller owner) and the watched kinds (mapped to the
+//! primaries of the same namespace). Which version serves an object is read
+//! per reconcile from the plugin's [`ServingVersions`]; who starts and stops
+//! controllers is the manager's business.
 
 mod backoff;
 mod reconcile;
@@ -21,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::EventSink;
 use crate::cache::{CacheLease, CacheView, SharedCache, api_resource};
-use crate::plugins::PluginSlot;
+use crate::registry::ServingVersions;
 use crate::telemetry::Metrics;
 
 pub use backoff::{BASE as BACKOFF_BASE, CAP as BACKOFF_CAP};
@@ -45,17 +47,17 @@ pub struct ControllerOptions {
 }
 
 impl ControllerHandle {
-    /// Starts the controller of the plugin in `slot` (its primary, owned and
-    /// watched kinds are read from the slot's current manifest).
+    /// Starts the controller of the plugin whose serving state is `versions`
+    /// (its primary, owned and watched kinds are read from the stable
+    /// version's manifest).
     pub fn start(
         client: Client,
         cache: &SharedCache,
-        slot: Arc<PluginSlot>,
+        versions: Arc<ServingVersions>,
         metrics: Metrics,
         options: &ControllerOptions,
     ) -> ControllerHandle {
-        let active = slot.current();
-        let manifest = active.plugin.manifest().clone();
+        let manifest = versions.current().stable.plugin.manifest().clone();
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = manifest
             .owns
@@ -120,7 +122,7 @@ impl ControllerHandle {
         let ctx = Arc::new(reconcile::Context {
             client: client.clone(),
             plugin: manifest.name.clone(),
-            slot,
+            versions,
             primary: primary_ar,
             owned: owned.clone(),
             cache: Arc::new(CacheView::new(cache.clone())),

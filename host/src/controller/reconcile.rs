@@ -19,7 +19,7 @@ use crate::cache::{CacheLease, object_json};
 use crate::contract::{CallContext, Condition, Failure, Finalized};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
-use crate::plugins::{ActiveVersion, PluginSlot};
+use crate::registry::{ActiveVersion, ServingVersions};
 use crate::telemetry::{Metrics, ReconcileResult};
 
 /// How often a healthy object is reconciled even if nothing changes, so drift
@@ -30,7 +30,7 @@ const RESYNC: Duration = Duration::from_secs(600);
 pub(super) struct Context {
     pub client: Client,
     pub plugin: String,
-    pub slot: Arc<PluginSlot>,
+    pub versions: Arc<ServingVersions>,
     pub primary: ApiResource,
     pub owned: Vec<CacheLease>,
     pub cache: Arc<dyn CacheReader>,
@@ -159,7 +159,7 @@ pub(super) async fn reconcile(
 ) -> Result<Action, ReconcileError> {
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
-    let active = ctx.slot.current();
+    let active = ctx.versions.serving_for(&obj);
     let key = failure_key(&obj);
     let attempt = ctx.failures.get(&key).saturating_add(1);
     let result = run(&obj, &ctx, &active, attempt).await;

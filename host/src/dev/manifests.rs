@@ -97,8 +97,14 @@ pub fn read_manifest(path: &Path) -> Result<Vec<ManifestObject>, ManifestError> 
         path: path.to_path_buf(),
         source,
     })?;
+    parse_manifest(&text, path)
+}
+
+/// Every YAML document of `text` (read from `path`, named in errors),
+/// skipping empty ones and expanding `kind: List` wrappers.
+pub fn parse_manifest(text: &str, path: &Path) -> Result<Vec<ManifestObject>, ManifestError> {
     let mut objects = Vec::new();
-    for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(document).map_err(|source| ManifestError::Parse {
             path: path.to_path_buf(),
             index,
@@ -140,10 +146,20 @@ pub fn read_manifest(path: &Path) -> Result<Vec<ManifestObject>, ManifestError> 
 /// Applies the CRDs in `path` and waits until each is `Established`, so that
 /// objects of their kinds can be applied right after. Returns the CRD names.
 pub async fn install_crds(client: &Client, path: &Path) -> Result<Vec<String>, ManifestError> {
+    install_crd_objects(client, read_manifest(path)?, path).await
+}
+
+/// [`install_crds`] for CRDs already read (e.g. compiled into the binary)
+/// from `path`.
+pub async fn install_crd_objects(
+    client: &Client,
+    objects: Vec<ManifestObject>,
+    path: &Path,
+) -> Result<Vec<String>, ManifestError> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let params = PatchParams::apply(DEV_FIELD_MANAGER).force();
     let mut names = Vec::new();
-    for item in read_manifest(path)? {
+    for item in objects {
         let name = item.field("/metadata/name").unwrap_or_default().to_string();
         api.patch(&name, &params, &Patch::Apply(&item.object))
             .await

@@ -1,8 +1,11 @@
 //! `wasm-operator dev`: a complete local loop in one process. Starts the
-//! embedded devcluster, installs the example CRDs, builds and loads the
-//! workspace's plugins, applies the example objects and reloads a plugin
+//! embedded devcluster, installs the WasmPlugin and example CRDs, builds the
+//! workspace's plugins, deploys each as a file-source WasmPlugin object,
+//! applies the example objects; the WasmPlugin controller reloads a plugin
 //! whenever its `.wasm` changes on disk.
 //!
+//! The host is wired by the same [`Manager`] as `wasm-operator run` without
+//! `--plugin`: dev adds the cluster, the builds and the objects around it.
 //! This is library code so that tests drive exactly what the CLI runs; the
 //! CLI only parses arguments into [`DevOptions`] and prints [`DevSession`]'s
 //! summary.
@@ -10,8 +13,9 @@
 pub mod build;
 pub mod manifests;
 pub mod progress;
-pub mod reload;
+pub mod wasmplugins;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,13 +26,20 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::plugins::{Registry, RegistryError, RegistryOptions};
-use crate::telemetry;
+use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
+use crate::registry::{Registry, RegistryOptions};
+use crate::wasmplugin::AuditRecord;
 use build::{BuildError, PluginCrate};
 use manifests::ManifestError;
 use progress::Step;
-pub use reload::{LoadEvent, LoadOutcome, PluginFilter};
-use reload::{PluginLoader, WatchError};
+pub use wasmplugins::{LoadEvent, LoadOutcome, PluginFilter};
+
+/// The WasmPlugin CRD, as `deploy/crds/wasmplugin.yaml` holds it when this
+/// binary was built: dev installs it wherever it runs from.
+const WASMPLUGIN_CRD: &str = include_str!("../../../deploy/crds/wasmplugin.yaml");
+
+/// How long dev waits for the first verdict on each plugin it deploys.
+const FIRST_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How to run a dev session.
 #[derive(Debug, Clone)]
@@ -53,7 +64,8 @@ pub struct DevOptions {
     pub apply_examples: bool,
     /// Example directories whose objects are not applied (test plugins).
     pub skip_examples: Vec<String>,
-    /// How long a plugin file must be quiet before it is reloaded.
+    /// How long a plugin file must be quiet before it is reloaded (the
+    /// WasmPlugin controller's settle time for file changes).
     pub debounce: Duration,
     /// Serve /metrics, /healthz and /readyz here; `None` serves nothing.
     pub metrics_addr: Option<SocketAddr>,
@@ -94,20 +106,19 @@ pub enum DevError {
     Cluster(#[from] DevClusterError),
     #[error("cannot install the example CRDs: {0}")]
     Crds(#[source] ManifestError),
+    #[error("cannot deploy plugin {} as WasmPlugin {name}: {source}", file.display())]
+    Deploy {
+        name: String,
+        file: PathBuf,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot apply the example objects: {0}")]
     Examples(#[source] ManifestError),
     #[error("cannot build the plugins: {0}")]
     Build(#[from] BuildError),
-    #[error("cannot start the plugin registry: {0}")]
-    Registry(#[from] RegistryError),
-    #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
-    Telemetry {
-        addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
     #[error(transparent)]
-    Watch(#[from] WatchError),
+    Start(#[from] ManagerError),
     #[error(
         "no plugin could be loaded from {}; build them (`cargo build --release --target wasm32-wasip2`) or point --wasm-dir at a directory of .wasm files",
         dir.display()
@@ -132,12 +143,11 @@ pub struct DevSummary {
 /// dropping it stops the cluster too, without waiting for in-flight calls.
 pub struct DevSession {
     cluster: DevCluster,
-    registry: Registry,
+    manager: Manager,
     events: broadcast::Sender<LoadEvent>,
-    /// Stops the reloader when the session is dropped without `shutdown`.
+    /// Stops the event forwarder when the session is dropped without `shutdown`.
     cancel: DropGuard,
-    reloader: JoinHandle<()>,
-    telemetry: Option<JoinHandle<()>>,
+    forwarder: JoinHandle<()>,
     wasm_dir: PathBuf,
     summary: DevSummary,
 }
@@ -166,8 +176,8 @@ impl DevSession {
         step.done(cluster.url());
         let client = cluster.client();
 
-        let step = Step::start("Installing example CRDs");
-        match install_example_crds(&client, &options.examples_dir).await {
+        let step = Step::start("Installing the WasmPlugin and example CRDs");
+        match install_crds(&client, &options.examples_dir).await {
             Ok(crds) => {
                 step.done(if crds.is_empty() {
                     "none found".to_string()
@@ -200,21 +210,37 @@ impl DevSession {
         }
         let filter = plugin_filter(&crates);
 
-        let metrics = options.registry.metrics.clone();
-        let registry = Registry::new(cluster.client(), options.registry.clone()).await?;
-        let telemetry = match options.metrics_addr {
-            Some(addr) => {
-                let ready_registry = registry.clone();
-                let (bound, handle) =
-                    telemetry::serve(addr, metrics.clone(), move || ready_registry.ready())
-                        .await
-                        .map_err(|source| DevError::Telemetry { addr, source })?;
-                summary.metrics_addr = Some(bound);
-                Some(handle)
+        let manager = Manager::start(
+            client,
+            ManagerOptions {
+                registry: options.registry.clone(),
+                role: Role::Writer,
+                metrics_addr: options.metrics_addr,
+                source_settle: options.debounce,
+            },
+        )
+        .await?;
+        summary.metrics_addr = manager.telemetry_addr();
+        if let Err(error) = manager.serve_wasmplugins().await {
+            manager.shutdown().await;
+            return Err(error.into());
+        }
+        match finish_start(&options, &cluster, &manager, filter, summary).await {
+            Ok((summary, events, forwarder, cancel)) => Ok(DevSession {
+                cluster,
+                manager,
+                events,
+                cancel: cancel.drop_guard(),
+                forwarder,
+                wasm_dir: options.wasm_dir,
+                summary,
+            }),
+            Err(error) => {
+                // Controllers stop before the cluster (dropped here) goes away.
+                manager.shutdown().await;
+                Err(error)
             }
-            None => None,
-        };
-        finish_start(options, cluster, registry, filter, summary, telemetry).await
+        }
     }
 
     /// A client for the embedded cluster.
@@ -234,7 +260,12 @@ impl DevSession {
 
     /// The plugin registry serving the loaded plugins.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.manager.registry()
+    }
+
+    /// The host wired for this session.
+    pub fn manager(&self) -> &Manager {
+        &self.manager
     }
 
     /// The directory watched for plugin changes.
@@ -247,7 +278,8 @@ impl DevSession {
         &self.summary
     }
 
-    /// Every later (re)load of a plugin file, as it happens.
+    /// Every later (re)load of a plugin file, as it happens (the WasmPlugin
+    /// controller's transitions of the session's plugins).
     pub fn subscribe(&self) -> broadcast::Receiver<LoadEvent> {
         self.events.subscribe()
     }
@@ -263,39 +295,73 @@ impl DevSession {
     /// Stops watching, lets the controllers finish their in-flight calls and
     /// stop, then stops the cluster.
     pub async fn shutdown(self) {
+        self.manager.shutdown().await;
         drop(self.cancel);
-        let _ = self.reloader.await;
-        self.registry.shutdown().await;
-        if let Some(telemetry) = self.telemetry {
-            telemetry.abort();
-        }
+        let _ = self.forwarder.await;
         let mut cluster = self.cluster;
         cluster.stop().await;
     }
 }
 
+/// The parts of a start that need the running manager: deploy the plugin
+/// files as WasmPlugins and wait for each one's first verdict, apply the
+/// examples, and forward later transitions as [`LoadEvent`]s.
 async fn finish_start(
-    options: DevOptions,
-    cluster: DevCluster,
-    registry: Registry,
+    options: &DevOptions,
+    cluster: &DevCluster,
+    manager: &Manager,
     filter: PluginFilter,
     mut summary: DevSummary,
-    telemetry: Option<JoinHandle<()>>,
-) -> Result<DevSession, DevError> {
-    let (events, _) = broadcast::channel(64);
-    let mut loader = PluginLoader::new(
-        registry.clone(),
-        options.plugin_config.clone(),
-        events.clone(),
-    );
-
-    let files = reload::plugin_files(&options.wasm_dir, &filter);
+) -> Result<
+    (
+        DevSummary,
+        broadcast::Sender<LoadEvent>,
+        JoinHandle<()>,
+        CancellationToken,
+    ),
+    DevError,
+> {
+    let client = cluster.client();
+    let files = wasmplugins::plugin_files(&options.wasm_dir, &filter);
     let step = Step::start(format!(
         "Loading plugins from {}",
         options.wasm_dir.display()
     ));
+    // Subscribed before any object exists, so no transition is missed. One
+    // receiver for the start and the forwarder after it: a load reported at
+    // start is not reported again to later subscribers.
+    let Some(mut transitions) = manager.wasmplugin_transitions().await else {
+        step.failed();
+        return Err(DevError::NoPlugins {
+            dir: options.wasm_dir.clone(),
+        });
+    };
+    let mut by_name: BTreeMap<String, PathBuf> = BTreeMap::new();
     for file in &files {
-        let outcome = loader.load_file(file).await;
+        let name = wasmplugins::object_name(file);
+        let path = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+        let object = wasmplugins::wasmplugin_object(&name, &path, &options.plugin_config);
+        if let Err(source) = wasmplugins::apply_wasmplugin(&client, &name, &object).await {
+            step.failed();
+            return Err(DevError::Deploy {
+                name,
+                file: file.clone(),
+                source,
+            });
+        }
+        by_name.insert(name, file.clone());
+    }
+    let mut verdicts = first_outcomes(&mut transitions, &by_name).await;
+    for file in &files {
+        let outcome = verdicts
+            .remove(file)
+            .unwrap_or_else(|| {
+                LoadOutcome::Failed(format!(
+                    "plugin {} was not loaded within {FIRST_LOAD_TIMEOUT:?}; see `kubectl get wp {}` for why",
+                    file.display(),
+                    wasmplugins::object_name(file)
+                ))
+            });
         summary.plugins.push(LoadEvent {
             file: file.clone(),
             outcome,
@@ -308,7 +374,6 @@ async fn finish_start(
         .count();
     if loaded == 0 {
         step.failed();
-        stop_partial(&registry, telemetry).await;
         return Err(DevError::NoPlugins {
             dir: options.wasm_dir.clone(),
         });
@@ -317,57 +382,103 @@ async fn finish_start(
 
     if options.apply_examples {
         let step = Step::start("Applying example objects");
-        match apply_examples(
-            &cluster.client(),
-            &options.examples_dir,
-            &options.skip_examples,
-        )
-        .await
-        {
+        match apply_examples(&client, &options.examples_dir, &options.skip_examples).await {
             Ok(applied) => {
                 step.done(format!("{} objects", applied.len()));
                 summary.applied = applied;
             }
             Err(error) => {
                 step.failed();
-                stop_partial(&registry, telemetry).await;
                 return Err(DevError::Examples(error));
             }
         }
     }
-
+    let (events, _) = broadcast::channel(64);
     let cancel = CancellationToken::new();
-    let reloader = match reload::spawn_reloader(
-        &options.wasm_dir,
-        filter,
-        options.debounce,
-        loader,
+    let forwarder = tokio::spawn(forward_transitions(
+        transitions,
+        by_name,
+        events.clone(),
         cancel.clone(),
-    ) {
-        Ok(reloader) => reloader,
-        Err(error) => {
-            stop_partial(&registry, telemetry).await;
-            return Err(error.into());
-        }
-    };
-    Ok(DevSession {
-        cluster,
-        registry,
-        events,
-        cancel: cancel.drop_guard(),
-        reloader,
-        telemetry,
-        wasm_dir: options.wasm_dir,
-        summary,
-    })
+    ));
+    Ok((summary, events, forwarder, cancel))
 }
 
-/// Undoes a start that failed half-way: controllers stop before the
-/// cluster (dropped by the caller) goes away.
-async fn stop_partial(registry: &Registry, telemetry: Option<JoinHandle<()>>) {
-    registry.shutdown().await;
-    if let Some(telemetry) = telemetry {
-        telemetry.abort();
+/// The first verdict on each WasmPlugin of `by_name` (a load, or a
+/// rejection; a load retried because the engine was busy is no verdict),
+/// by plugin file; files without one within [`FIRST_LOAD_TIMEOUT`] are
+/// missing from the answer.
+async fn first_outcomes(
+    records: &mut broadcast::Receiver<AuditRecord>,
+    by_name: &BTreeMap<String, PathBuf>,
+) -> BTreeMap<PathBuf, LoadOutcome> {
+    let mut outcomes = BTreeMap::new();
+    let wait = async {
+        while outcomes.len() < by_name.len() {
+            let record = match records.recv().await {
+                Ok(record) => record,
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return,
+            };
+            let Some(file) = by_name.get(&record.wasmplugin) else {
+                continue;
+            };
+            if outcomes.contains_key(file) {
+                continue;
+            }
+            if let Some(event) = wasmplugins::load_event(file, &record) {
+                outcomes.insert(event.file, event.outcome);
+            }
+        }
+    };
+    // A timeout leaves the missing files out; the caller reports them.
+    let _ = tokio::time::timeout(FIRST_LOAD_TIMEOUT, wait).await;
+    outcomes
+}
+
+/// Turns the session's WasmPlugin transitions into [`LoadEvent`]s, logs
+/// them and broadcasts them, until `cancel` fires or the controller stops.
+async fn forward_transitions(
+    mut records: broadcast::Receiver<AuditRecord>,
+    by_name: BTreeMap<String, PathBuf>,
+    events: broadcast::Sender<LoadEvent>,
+    cancel: CancellationToken,
+) {
+    loop {
+        let record = tokio::select! {
+            _ = cancel.cancelled() => return,
+            record = records.recv() => match record {
+                Ok(record) => record,
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "dev fell behind the WasmPlugin transitions");
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        let Some(file) = by_name.get(&record.wasmplugin) else {
+            continue;
+        };
+        let Some(event) = wasmplugins::load_event(file, &record) else {
+            continue;
+        };
+        match &event.outcome {
+            LoadOutcome::Loaded {
+                name,
+                version,
+                digest,
+            } => {
+                tracing::info!(file = %file.display(), plugin = %name, %version, %digest, "plugin loaded")
+            }
+            LoadOutcome::Unchanged => {}
+            LoadOutcome::Removed => tracing::warn!(
+                file = %file.display(),
+                "plugin file removed; the loaded version keeps serving until the host stops"
+            ),
+            LoadOutcome::Failed(message) => tracing::error!(file = %file.display(), "{message}"),
+        }
+        // Nobody listening is fine: events are for tests and tooling.
+        let _ = events.send(event);
     }
 }
 
@@ -405,15 +516,23 @@ fn example_dirs(examples_dir: &Path) -> Result<Vec<PathBuf>, ManifestError> {
     manifests::example_dirs(examples_dir)
 }
 
-async fn install_example_crds(
+/// Installs the WasmPlugin CRD (the one compiled into this binary), then
+/// every example's `crd.yaml`. Returns the CRD names, each once.
+async fn install_crds(
     client: &kube::Client,
     examples_dir: &Path,
 ) -> Result<Vec<String>, ManifestError> {
-    let mut crds = Vec::new();
+    let origin = Path::new("deploy/crds/wasmplugin.yaml");
+    let wasmplugin = manifests::parse_manifest(WASMPLUGIN_CRD, origin)?;
+    let mut crds = manifests::install_crd_objects(client, wasmplugin, origin).await?;
     for dir in example_dirs(examples_dir)? {
         let crd = dir.join("crd.yaml");
         if crd.is_file() {
-            crds.extend(manifests::install_crds(client, &crd).await?);
+            for name in manifests::install_crds(client, &crd).await? {
+                if !crds.contains(&name) {
+                    crds.push(name);
+                }
+            }
         }
     }
     Ok(crds)

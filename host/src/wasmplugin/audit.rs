@@ -1,9 +1,15 @@
 //! The audit trail of plugin versions: every transition is an Event on the
-//! WasmPlugin (events.k8s.io/v1) and a structured log line with target
-//! `audit`.
+//! WasmPlugin (events.k8s.io/v1, where this replica may write), a structured
+//! log line with target `audit`, and an [`AuditRecord`] for in-process
+//! subscribers (e.g. `dev`, which reports loads as they happen).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
+use tokio::sync::broadcast;
+
+/// Records kept for subscribers that fall behind; older ones are dropped
+/// for them (they see a lag), never block the controller.
+const SUBSCRIBER_BACKLOG: usize = 256;
 
 /// The reporting controller of WasmPlugin events.
 pub const REPORTER: &str = "wasm-operator/wasmplugin";
@@ -16,6 +22,9 @@ pub struct Transition {
     pub reason: String,
     /// True for rejections.
     pub warning: bool,
+    /// True when the problem passes by itself (the engine's instance pool
+    /// was busy) and the load is retried: not a verdict on the plugin.
+    pub retrying: bool,
     /// The plugin's manifest name (empty when nothing was ever loaded).
     pub plugin: String,
     /// The version that served before (empty for none).
@@ -30,11 +39,23 @@ pub struct Transition {
     pub message: String,
 }
 
+/// One transition of one WasmPlugin, as subscribers receive it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRecord {
+    /// The WasmPlugin's name.
+    pub wasmplugin: String,
+    /// What happened.
+    pub transition: Transition,
+}
+
 /// Publishes transitions. Publishing an event is best effort: a failure is
 /// logged, never stops the controller.
 #[derive(Clone)]
 pub struct AuditTrail {
-    recorder: Recorder,
+    /// `None` where this replica may not write: log lines and subscribers
+    /// only.
+    recorder: Option<Recorder>,
+    subscribers: broadcast::Sender<AuditRecord>,
 }
 
 impl std::fmt::Debug for AuditTrail {
@@ -44,11 +65,18 @@ impl std::fmt::Debug for AuditTrail {
 }
 
 impl AuditTrail {
-    /// An audit trail writing events through `client`.
-    pub fn new(client: kube::Client) -> AuditTrail {
+    /// An audit trail writing events through `client` when `may_write`.
+    pub fn new(client: kube::Client, may_write: bool) -> AuditTrail {
         AuditTrail {
-            recorder: crate::apply::events::recorder(client, REPORTER.to_string()),
+            recorder: may_write
+                .then(|| crate::apply::events::recorder(client, REPORTER.to_string())),
+            subscribers: broadcast::channel(SUBSCRIBER_BACKLOG).0,
         }
+    }
+
+    /// Every later transition recorded.
+    pub fn subscribe(&self) -> broadcast::Receiver<AuditRecord> {
+        self.subscribers.subscribe()
     }
 
     /// Records `t` about the WasmPlugin `object`.
@@ -66,6 +94,14 @@ impl AuditTrail {
                 "{}", t.message
             );
         }
+        // Nobody listening is the usual case outside `dev`.
+        let _ = self.subscribers.send(AuditRecord {
+            wasmplugin: wasmplugin.to_string(),
+            transition: t.clone(),
+        });
+        let Some(recorder) = &self.recorder else {
+            return;
+        };
         let event = Event {
             type_: if t.warning {
                 EventType::Warning
@@ -77,7 +113,7 @@ impl AuditTrail {
             action: "Load".to_string(),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, object).await {
+        if let Err(error) = recorder.publish(&event, object).await {
             tracing::warn!(%error, wasmplugin, reason = %t.reason, "cannot record WasmPlugin event");
         }
     }

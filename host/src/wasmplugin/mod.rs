@@ -3,7 +3,9 @@
 //!
 //! Creating a WasmPlugin loads its plugin into the [`Registry`], editing it
 //! reloads it (new source, config, limits), deleting it unloads the plugin
-//! (behind the [`FINALIZER`]). Sources are watched: a changed file,
+//! (behind the [`FINALIZER`]). The registry's listener (the manager) starts
+//! and stops the plugins' controllers; this controller only decides which
+//! version serves. Sources are watched: a changed file,
 //! ConfigMap or OCI tag is fetched, compiled off the reconcile path and
 //! swapped in. A bad new version never replaces a good one; it shows as a
 //! `Degraded` condition and a Warning event. See docs/deploying-plugins.md.
@@ -26,9 +28,9 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::plugins::Registry;
+use crate::registry::Registry;
 
-pub use audit::REPORTER;
+pub use audit::{AuditRecord, REPORTER, Transition};
 pub use spec::{OciSpec, Source, WasmPluginSpec};
 
 /// API group of WasmPlugin.
@@ -68,20 +70,61 @@ pub enum WasmPluginError {
     Api(#[source] kube::Error),
 }
 
+/// How the WasmPlugin controller runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WasmPluginOptions {
+    /// Write finalizers, status and events. A replica that may not write
+    /// still loads every WasmPlugin's plugin (so it can take over warm) but
+    /// leaves the objects alone.
+    pub may_write: bool,
+    /// How long a source must be quiet after a change notification before
+    /// it is fetched: one file write or ConfigMap update arrives as several
+    /// notifications.
+    pub source_settle: std::time::Duration,
+}
+
+impl Default for WasmPluginOptions {
+    fn default() -> Self {
+        WasmPluginOptions {
+            may_write: true,
+            source_settle: std::time::Duration::from_millis(300),
+        }
+    }
+}
+
 /// The running WasmPlugin controller. Stop it with [`WasmPluginController::stop`];
 /// dropping it stops the supervisor but leaves loaded plugins in the registry.
 #[derive(Debug)]
 pub struct WasmPluginController {
     cancel: CancellationToken,
     task: JoinHandle<()>,
+    audit: audit::AuditTrail,
 }
 
 impl WasmPluginController {
-    /// Checks that the CRD is installed, then watches WasmPlugin objects and
-    /// loads, reloads and unloads their plugins in `registry`.
+    /// [`WasmPluginController::start_with`] the default options (a writer).
+    ///
+    /// # Errors
+    ///
+    /// See [`WasmPluginController::start_with`].
     pub async fn start(
         client: kube::Client,
         registry: Registry,
+    ) -> Result<WasmPluginController, WasmPluginError> {
+        Self::start_with(client, registry, WasmPluginOptions::default()).await
+    }
+
+    /// Checks that the CRD is installed, then watches WasmPlugin objects and
+    /// loads, reloads and unloads their plugins in `registry`.
+    ///
+    /// # Errors
+    ///
+    /// [`WasmPluginError::CrdNotInstalled`] without the CRD,
+    /// [`WasmPluginError::Api`] when WasmPlugins cannot be listed.
+    pub async fn start_with(
+        client: kube::Client,
+        registry: Registry,
+        options: WasmPluginOptions,
     ) -> Result<WasmPluginController, WasmPluginError> {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
         match api.list(&ListParams::default().limit(1)).await {
@@ -92,8 +135,25 @@ impl WasmPluginController {
             Err(e) => return Err(WasmPluginError::Api(e)),
         }
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(supervise(client, registry, api, cancel.clone()));
-        Ok(WasmPluginController { cancel, task })
+        let audit = audit::AuditTrail::new(client.clone(), options.may_write);
+        let task = tokio::spawn(supervise(
+            client,
+            registry,
+            api,
+            audit.clone(),
+            options,
+            cancel.clone(),
+        ));
+        Ok(WasmPluginController {
+            cancel,
+            task,
+            audit,
+        })
+    }
+
+    /// Every later transition of every WasmPlugin (the audit trail).
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<AuditRecord> {
+        self.audit.subscribe()
     }
 
     /// Stops watching. Loaded plugins stay loaded (stop them with
@@ -123,9 +183,10 @@ async fn supervise(
     client: kube::Client,
     registry: Registry,
     api: Api<DynamicObject>,
+    audit: audit::AuditTrail,
+    options: WasmPluginOptions,
     cancel: CancellationToken,
 ) {
-    let audit = audit::AuditTrail::new(client.clone());
     let claims = Claims::default();
     let mut workers: HashMap<String, WorkerHandle> = HashMap::new();
     // Names seen during a (re)list: objects deleted while the watch was
@@ -162,6 +223,7 @@ async fn supervise(
                             client.clone(),
                             registry.clone(),
                             audit.clone(),
+                            options,
                             claims.clone(),
                             object,
                             rx,

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::plugins::VersionStats;
+use crate::registry::VersionStats;
 
 /// The version a WasmPlugin serves now.
 #[derive(Debug, Clone, PartialEq)]

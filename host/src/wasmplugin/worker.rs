@@ -16,13 +16,9 @@ use super::audit::{AuditTrail, Transition};
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
-use super::{Claims, FINALIZER, api_resource};
+use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::engine::{CallLimits, EngineError};
-use crate::plugins::{LoadOptions, Registry, RegistryError};
-
-/// Several notifications arrive for one file write or ConfigMap update; wait
-/// this long for them to settle before fetching.
-const SETTLE: Duration = Duration::from_millis(300);
+use crate::registry::{ActivationOptions, Registry, RegistryError};
 
 /// How often a WasmPlugin waiting for another to let go of its plugin
 /// name checks again.
@@ -32,10 +28,6 @@ const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 /// pool was full) waits before it is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(5);
 
-/// The reason of a load that found every instance of the engine's pool busy:
-/// the only problem that passes by itself, so the load is retried.
-const INSTANCE_POOL_FULL: &str = "InstancePoolFull";
-
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
 
@@ -43,8 +35,8 @@ const STATS_REFRESH: Duration = Duration::from_secs(15);
 #[derive(Debug, Clone, PartialEq)]
 struct Loaded {
     serving: Serving,
-    config: Value,
-    options: LoadOptions,
+    /// Config, limits and concurrency it was activated with.
+    options: ActivationOptions,
     revision: Option<String>,
 }
 
@@ -54,6 +46,11 @@ pub(super) struct Worker {
     registry: Registry,
     audit: AuditTrail,
     claims: Claims,
+    /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
+    may_write: bool,
+    /// Several notifications arrive for one file write or ConfigMap update;
+    /// wait this long for them to settle before fetching.
+    settle: Duration,
     /// A plugin name another WasmPlugin serves, which this one waits for.
     blocked_on: Option<String>,
     /// The last problem passes by itself: load again after `LOAD_RETRY`.
@@ -75,6 +72,7 @@ impl Worker {
         client: kube::Client,
         registry: Registry,
         audit: AuditTrail,
+        options: WasmPluginOptions,
         claims: Claims,
         object: Arc<DynamicObject>,
         updates: watch::Receiver<Arc<DynamicObject>>,
@@ -88,6 +86,8 @@ impl Worker {
             registry,
             audit,
             claims,
+            may_write: options.may_write,
+            settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
             default_limits,
@@ -123,7 +123,7 @@ impl Worker {
                     self.on_object(&tx).await;
                 }
                 Some(trigger) = triggers.recv() => {
-                    tokio::time::sleep(SETTLE).await;
+                    tokio::time::sleep(self.settle).await;
                     let mut trigger = Some(trigger);
                     while let Ok(next) = triggers.try_recv() {
                         trigger = Some(next);
@@ -160,7 +160,8 @@ impl Worker {
         let spec = match WasmPluginSpec::from_object(&self.object.data) {
             Ok(spec) => spec,
             Err(error) => {
-                self.reject("InvalidSpec", error.to_string(), None).await;
+                self.reject(problem("InvalidSpec", error.to_string()), false, None)
+                    .await;
                 self.write_status().await;
                 return;
             }
@@ -193,12 +194,14 @@ impl Worker {
         };
         let source = spec.source.describe();
         let options = match spec.call_limits(self.default_limits) {
-            Ok(limits) => LoadOptions {
+            Ok(limits) => ActivationOptions {
+                config: spec.plugin_config(),
                 limits: Some(limits),
                 concurrency: spec.concurrency,
             },
             Err(error) => {
-                self.reject("InvalidSpec", error.to_string(), None).await;
+                self.reject(problem("InvalidSpec", error.to_string()), false, None)
+                    .await;
                 self.write_status().await;
                 return;
             }
@@ -206,17 +209,16 @@ impl Worker {
         let fetched = match super::source::fetch(&self.client, &spec.source).await {
             Ok(fetched) => fetched,
             Err(error) => {
-                self.reject(error.reason(), error.to_string(), None).await;
+                self.reject(problem(error.reason(), error.to_string()), false, None)
+                    .await;
                 self.write_status().await;
                 return;
             }
         };
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(&fetched.bytes)));
-        let config = spec.plugin_config();
         if let Some(loaded) = &self.loaded
             && loaded.serving.digest == digest
             && loaded.serving.source == source
-            && loaded.config == config
             && loaded.options == options
         {
             // Same content, same settings: a repeat notification. A problem
@@ -228,20 +230,28 @@ impl Worker {
             self.write_status().await;
             return;
         }
-        let plugin_name = match self.check_identity(&fetched.bytes, &digest).await {
-            Ok(name) => name,
-            Err(problem) => {
-                self.reject(&problem.reason, problem.message, Some(&digest))
-                    .await;
+        // One compile, every identity check: the registry's. A WasmPlugin
+        // serves one plugin, so a new version must be the serving plugin.
+        let serving_plugin = self.loaded.as_ref().map(|l| l.serving.plugin.clone());
+        let candidate = match self
+            .registry
+            .prepare(&source, fetched.bytes, serving_plugin.as_deref())
+            .await
+        {
+            Ok(candidate) => candidate,
+            Err(error) => {
+                self.refuse(&error, &digest).await;
                 self.write_status().await;
                 return;
             }
         };
-        let result = self
-            .registry
-            .load_with(&source, &fetched.bytes, config.clone(), options)
-            .await;
-        match result {
+        let plugin_name = candidate.name().to_string();
+        if let Err(conflict) = self.claim(&plugin_name) {
+            self.reject(conflict, false, Some(&digest)).await;
+            self.write_status().await;
+            return;
+        }
+        match self.registry.activate(candidate, options.clone()).await {
             Ok(info) => {
                 let serving = Serving {
                     plugin: info.name.clone(),
@@ -253,7 +263,6 @@ impl Worker {
                 };
                 let previous = self.loaded.replace(Loaded {
                     serving: serving.clone(),
-                    config,
                     options,
                     revision: fetched.revision,
                 });
@@ -267,64 +276,42 @@ impl Worker {
                 if self.loaded.is_none() {
                     self.release(&plugin_name);
                 }
-                self.reject(registry_reason(&error), error.to_string(), Some(&digest))
-                    .await;
+                self.refuse(&error, &digest).await;
             }
         }
         self.write_status().await;
     }
 
-    /// A WasmPlugin serves one plugin, and a plugin is served by one
-    /// WasmPlugin: a new version must have the serving plugin's name and
-    /// primary kind, and its name must not be served by another WasmPlugin.
-    /// Loading it into the registry would otherwise start a second plugin
-    /// next to the first, or swap another WasmPlugin's plugin. Returns the
-    /// plugin name, claimed for this WasmPlugin. The compile runs off the
-    /// async workers; with a compiled-component cache the registry's load
-    /// reuses it.
-    async fn check_identity(&mut self, bytes: &[u8], digest: &str) -> Result<String, Problem> {
-        let engine = self.registry.engine().clone();
-        let owned = bytes.to_vec();
-        let plugin = match tokio::task::spawn_blocking(move || engine.load(&owned)).await {
-            Ok(Ok(plugin)) => plugin,
-            Ok(Err(error)) => {
-                return Err(Problem {
-                    reason: engine_reason(&error).to_string(),
-                    message: error.to_string(),
-                });
-            }
-            Err(error) => {
-                return Err(Problem {
-                    reason: "InternalError".into(),
-                    message: format!("compiling {digest} failed: {error}"),
-                });
-            }
-        };
-        let new = plugin.manifest();
-        if let Some(loaded) = &self.loaded
-            && let Some(running) = self.registry.current(&loaded.serving.plugin)
-        {
-            compatible(digest, new, running.plugin.manifest())?;
-        }
+    /// A plugin is served by one WasmPlugin: claims plugin `name` for this
+    /// one, unless another WasmPlugin serves it (then this one waits for it
+    /// to let go). Loading it into the registry would otherwise swap another
+    /// WasmPlugin's plugin.
+    fn claim(&mut self, name: &str) -> Result<(), Problem> {
         let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
         self.blocked_on = None;
-        match claims.get(&new.name) {
+        match claims.get(name) {
             Some(owner) if *owner != self.name => {
-                self.blocked_on = Some(new.name.clone());
-                Err(Problem {
-                    reason: "PluginNameConflict".into(),
-                    message: format!(
-                        "plugin {} is already served by WasmPlugin {owner}; a plugin is served by one WasmPlugin: edit {owner} or delete it first.",
-                        new.name
+                self.blocked_on = Some(name.to_string());
+                Err(problem(
+                    "PluginNameConflict",
+                    format!(
+                        "plugin {name} is already served by WasmPlugin {owner}; a plugin is served by one WasmPlugin: edit {owner} or delete it first."
                     ),
-                })
+                ))
             }
-            Some(_) => Ok(new.name.clone()),
+            Some(_) => Ok(()),
             None => {
-                claims.insert(new.name.clone(), self.name.clone());
-                Ok(new.name.clone())
+                claims.insert(name.to_string(), self.name.clone());
+                Ok(())
             }
         }
+    }
+
+    /// Records a version the registry refused or could not load (yet).
+    async fn refuse(&mut self, error: &RegistryError, digest: &str) {
+        let refusal = problem(condition_reason(error), refusal_message(error, digest));
+        self.reject(refusal, error.is_transient(), Some(digest))
+            .await;
     }
 
     /// True when some WasmPlugin other than this one serves plugin `name`.
@@ -342,14 +329,10 @@ impl Worker {
     }
 
     /// Records a new version that could not be loaded: refused, or not
-    /// loaded yet when the problem passes by itself (then a retry is
-    /// scheduled). Once per distinct problem.
-    async fn reject(&mut self, reason: &str, message: String, digest: Option<&str>) {
-        self.retry_load = reason == INSTANCE_POOL_FULL;
-        let problem = Problem {
-            reason: reason.to_string(),
-            message,
-        };
+    /// loaded yet when the problem passes by itself (`retrying`: then a
+    /// retry is scheduled). Once per distinct problem.
+    async fn reject(&mut self, problem: Problem, retrying: bool, digest: Option<&str>) {
+        self.retry_load = retrying;
         if self.problem.as_ref() == Some(&problem) {
             return;
         }
@@ -364,6 +347,7 @@ impl Worker {
         let transition = Transition {
             reason: problem.reason.clone(),
             warning: true,
+            retrying,
             plugin: serving.map(|s| s.plugin.clone()).unwrap_or_default(),
             from: serving.map(|s| s.version.clone()).unwrap_or_default(),
             to: serving.map(|s| s.version.clone()).unwrap_or_default(),
@@ -387,6 +371,9 @@ impl Worker {
 
     /// Writes status when it differs from what was written last.
     async fn write_status(&mut self) {
+        if !self.may_write {
+            return;
+        }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
         let versions = serving
             .map(|s| self.registry.stats(&s.plugin))
@@ -417,6 +404,9 @@ impl Worker {
     }
 
     async fn ensure_finalizer(&self) {
+        if !self.may_write {
+            return;
+        }
         let finalizers = self.object.finalizers();
         if finalizers.iter().any(|f| f == FINALIZER) {
             return;
@@ -429,6 +419,9 @@ impl Worker {
     /// Merge patch guarded by resourceVersion: a concurrent change of the
     /// list makes it fail, and the next watch event retries.
     async fn patch_finalizers(&self, finalizers: Vec<String>) {
+        if !self.may_write {
+            return;
+        }
         let patch = json!({"metadata": {
             "finalizers": finalizers,
             "resourceVersion": self.object.metadata.resource_version,
@@ -474,6 +467,7 @@ impl Worker {
                 let transition = Transition {
                     reason: "Unloaded".into(),
                     warning: false,
+                    retrying: false,
                     plugin: s.plugin.clone(),
                     from: s.version.clone(),
                     to: String::new(),
@@ -497,40 +491,6 @@ impl Worker {
     fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
         self.object.object_ref(&api_resource())
     }
-}
-
-/// Checks that `new` may replace `old` in one WasmPlugin.
-fn compatible(
-    digest: &str,
-    new: &crate::contract::Manifest,
-    old: &crate::contract::Manifest,
-) -> Result<(), Problem> {
-    let kind =
-        |m: &crate::contract::Manifest| format!("{} {}", m.primary.api_version(), m.primary.kind);
-    if new.primary != old.primary {
-        return Err(Problem {
-            reason: "PrimaryKindChanged".into(),
-            message: format!(
-                "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
-                new.name,
-                new.version,
-                kind(new),
-                old.name,
-                old.version,
-                kind(old)
-            ),
-        });
-    }
-    if new.name != old.name {
-        return Err(Problem {
-            reason: "PluginNameChanged".into(),
-            message: format!(
-                "the new component {digest} is plugin {} {}, but this WasmPlugin serves plugin {}; deploy another plugin as its own WasmPlugin.",
-                new.name, new.version, old.name
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// The transition from `from` (None: first load) to `to`.
@@ -577,6 +537,7 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
     Transition {
         reason: reason.to_string(),
         warning: false,
+        retrying: false,
         plugin: to.plugin.clone(),
         from: from.map(|s| s.version.clone()).unwrap_or_default(),
         to: to.version.clone(),
@@ -587,10 +548,43 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
 }
 
 /// The condition reason of a registry refusal.
-fn registry_reason(error: &RegistryError) -> &'static str {
+fn condition_reason(error: &RegistryError) -> &'static str {
     match error {
         RegistryError::Load { error, .. } => engine_reason(error),
         other => other.reason(),
+    }
+}
+
+/// What the WasmPlugin's condition says about a registry refusal: in terms
+/// of this WasmPlugin where the registry's words name a plugin.
+fn refusal_message(error: &RegistryError, digest: &str) -> String {
+    match error {
+        RegistryError::Load { error, .. } => error.to_string(),
+        RegistryError::PrimaryKindChanged(change) => format!(
+            "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
+            change.name,
+            change.new_version,
+            change.new_kind,
+            change.running_name,
+            change.running_version,
+            change.running_kind
+        ),
+        RegistryError::PluginNameChanged {
+            expected,
+            name,
+            version,
+            ..
+        } => format!(
+            "the new component {digest} is plugin {name} {version}, but this WasmPlugin serves plugin {expected}; deploy another plugin as its own WasmPlugin."
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn problem(reason: &str, message: String) -> Problem {
+    Problem {
+        reason: reason.to_string(),
+        message,
     }
 }
 
@@ -601,7 +595,7 @@ fn engine_reason(error: &EngineError) -> &'static str {
         | EngineError::Compile { .. }
         | EngineError::WrongWorld { .. }
         | EngineError::InvalidManifest { .. } => "InvalidComponent",
-        EngineError::InstancePoolFull { .. } => INSTANCE_POOL_FULL,
+        EngineError::InstancePoolFull { .. } => "InstancePoolFull",
         _ => "LoadFailed",
     }
 }

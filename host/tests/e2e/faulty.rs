@@ -188,5 +188,5 @@ async fn each_fault_degrades_its_object_only() {
     ] {
         assert!(text.contains(needle), "metrics lack {needle}:\n{text}");
     }
-    host.registry.shutdown().await;
+    host.manager.shutdown().await;
 }

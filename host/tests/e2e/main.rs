@@ -18,15 +18,19 @@ use std::time::Duration;
 use devcluster::DevCluster;
 use kube::api::ApiResource;
 use wasm_operator::engine::{CallLimits, EngineConfig};
-use wasm_operator::plugins::{LoadedVersion, Registry, RegistryOptions};
+use wasm_operator::manager::{Manager, ManagerOptions};
+use wasm_operator::registry::{LoadedVersion, Registry, RegistryOptions};
 use wasm_operator::telemetry::Metrics;
 
 /// How long a test waits for the host to converge before failing.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
-/// A devcluster with a registry of plugins running against it.
+/// A devcluster with the host (manager, registry, controllers) running
+/// against it.
 pub struct Host {
     pub cluster: DevCluster,
+    pub manager: Manager,
+    /// The manager's registry.
     pub registry: Registry,
     pub metrics: Metrics,
     _cache_dir: tempfile::TempDir,
@@ -60,10 +64,19 @@ impl Host {
             },
             metrics: metrics.clone(),
         };
-        let registry = Registry::new(cluster.client(), options).await.unwrap();
+        let manager = Manager::start(
+            cluster.client(),
+            ManagerOptions {
+                registry: options,
+                ..ManagerOptions::default()
+            },
+        )
+        .await
+        .unwrap();
         Host {
             cluster,
-            registry,
+            registry: manager.registry().clone(),
+            manager,
             metrics,
             _cache_dir: cache_dir,
         }

@@ -94,5 +94,5 @@ async fn api_errors_and_lost_watches_are_survived() {
         .await
         .unwrap();
     wait_replicas(&deployments, 3).await;
-    host.registry.shutdown().await;
+    host.manager.shutdown().await;
 }

@@ -17,10 +17,10 @@ async fn http_get(url: &str) -> Result<(u16, String), String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_health_and_readiness() {
     let host = Host::start().await;
-    let registry = host.registry.clone();
+    let manager = host.manager.clone();
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (bound, server) =
-        wasm_operator::telemetry::serve(addr, host.metrics.clone(), move || registry.ready())
+        wasm_operator::telemetry::serve(addr, host.metrics.clone(), move || manager.ready())
             .await
             .unwrap();
     let base = format!("http://{bound}");

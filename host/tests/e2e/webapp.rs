@@ -254,7 +254,7 @@ async fn webapp_lifecycle() {
         events.iter().all(|(kind, _, _)| kind != "Warning"),
         "unexpected warnings: {events:?}"
     );
-    host.registry.shutdown().await;
+    host.manager.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,10 +319,10 @@ async fn version_swap_and_unload() {
     .await;
 
     // Unload stops the controller and releases its caches.
-    assert!(host.registry.cache().reflector_count() >= 3);
+    assert!(host.manager.cache().reflector_count() >= 3);
     host.registry.unload("webapp").await.unwrap();
     assert!(host.registry.loaded().is_empty());
-    assert_eq!(host.registry.cache().reflector_count(), 0);
+    assert_eq!(host.manager.cache().reflector_count(), 0);
     let err = host.registry.unload("webapp").await.unwrap_err();
     assert!(err.to_string().contains("no plugin named webapp"), "{err}");
 }

@@ -20,7 +20,8 @@ use devcluster::DevCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::engine::EngineConfig;
-use wasm_operator::plugins::{LoadedVersion, Registry, RegistryError, RegistryOptions};
+use wasm_operator::manager::{Manager, ManagerOptions};
+use wasm_operator::registry::{LoadedVersion, Registry, RegistryError, RegistryOptions};
 use wasm_operator::telemetry::Metrics;
 
 /// How long a test waits for the host to converge before failing.
@@ -35,9 +36,12 @@ pub const V2: &str = "webapp_v2";
 /// webapp 3.0.0 (min_compatible_version 3.0.0).
 pub const V3: &str = "webapp_v3";
 
-/// A devcluster with a registry of plugins running against it.
+/// A devcluster with the host (manager, registry, controllers) running
+/// against it.
 pub struct Host {
     pub cluster: DevCluster,
+    pub manager: Manager,
+    /// The manager's registry.
     pub registry: Registry,
     pub metrics: Metrics,
     cache_dir: tempfile::TempDir,
@@ -59,10 +63,11 @@ impl Host {
         support::install_crd(&cluster.client(), &support::example_crd("webapp")).await;
         let cache_dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new();
-        let registry = new_registry(&cluster, &cache_dir, &metrics).await;
+        let manager = new_manager(&cluster, &cache_dir, &metrics).await;
         Host {
             cluster,
-            registry,
+            registry: manager.registry().clone(),
+            manager,
             metrics,
             cache_dir,
         }
@@ -72,11 +77,12 @@ impl Host {
         self.cluster.client()
     }
 
-    /// Stops every controller and starts a fresh registry with no plugins:
+    /// Stops every controller and starts a fresh host with no plugins:
     /// what the host looks like after a process restart.
     pub async fn restart(&mut self) {
-        self.registry.shutdown().await;
-        self.registry = new_registry(&self.cluster, &self.cache_dir, &self.metrics).await;
+        self.manager.shutdown().await;
+        self.manager = new_manager(&self.cluster, &self.cache_dir, &self.metrics).await;
+        self.registry = self.manager.registry().clone();
     }
 
     /// Loads (or swaps to) the built plugin file `file` (e.g. [`V2`]).
@@ -98,11 +104,11 @@ impl Host {
     }
 }
 
-async fn new_registry(
+async fn new_manager(
     cluster: &DevCluster,
     cache_dir: &tempfile::TempDir,
     metrics: &Metrics,
-) -> Registry {
+) -> Manager {
     let options = RegistryOptions {
         concurrency: 4,
         engine: EngineConfig {
@@ -111,7 +117,15 @@ async fn new_registry(
         },
         metrics: metrics.clone(),
     };
-    Registry::new(cluster.client(), options).await.unwrap()
+    Manager::start(
+        cluster.client(),
+        ManagerOptions {
+            registry: options,
+            ..ManagerOptions::default()
+        },
+    )
+    .await
+    .unwrap()
 }
 
 pub fn webapp_kind() -> ApiResource {

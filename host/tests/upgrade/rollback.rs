@@ -4,7 +4,7 @@
 
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
-use wasm_operator::plugins::RegistryError;
+use wasm_operator::registry::RegistryError;
 
 use crate::support::{condition, dynamic_api, get_json, wait_until};
 use crate::{

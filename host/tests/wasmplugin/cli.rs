@@ -42,10 +42,8 @@ async fn run_without_plugins_needs_the_crd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_without_plugins_serves_wasmplugins() {
     // The fixture's own controller is stopped: the binary does the work.
-    let mut fx = Fixture::start().await;
-    if let Some(controller) = fx.controller.take() {
-        controller.stop().await;
-    }
+    let fx = Fixture::start().await;
+    fx.manager.stop_wasmplugins().await;
     let logs = tempfile::tempdir().unwrap();
     let log = std::fs::File::create(logs.path().join("run.log")).unwrap();
     let child = Command::new(BINARY)

@@ -24,8 +24,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use wasm_operator::engine::EngineConfig;
-use wasm_operator::plugins::{Registry, RegistryOptions};
-use wasm_operator::wasmplugin::{self, WasmPluginController};
+use wasm_operator::manager::{Manager, ManagerOptions};
+use wasm_operator::registry::{Registry, RegistryOptions};
+use wasm_operator::wasmplugin;
 
 use support::{condition, get_json, wait_until};
 
@@ -40,12 +41,13 @@ pub const CONVERGE: Duration = Duration::from_secs(60);
 
 const NS: &str = "default";
 
-/// A devcluster with the WasmPlugin and WebApp CRDs, a registry and the
-/// WasmPlugin controller running against it.
+/// A devcluster with the WasmPlugin and WebApp CRDs, and the host (manager,
+/// registry, WasmPlugin controller) running against it.
 pub struct Fixture {
     pub cluster: DevCluster,
+    pub manager: Manager,
+    /// The manager's registry.
     pub registry: Registry,
-    pub controller: Option<WasmPluginController>,
     /// Where tests put plugin files.
     pub dir: tempfile::TempDir,
     _cache_dir: tempfile::TempDir,
@@ -80,14 +82,20 @@ impl Fixture {
             },
             ..RegistryOptions::default()
         };
-        let registry = Registry::new(client.clone(), options).await.unwrap();
-        let controller = WasmPluginController::start(client, registry.clone())
-            .await
-            .unwrap();
+        let manager = Manager::start(
+            client,
+            ManagerOptions {
+                registry: options,
+                ..ManagerOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        manager.serve_wasmplugins().await.unwrap();
         Fixture {
             cluster,
-            registry,
-            controller: Some(controller),
+            registry: manager.registry().clone(),
+            manager,
             dir: tempfile::tempdir().unwrap(),
             _cache_dir: cache_dir,
         }

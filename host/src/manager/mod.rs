@@ -1,0 +1,417 @@
+//! The composition root: one [`Manager`] wires the host together for `run`
+//! and `dev` alike. It owns the [`Registry`] (plugin versions), the
+//! [`SharedCache`], the controllers, the telemetry endpoint and, when plugins
+//! are deployed as WasmPlugin objects, the WasmPlugin controller.
+//!
+//! The registry starts nothing; it announces every change of a version set
+//! and the manager applies it: a plugin's first version starts its
+//! controller, a new version swaps under the running controller and queues
+//! every primary again, a change of owned or watched kinds or of concurrency
+//! restarts the controller (after its calls in flight), an unload stops it.
+//!
+//! # Writer and standby
+//!
+//! Some parts run on every replica, whatever its [`Role`]: fetching,
+//! compiling and checking plugin versions (the registry), the caches, the
+//! telemetry endpoint and (later) webhooks, so a standby can take over
+//! without a cold start. Other parts write to the API and run only where
+//! this replica may write ([`Role::Writer`]): the plugins' controllers and
+//! the WasmPlugin controller's writes (finalizers, status, events). Today
+//! every replica is a writer; leader election will start replicas as
+//! [`Role::Standby`].
+//!
+//! # Guarantees
+//!
+//! - Never two controllers on one plugin: a restart stops the old
+//!   controller (its calls in flight finish) before the new one starts.
+//! - [`Registry::activate`] and [`Registry::unload`] return once the manager
+//!   has applied the change (controller started, swapped or stopped).
+//! - [`Manager::shutdown`] stops the WasmPlugin controller first, then every
+//!   plugin controller after its calls in flight, then telemetry.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::SharedCache;
+use crate::controller::{ControllerHandle, ControllerOptions};
+use crate::registry::{
+    Announcement, Registry, RegistryError, RegistryOptions, ServingVersions, VersionChange,
+    VersionSet,
+};
+use crate::telemetry::{self, Metrics};
+use crate::wasmplugin::{AuditRecord, WasmPluginController, WasmPluginError, WasmPluginOptions};
+
+/// What this replica may do to the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Role {
+    /// This replica writes: plugin controllers run, WasmPlugin status is
+    /// written. The only role until leader election exists.
+    #[default]
+    Writer,
+    /// This replica only prepares: versions are loaded and caches kept warm,
+    /// nothing is written.
+    Standby,
+}
+
+impl Role {
+    /// True when this replica may write to the API.
+    pub fn may_write(self) -> bool {
+        matches!(self, Role::Writer)
+    }
+}
+
+/// How a [`Manager`] is set up.
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    /// The registry's engine, default concurrency and metrics.
+    pub registry: RegistryOptions,
+    /// Whether this replica writes.
+    pub role: Role,
+    /// Serve /metrics, /healthz and /readyz here (port 0 picks a free
+    /// port); `None` serves nothing.
+    pub metrics_addr: Option<SocketAddr>,
+    /// How long a WasmPlugin's source must be quiet after a change before
+    /// it is fetched (a file or ConfigMap change arrives as several
+    /// notifications).
+    pub source_settle: Duration,
+}
+
+impl Default for ManagerOptions {
+    fn default() -> Self {
+        ManagerOptions {
+            registry: RegistryOptions::default(),
+            role: Role::default(),
+            metrics_addr: None,
+            source_settle: WasmPluginOptions::default().source_settle,
+        }
+    }
+}
+
+/// Why the manager could not start a part of the host.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The registry (its wasm engine) could not be created.
+    #[error("cannot start the plugin registry: {0}")]
+    Registry(#[source] RegistryError),
+    /// The telemetry endpoint could not bind.
+    #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
+    Telemetry {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The WasmPlugin controller could not start.
+    #[error("cannot serve WasmPlugin objects: {0}")]
+    WasmPlugins(#[source] WasmPluginError),
+}
+
+/// The running plugin controllers, by plugin name.
+type Controllers = Arc<Mutex<HashMap<String, ControllerHandle>>>;
+
+fn lock(controllers: &Controllers) -> MutexGuard<'_, HashMap<String, ControllerHandle>> {
+    // Entries are inserted and removed whole; a poisoned map is consistent.
+    controllers.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What starting a controller needs, shared with the task applying changes.
+#[derive(Clone)]
+struct ControllerDeps {
+    client: kube::Client,
+    cache: SharedCache,
+    metrics: Metrics,
+    role: Role,
+    controllers: Controllers,
+}
+
+struct Inner {
+    client: kube::Client,
+    registry: Registry,
+    deps: ControllerDeps,
+    telemetry: Mutex<Option<JoinHandle<()>>>,
+    telemetry_addr: Option<SocketAddr>,
+    source_settle: Duration,
+    applier: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
+    wasmplugins: tokio::sync::Mutex<Option<WasmPluginController>>,
+}
+
+/// The host's composition root. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Manager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Manager")
+            .field("role", &self.inner.deps.role)
+            .field("registry", &self.inner.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Manager {
+    /// Creates the registry and caches, starts applying version changes and
+    /// serves telemetry when asked to. No plugin serves yet: load them
+    /// through [`Manager::registry`], or serve WasmPlugin objects with
+    /// [`Manager::serve_wasmplugins`].
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::Registry`] when the wasm engine cannot be created,
+    /// [`ManagerError::Telemetry`] when the metrics address cannot be bound.
+    pub async fn start(
+        client: kube::Client,
+        options: ManagerOptions,
+    ) -> Result<Manager, ManagerError> {
+        let metrics = options.registry.metrics.clone();
+        let registry = Registry::new(options.registry).map_err(ManagerError::Registry)?;
+        let deps = ControllerDeps {
+            client: client.clone(),
+            cache: SharedCache::new(client.clone()),
+            metrics: metrics.clone(),
+            role: options.role,
+            controllers: Controllers::default(),
+        };
+        let (telemetry, telemetry_addr) = match options.metrics_addr {
+            Some(addr) => {
+                let controllers = deps.controllers.clone();
+                let (bound, task) =
+                    telemetry::serve(addr, metrics, move || all_synced(&controllers))
+                        .await
+                        .map_err(|source| ManagerError::Telemetry { addr, source })?;
+                tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+                (Some(task), Some(bound))
+            }
+            None => (None, None),
+        };
+        let cancel = CancellationToken::new();
+        let applier = tokio::spawn(apply_changes(
+            registry.announcements(),
+            deps.clone(),
+            cancel.clone(),
+        ));
+        Ok(Manager {
+            inner: Arc::new(Inner {
+                client,
+                registry,
+                deps,
+                telemetry: Mutex::new(telemetry),
+                telemetry_addr,
+                source_settle: options.source_settle,
+                applier: Mutex::new(Some((cancel, applier))),
+                wasmplugins: tokio::sync::Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The plugin versions; loading and unloading through it starts and
+    /// stops controllers.
+    pub fn registry(&self) -> &Registry {
+        &self.inner.registry
+    }
+
+    /// The shared caches (tests check that reflectors are shared).
+    pub fn cache(&self) -> &SharedCache {
+        &self.inner.deps.cache
+    }
+
+    /// Where the controllers and plugin calls record their metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.deps.metrics
+    }
+
+    /// Whether this replica writes.
+    pub fn role(&self) -> Role {
+        self.inner.deps.role
+    }
+
+    /// The address telemetry is served on, if it is.
+    pub fn telemetry_addr(&self) -> Option<SocketAddr> {
+        self.inner.telemetry_addr
+    }
+
+    /// True when every controller's caches have synced (vacuously true
+    /// without plugins): what /readyz reports.
+    pub fn ready(&self) -> bool {
+        all_synced(&self.inner.deps.controllers)
+    }
+
+    /// Starts the WasmPlugin controller: the cluster's WasmPlugin objects
+    /// decide which plugins serve. Its writes follow this replica's
+    /// [`Role`]. Does nothing when it already runs.
+    ///
+    /// # Errors
+    ///
+    /// [`ManagerError::WasmPlugins`] when the CRD is not installed or
+    /// WasmPlugins cannot be listed.
+    pub async fn serve_wasmplugins(&self) -> Result<(), ManagerError> {
+        let mut running = self.inner.wasmplugins.lock().await;
+        if running.is_some() {
+            return Ok(());
+        }
+        let controller = WasmPluginController::start_with(
+            self.inner.client.clone(),
+            self.inner.registry.clone(),
+            WasmPluginOptions {
+                may_write: self.role().may_write(),
+                source_settle: self.inner.source_settle,
+            },
+        )
+        .await
+        .map_err(ManagerError::WasmPlugins)?;
+        tracing::info!("serving the plugins of WasmPlugin objects");
+        *running = Some(controller);
+        Ok(())
+    }
+
+    /// Every later transition the WasmPlugin controller records (loads,
+    /// swaps, rejections, unloads); `None` when it does not run.
+    pub async fn wasmplugin_transitions(&self) -> Option<broadcast::Receiver<AuditRecord>> {
+        self.inner
+            .wasmplugins
+            .lock()
+            .await
+            .as_ref()
+            .map(WasmPluginController::subscribe)
+    }
+
+    /// Stops the WasmPlugin controller (loaded plugins keep serving).
+    pub async fn stop_wasmplugins(&self) {
+        let controller = self.inner.wasmplugins.lock().await.take();
+        if let Some(controller) = controller {
+            controller.stop().await;
+        }
+    }
+
+    /// Stops everything: the WasmPlugin controller, then every plugin
+    /// controller (calls in flight finish), then telemetry. The registry is
+    /// left empty. Calling it again does nothing.
+    pub async fn shutdown(&self) {
+        self.stop_wasmplugins().await;
+        let applier = self
+            .inner
+            .applier
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some((cancel, task)) = applier {
+            cancel.cancel();
+            if let Err(error) = task.await
+                && error.is_panic()
+            {
+                tracing::error!(%error, "the task applying version changes panicked");
+            }
+        }
+        let running: Vec<ControllerHandle> = lock(&self.inner.deps.controllers)
+            .drain()
+            .map(|(_, c)| c)
+            .collect();
+        futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
+        // Nobody listens any more: this only empties the registry.
+        self.inner.registry.unload_all().await;
+        let telemetry = self
+            .inner
+            .telemetry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(telemetry) = telemetry {
+            telemetry.abort();
+        }
+    }
+}
+
+fn all_synced(controllers: &Controllers) -> bool {
+    lock(controllers).values().all(ControllerHandle::synced)
+}
+
+/// Applies the registry's announcements until `cancel` fires.
+async fn apply_changes(
+    mut announcements: mpsc::UnboundedReceiver<Announcement>,
+    deps: ControllerDeps,
+    cancel: CancellationToken,
+) {
+    loop {
+        let announcement = tokio::select! {
+            _ = cancel.cancelled() => return,
+            next = announcements.recv() => match next {
+                Some(announcement) => announcement,
+                None => return,
+            },
+        };
+        apply(&deps, &announcement.change).await;
+        announcement.acknowledge();
+    }
+}
+
+/// Starts, swaps, restarts or stops one plugin's controller.
+async fn apply(deps: &ControllerDeps, change: &VersionChange) {
+    match change {
+        VersionChange::Activated { versions, previous } => {
+            let next = versions.current();
+            let name = next.plugin().to_string();
+            let restart = match previous {
+                None => true,
+                Some(previous) => needs_restart(previous, &next),
+            };
+            if !restart && let Some(controller) = lock(&deps.controllers).get(&name) {
+                controller.reconcile_all();
+                return;
+            }
+            let old = lock(&deps.controllers).remove(&name);
+            if let Some(old) = old {
+                // Never two controllers on one object: the old one's calls
+                // in flight finish first.
+                old.stop().await;
+            }
+            if deps.role.may_write() {
+                start_controller(deps, versions.clone(), next.concurrency);
+            }
+        }
+        VersionChange::Unloaded { plugin } => {
+            let old = lock(&deps.controllers).remove(plugin);
+            if let Some(old) = old {
+                old.stop().await;
+            }
+        }
+    }
+}
+
+fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concurrency: usize) {
+    let name = versions.current().plugin().to_string();
+    let controller = ControllerHandle::start(
+        deps.client.clone(),
+        &deps.cache,
+        versions,
+        deps.metrics.clone(),
+        &ControllerOptions { concurrency },
+    );
+    lock(&deps.controllers).insert(name, controller);
+}
+
+/// True when the controller must be started anew for `next`: it watches
+/// other kinds, or runs another number of reconciles at once. Otherwise the
+/// running controller keeps going and reads the new set per object.
+fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
+    let old = previous.stable.plugin.manifest();
+    let new = next.stable.plugin.manifest();
+    old.owns != new.owns || old.watches != new.watches || previous.concurrency != next.concurrency
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_writer_writes() {
+        assert!(Role::Writer.may_write());
+        assert!(!Role::Standby.may_write());
+        assert_eq!(ManagerOptions::default().role, Role::Writer);
+    }
+}

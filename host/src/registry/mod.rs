@@ -1,0 +1,618 @@
+//! The registry of plugin versions: prepare a candidate (compile once, check
+//! it), activate it (config, limits, concurrency), unload a plugin, and what
+//! serves now.
+//!
+//! Per plugin the registry holds a [`VersionSet`] behind a shared
+//! [`ServingVersions`] holder: the stable version and (later) at most one
+//! rollout candidate. It starts nothing: every change of a version set is
+//! announced ([`Registry::announcements`]) to whoever runs controllers (the
+//! manager), and an activation or unload returns only once that listener has
+//! applied it.
+//!
+//! # Guarantees
+//!
+//! - A version is compiled once per [`Registry::prepare`], off the async
+//!   workers; activating it compiles nothing.
+//! - Changes of one registry are serialised: two loads of one name cannot
+//!   race, and every announcement is applied before the next change starts.
+//! - A refused version never replaces the serving one, and never shows up
+//!   in [`Registry::stats`].
+
+mod candidate;
+mod stats;
+mod versions;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
+use crate::telemetry::Metrics;
+
+pub use candidate::Candidate;
+pub use stats::{VersionCounters, VersionStats};
+pub use versions::{ActiveVersion, RolloutCandidate, RolloutMode, ServingVersions, VersionSet};
+
+/// Per-deployment settings of one activation (e.g. from a `WasmPlugin`'s
+/// spec); `None` fields use the registry's defaults.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ActivationOptions {
+    /// The `config` handed to every call (`null` means `{}`).
+    pub config: Value,
+    /// Call limits of this plugin's calls (default: the engine's).
+    pub limits: Option<CallLimits>,
+    /// Reconciles of this plugin that may run at once (default: the registry's).
+    pub concurrency: Option<usize>,
+}
+
+/// Instances the registry's engine pools by default: calls in flight across
+/// all plugins (e.g. 64 plugins at the default concurrency of 4). A call
+/// that finds the pool full fails with `InstancePoolFull` and is retried.
+pub const DEFAULT_MAX_INSTANCES: u32 = 256;
+
+/// How a [`Registry`] runs its plugins.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Reconciles per plugin that may run at once (on different objects),
+    /// unless an activation says otherwise.
+    pub concurrency: usize,
+    /// Engine settings, including the default call limits. The default
+    /// uses the pooling allocator with [`DEFAULT_MAX_INSTANCES`] slots: in the
+    /// `plugin_call` benchmark a pooled call takes about half the time of an
+    /// on-demand one.
+    pub engine: EngineConfig,
+    /// Where plugin calls and versions are recorded.
+    pub metrics: Metrics,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            concurrency: 4,
+            engine: EngineConfig {
+                allocation: InstanceAllocation::Pooling {
+                    max_instances: DEFAULT_MAX_INSTANCES,
+                },
+                ..EngineConfig::default()
+            },
+            metrics: Metrics::new(),
+        }
+    }
+}
+
+/// One loaded plugin version, as reported to people and tools.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoadedVersion {
+    /// The manifest's name.
+    pub name: String,
+    /// The manifest's (semantic) version.
+    pub version: String,
+    /// `sha256:<hex>` of the component.
+    pub digest: String,
+    /// Where it came from, e.g. `file:/path/webapp.wasm`.
+    pub source: String,
+}
+
+/// Why the registry refused or failed an operation.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The wasm engine could not be created.
+    #[error("cannot start the wasm engine: {0}")]
+    Engine(#[source] EngineError),
+    /// The component could not be loaded.
+    #[error("cannot load plugin from {source_name}: {error}")]
+    Load {
+        source_name: String,
+        #[source]
+        error: EngineError,
+    },
+    /// A new version changes the primary kind of a running plugin.
+    #[error(
+        "plugin {} {} from {} reconciles {}, but the running version {} reconciles {}; the running version keeps serving. Deploy a kind change as a new plugin name",
+        .0.name, .0.new_version, .0.source_name, .0.new_kind, .0.running_version, .0.running_kind
+    )]
+    PrimaryKindChanged(Box<PrimaryKindChange>),
+    /// The new component is another plugin than the one it must replace.
+    #[error(
+        "the component from {source_name} is plugin {name} {version}, but it was deployed as a new version of plugin {expected}; deploy another plugin on its own"
+    )]
+    PluginNameChanged {
+        source_name: String,
+        expected: String,
+        name: String,
+        version: String,
+    },
+    /// Swapping to an older version that the running version declared
+    /// incompatible (its manifest's `min_compatible_version` is above it).
+    #[error(
+        "refusing to roll plugin {name} back from {running_version} to {new_version}: version {running_version} declares min_compatible_version {min_compatible}, so {new_version} could corrupt objects it managed; {running_version} keeps serving. Deploy {min_compatible} or newer"
+    )]
+    RollbackRefused {
+        name: String,
+        running_version: String,
+        new_version: String,
+        min_compatible: String,
+    },
+    /// No plugin of that name runs.
+    #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
+    NotLoaded(String),
+    /// A blocking task of the registry failed (a host bug).
+    #[error("internal error while loading plugin from {source_name}: {message}")]
+    Internal {
+        source_name: String,
+        message: String,
+    },
+}
+
+impl RegistryError {
+    /// True when the registry refused a new version (it is bad or unsafe)
+    /// and the running version, if any, keeps serving; false for host
+    /// problems, a busy engine and unknown names.
+    pub fn is_rejection(&self) -> bool {
+        match self {
+            RegistryError::Load { error, .. } => !error.is_transient(),
+            RegistryError::PrimaryKindChanged(_)
+            | RegistryError::PluginNameChanged { .. }
+            | RegistryError::RollbackRefused { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// True when the same load may succeed later (the engine was busy).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, RegistryError::Load { error, .. } if error.is_transient())
+    }
+
+    /// A short CamelCase reason for conditions and events.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RegistryError::Engine(_) => "EngineUnavailable",
+            RegistryError::Load { error, .. } if error.is_transient() => "InstancePoolFull",
+            RegistryError::Load { .. } => "InvalidPlugin",
+            RegistryError::PrimaryKindChanged(_) => "PrimaryKindChanged",
+            RegistryError::PluginNameChanged { .. } => "PluginNameChanged",
+            RegistryError::RollbackRefused { .. } => "RollbackRefused",
+            RegistryError::NotLoaded(_) => "NotLoaded",
+            RegistryError::Internal { .. } => "InternalError",
+        }
+    }
+}
+
+/// A refused change of primary kind: the new version and the serving one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrimaryKindChange {
+    /// The new component's plugin name.
+    pub name: String,
+    /// Where the new component came from.
+    pub source_name: String,
+    /// The new component's version.
+    pub new_version: String,
+    /// `apiVersion Kind` the new component reconciles.
+    pub new_kind: String,
+    /// The serving plugin's name (differs from `name` when the new
+    /// component is another plugin altogether).
+    pub running_name: String,
+    /// The serving version.
+    pub running_version: String,
+    /// `apiVersion Kind` the serving version reconciles.
+    pub running_kind: String,
+}
+
+/// A change of one plugin's version set.
+#[derive(Debug, Clone)]
+pub enum VersionChange {
+    /// A version set was created (first version) or replaced.
+    Activated {
+        /// The holder the plugin's controller reads; it already holds the
+        /// new set.
+        versions: Arc<ServingVersions>,
+        /// The set that served before; `None` for the plugin's first version.
+        previous: Option<Arc<VersionSet>>,
+    },
+    /// Nothing serves the plugin any more.
+    Unloaded {
+        /// The plugin's manifest name.
+        plugin: String,
+    },
+}
+
+/// One announced [`VersionChange`]. The registry's operation that made the
+/// change returns once the announcement is acknowledged (or dropped).
+#[derive(Debug)]
+pub struct Announcement {
+    /// What changed.
+    pub change: VersionChange,
+    applied: oneshot::Sender<()>,
+}
+
+impl Announcement {
+    /// Tells the registry the change has been applied (e.g. controllers
+    /// started, swapped or stopped).
+    pub fn acknowledge(self) {
+        // The registry stops waiting when it is dropped; nothing to report.
+        let _ = self.applied.send(());
+    }
+}
+
+/// `upgrade`, `rollback` or `reload` (same version, e.g. a rebuilt digest),
+/// for the audit trail.
+fn transition(from: &str, to: &str) -> &'static str {
+    match (semver::Version::parse(from), semver::Version::parse(to)) {
+        (Ok(a), Ok(b)) if b > a => "upgrade",
+        (Ok(a), Ok(b)) if b < a => "rollback",
+        _ => "reload",
+    }
+}
+
+struct Inner {
+    engine: Engine,
+    metrics: Metrics,
+    default_concurrency: usize,
+    plugins: Mutex<HashMap<String, Arc<ServingVersions>>>,
+    stats: Mutex<HashMap<String, stats::PluginStats>>,
+    /// Serialises activations and unloads so two loads of one name cannot race.
+    changes: tokio::sync::Mutex<()>,
+    /// Where changes are announced (the manager); `None` until someone listens.
+    listener: Mutex<Option<mpsc::UnboundedSender<Announcement>>>,
+}
+
+/// The plugin versions of this host. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("loaded", &self.loaded())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// A registry with no plugins.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Engine`] when the wasm engine cannot be created
+    /// (e.g. the instance pool cannot reserve its address space).
+    pub fn new(mut options: RegistryOptions) -> Result<Registry, RegistryError> {
+        // Every call the engine makes is timed into this registry's metrics.
+        if options.engine.observer.is_none() {
+            options.engine.observer = Some(Arc::new(options.metrics.clone()));
+        }
+        let engine = Engine::new(options.engine).map_err(RegistryError::Engine)?;
+        Ok(Registry {
+            inner: Arc::new(Inner {
+                engine,
+                metrics: options.metrics,
+                default_concurrency: options.concurrency.max(1),
+                plugins: Mutex::new(HashMap::new()),
+                stats: Mutex::new(HashMap::new()),
+                changes: tokio::sync::Mutex::new(()),
+                listener: Mutex::new(None),
+            }),
+        })
+    }
+
+    fn plugins(&self) -> MutexGuard<'_, HashMap<String, Arc<ServingVersions>>> {
+        // Entries are replaced whole; a poisoned map is still consistent.
+        self.inner.plugins.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn stats_map(&self) -> MutexGuard<'_, HashMap<String, stats::PluginStats>> {
+        // Only counters are inserted; a poisoned map is still consistent.
+        self.inner.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The engine the plugins run in.
+    pub fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// Where plugin calls and versions are recorded.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// Every later change of a version set. There is one listener, the
+    /// composition root: a new call replaces (and closes) the previous
+    /// receiver. Changes wait until the listener acknowledges each
+    /// [`Announcement`]; a dropped receiver lets them proceed unannounced.
+    pub fn announcements(&self) -> mpsc::UnboundedReceiver<Announcement> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self
+            .inner
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// Announces `change` and waits until the listener applied it.
+    async fn announce(&self, change: VersionChange) {
+        let listener = self
+            .inner
+            .listener
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(listener) = listener else {
+            return;
+        };
+        let (applied, done) = oneshot::channel();
+        if listener.send(Announcement { change, applied }).is_ok() {
+            // An error means the listener dropped the announcement (it is
+            // stopping): nothing left to wait for.
+            let _ = done.await;
+        }
+    }
+
+    /// Per-version reconcile and failure counts of plugin `name`, in the
+    /// order the versions were first activated (empty when never loaded).
+    pub fn stats(&self, name: &str) -> Vec<VersionStats> {
+        self.stats_map()
+            .get(name)
+            .map(stats::PluginStats::snapshot)
+            .unwrap_or_default()
+    }
+
+    /// Compiles `bytes` (once, off the async workers), reads the manifest and
+    /// checks the version against what serves now: the same primary kind,
+    /// the plugin `replaces` when given (a deployment of one plugin), and no
+    /// rollback below the serving version's `min_compatible_version`.
+    /// Nothing changes until [`Registry::activate`].
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Load`] (not a component of our world, an invalid
+    /// manifest, or the engine's pool was busy: see
+    /// [`RegistryError::is_transient`]), [`RegistryError::PrimaryKindChanged`],
+    /// [`RegistryError::PluginNameChanged`], [`RegistryError::RollbackRefused`].
+    pub async fn prepare(
+        &self,
+        source: &str,
+        bytes: Vec<u8>,
+        replaces: Option<&str>,
+    ) -> Result<Candidate, RegistryError> {
+        let engine = self.inner.engine.clone();
+        // Compiling takes seconds of CPU: keep it off the async workers.
+        let plugin = tokio::task::spawn_blocking(move || engine.load(&bytes))
+            .await
+            .map_err(|e| RegistryError::Internal {
+                source_name: source.to_string(),
+                message: e.to_string(),
+            })?
+            .map_err(|error| RegistryError::Load {
+                source_name: source.to_string(),
+                error,
+            });
+        let plugin = match plugin {
+            Ok(plugin) => plugin,
+            Err(error) => {
+                tracing::warn!(target: "audit", source, "plugin version rejected: {error}");
+                return Err(error);
+            }
+        };
+        let candidate = Candidate {
+            plugin,
+            source: source.to_string(),
+            replaces: replaces.map(str::to_string),
+        };
+        let running = self.current(candidate.target());
+        self.admit(&candidate, running.as_deref())?;
+        Ok(candidate)
+    }
+
+    /// Runs the candidate's checks against `running`, logging a refusal.
+    fn admit(
+        &self,
+        candidate: &Candidate,
+        running: Option<&ActiveVersion>,
+    ) -> Result<(), RegistryError> {
+        candidate.admit(running).inspect_err(|refusal| {
+            tracing::warn!(
+                target: "audit", plugin = %candidate.name(),
+                from = %running.map(|r| r.info.version.as_str()).unwrap_or_default(),
+                to = %candidate.manifest().version, digest = %candidate.digest(),
+                source = %candidate.source(), "plugin version rejected: {refusal}"
+            );
+        })
+    }
+
+    /// Makes `candidate` the stable version of its plugin with `options`.
+    /// The checks of [`Registry::prepare`] run again against what serves at
+    /// this moment (another version may have been activated meanwhile). The
+    /// swap is atomic: calls in flight finish on the old version, new calls
+    /// use the new one. Returns once the change was announced and applied.
+    ///
+    /// # Errors
+    ///
+    /// The refusals of [`Registry::prepare`]; nothing changes then.
+    pub async fn activate(
+        &self,
+        candidate: Candidate,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let target = candidate.target().to_string();
+        let holder = self.plugins().get(&target).cloned();
+        let previous = holder.as_ref().map(|h| h.current());
+        self.admit(&candidate, previous.as_ref().map(|p| p.stable.as_ref()))?;
+
+        let plugin = match options.limits {
+            Some(limits) => candidate.plugin.with_limits(limits),
+            None => candidate.plugin,
+        };
+        let info = LoadedVersion {
+            name: plugin.manifest().name.clone(),
+            version: plugin.manifest().version.clone(),
+            digest: plugin.digest().to_string(),
+            source: candidate.source,
+        };
+        let config = if options.config.is_null() {
+            Value::Object(Default::default())
+        } else {
+            options.config
+        };
+        let concurrency = options
+            .concurrency
+            .unwrap_or(self.inner.default_concurrency)
+            .max(1);
+        // Created only now that the version is accepted, so a refused one
+        // never shows up in the stats.
+        let counters = self
+            .stats_map()
+            .entry(info.name.clone())
+            .or_default()
+            .counters(&info.version, &info.digest);
+        let set = VersionSet::stable(
+            ActiveVersion {
+                plugin,
+                config,
+                info: info.clone(),
+                counters,
+            },
+            concurrency,
+        );
+        self.inner
+            .metrics
+            .plugin_version_loaded(&info.name, &info.version);
+        let (versions, previous) = match holder {
+            Some(holder) => {
+                let previous = holder.replace(set);
+                (holder, Some(previous))
+            }
+            None => {
+                let holder = Arc::new(ServingVersions::new(set));
+                self.plugins().insert(info.name.clone(), holder.clone());
+                (holder, None)
+            }
+        };
+        match &previous {
+            None => tracing::info!(
+                target: "audit", plugin = %info.name, version = %info.version,
+                digest = %info.digest, source = %info.source, "plugin loaded"
+            ),
+            Some(old) => tracing::info!(
+                target: "audit", plugin = %info.name, from = %old.stable.info.version,
+                to = %info.version, digest = %info.digest, source = %info.source,
+                transition = transition(&old.stable.info.version, &info.version),
+                "plugin version swapped"
+            ),
+        }
+        self.announce(VersionChange::Activated { versions, previous })
+            .await;
+        Ok(info)
+    }
+
+    /// [`Registry::prepare`] then [`Registry::activate`] with `config` and
+    /// the registry's default limits and concurrency: a load of a component
+    /// that may be any plugin.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Registry::prepare`] and [`Registry::activate`].
+    pub async fn load(
+        &self,
+        source: &str,
+        bytes: &[u8],
+        config: Value,
+    ) -> Result<LoadedVersion, RegistryError> {
+        let candidate = self.prepare(source, bytes.to_vec(), None).await?;
+        self.activate(
+            candidate,
+            ActivationOptions {
+                config,
+                ..ActivationOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Forgets plugin `name`; returns once the change was announced and
+    /// applied (its controller stopped after its calls in flight).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`] when no plugin of that name serves.
+    pub async fn unload(&self, name: &str) -> Result<(), RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        self.plugins()
+            .remove(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        self.stats_map().remove(name);
+        self.announce(VersionChange::Unloaded {
+            plugin: name.to_string(),
+        })
+        .await;
+        tracing::info!(target: "audit", plugin = %name, "plugin unloaded");
+        Ok(())
+    }
+
+    /// Forgets every plugin, announcing each unload.
+    pub async fn unload_all(&self) {
+        let names: Vec<String> = self.plugins().keys().cloned().collect();
+        for name in names {
+            // A plugin another task unloaded meanwhile is gone either way.
+            let _ = self.unload(&name).await;
+        }
+    }
+
+    /// Every loaded plugin's stable version, sorted by name.
+    pub fn loaded(&self) -> Vec<LoadedVersion> {
+        let mut out: Vec<LoadedVersion> = self
+            .plugins()
+            .values()
+            .map(|v| v.current().stable.info.clone())
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
+    /// The stable version of plugin `name`, with its handle (for tools that
+    /// call the plugin directly, e.g. conversion webhooks).
+    pub fn current(&self, name: &str) -> Option<Arc<ActiveVersion>> {
+        self.plugins().get(name).map(|v| v.current().stable.clone())
+    }
+
+    /// The serving-state holder of plugin `name`.
+    pub fn versions(&self, name: &str) -> Option<Arc<ServingVersions>> {
+        self.plugins().get(name).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_error(error: EngineError) -> RegistryError {
+        RegistryError::Load {
+            source_name: "file:/plugins/webapp.wasm".into(),
+            error,
+        }
+    }
+
+    #[test]
+    fn a_busy_engine_is_not_a_verdict_on_the_plugin() {
+        let busy = load_error(EngineError::InstancePoolFull {
+            digest: "sha256:00".into(),
+            max_instances: 4,
+        });
+        assert!(busy.is_transient());
+        assert!(!busy.is_rejection());
+        assert_eq!(busy.reason(), "InstancePoolFull");
+
+        let invalid = load_error(EngineError::InvalidManifest {
+            digest: "sha256:00".into(),
+            problem: "no version".into(),
+        });
+        assert!(!invalid.is_transient());
+        assert!(invalid.is_rejection());
+        assert_eq!(invalid.reason(), "InvalidPlugin");
+    }
+}
