@@ -10,6 +10,7 @@ pub mod dev;
 pub mod engine;
 pub mod migration;
 pub mod oci;
+pub mod plan;
 pub mod plugins;
 pub mod telemetry;
 pub mod wasmplugin;
