@@ -26,7 +26,13 @@ pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) ->
             }
         }
     }
-    out.sort_by_key(|c| (c.resource.kind.clone(), c.object.namespace(), c.object.name_any()));
+    out.sort_by_key(|c| {
+        (
+            c.resource.kind.clone(),
+            c.object.namespace(),
+            c.object.name_any(),
+        )
+    });
     out
 }
 

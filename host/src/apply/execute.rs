@@ -9,19 +9,35 @@ use crate::plan::{ChildKey, FINALIZER, FinalizerChange, Plan, display_name};
 
 /// Who writes: the client, the primary kind and the plugin whose field
 /// manager and event reporter the writes use.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Writer<'a> {
+    /// Every write goes through this client.
     pub client: &'a Client,
     /// The primary's kind.
     pub primary: &'a ApiResource,
     /// The plugin's name: field manager `wasm-operator/<plugin>`.
     pub plugin: &'a str,
+    /// Records the plan's events as `wasm-operator/<plugin>`.
     pub events: &'a EventSink,
+}
+
+impl std::fmt::Debug for Writer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The client has no Debug of its own; what it writes is what counts.
+        f.debug_struct("Writer")
+            .field("primary", &self.primary.kind)
+            .field("plugin", &self.plugin)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Writer<'_> {
     /// The API of `resource` in `namespace` (`None`: cluster-scoped).
-    pub(super) fn api(&self, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    pub(super) fn api(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> Api<DynamicObject> {
         match namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, resource),
             None => Api::all_with(self.client.clone(), resource),
@@ -138,7 +154,14 @@ pub async fn execute(
         done.status_written = status::write(&primary_api, &name, &target, body).await?;
     }
     if !plan.annotations.is_empty() {
-        metadata::annotate(&primary_api, &name, &target, writer.plugin, &plan.annotations).await?;
+        metadata::annotate(
+            &primary_api,
+            &name,
+            &target,
+            writer.plugin,
+            &plan.annotations,
+        )
+        .await?;
         done.annotated = true;
     }
     if plan.finalizer == FinalizerChange::Remove {

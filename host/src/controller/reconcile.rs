@@ -19,9 +19,9 @@ use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
-    self, DeletionStep, FailureReport, MANAGED_BY_VERSION_ANNOTATION,
-    MIN_COMPATIBLE_VERSION_ANNOTATION, Observed, OwnedChild, Plan, PlanContext, PlanError,
-    Requeue, display_name,
+    self, DeletionStep, EventAction, FailureReport, MANAGED_BY_VERSION_ANNOTATION,
+    MIN_COMPATIBLE_VERSION_ANNOTATION, Observed, OwnedChild, Plan, PlanContext, PlanError, Requeue,
+    display_name,
 };
 use crate::plugins::{ActiveVersion, PluginSlot};
 use crate::telemetry::{Metrics, ReconcileResult};
@@ -421,7 +421,7 @@ async fn prepare(
                     false,
                     "Upgraded",
                     &message,
-                    "Upgrade",
+                    EventAction::Upgrade.as_str(),
                 )
                 .await;
             Ok(Prepared::Ready(Some(written)))

@@ -82,7 +82,11 @@ pub struct UpgradeWrite {
 ///
 /// What is wrong with the answer (an identity or forbidden field changed, not
 /// a Kubernetes object), for the `UpgradeFailed` message.
-pub fn finish(stored: &Value, upgraded: &Value, manifest: &Manifest) -> Result<UpgradeWrite, String> {
+pub fn finish(
+    stored: &Value,
+    upgraded: &Value,
+    manifest: &Manifest,
+) -> Result<UpgradeWrite, String> {
     let merged = merge_upgraded(stored, upgraded)?;
     let mut object = merged.object;
     if let Some(annotations) = object

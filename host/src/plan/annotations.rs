@@ -55,12 +55,18 @@ mod tests {
     #[test]
     fn marks_a_new_object() {
         let changes = version_marks(&primary(), &manifest());
-        assert_eq!(changes[MANAGED_BY_VERSION_ANNOTATION].as_deref(), Some("1.2.0"));
+        assert_eq!(
+            changes[MANAGED_BY_VERSION_ANNOTATION].as_deref(),
+            Some("1.2.0")
+        );
         assert_eq!(
             changes[LAST_RECONCILED_VERSION_ANNOTATION].as_deref(),
             Some("1.2.0")
         );
-        assert_eq!(changes[MIGRATION_STATE_ANNOTATION].as_deref(), Some("completed"));
+        assert_eq!(
+            changes[MIGRATION_STATE_ANNOTATION].as_deref(),
+            Some("completed")
+        );
         // Written as null: a mark left by an older manifest goes away.
         assert_eq!(changes[MIN_COMPATIBLE_VERSION_ANNOTATION], None);
     }

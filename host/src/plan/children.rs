@@ -19,9 +19,11 @@ use crate::contract::{Manifest, Scope};
 pub struct ChildKey {
     /// `group/version`, or `version` for the core group.
     pub api_version: String,
+    /// The kind, e.g. `Service`.
     pub kind: String,
     /// `None` for cluster-scoped kinds.
     pub namespace: Option<String>,
+    /// `metadata.name`.
     pub name: String,
 }
 

@@ -44,6 +44,7 @@ use crate::contract::{Condition, Desired, Finalized, Manifest};
 pub struct OwnedChild {
     /// The child's kind.
     pub resource: ApiResource,
+    /// The child as the cache holds it.
     pub object: Arc<DynamicObject>,
 }
 
@@ -74,9 +75,13 @@ impl PlanContext<'_> {
 /// What the host was doing when it records an event (the event's `action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventAction {
+    /// Reporting a reconcile: the plugin's events and failures.
     Reconcile,
+    /// Deleting a child no longer desired.
     Prune,
+    /// Releasing a deleting primary.
     Finalize,
+    /// Upgrading an object an older plugin version wrote.
     Upgrade,
 }
 
@@ -95,9 +100,13 @@ impl EventAction {
 /// One event to record on the primary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedEvent {
+    /// `Warning` rather than `Normal`.
     pub warning: bool,
+    /// Searchable CamelCase reason.
     pub reason: String,
+    /// The note; the recorder truncates it to the API's 1 kB.
     pub message: String,
+    /// What the host was doing.
     pub action: EventAction,
     /// Record the event only when the executor really deleted this child: a
     /// child the cache still showed but that was already gone made no change
@@ -332,11 +341,7 @@ pub fn reconcile(
 /// Without the host's finalizer there is nothing to do; `wait` writes nothing
 /// and asks to be called again; otherwise the finalizer is removed and a
 /// `Finalized` event recorded. See [`finalizer`] for the whole contract.
-pub fn finalize(
-    primary: &DynamicObject,
-    answer: Option<Finalized>,
-    ctx: &PlanContext<'_>,
-) -> Plan {
+pub fn finalize(primary: &DynamicObject, answer: Option<Finalized>, ctx: &PlanContext<'_>) -> Plan {
     if !finalizer::holds(primary) {
         return Plan::idle(Requeue::AwaitChange);
     }
@@ -432,7 +437,10 @@ pub(crate) mod test_support {
     }
 
     pub fn with_annotations(mut obj: DynamicObject, annotations: &[(&str, &str)]) -> DynamicObject {
-        let map = obj.metadata.annotations.get_or_insert_with(Default::default);
+        let map = obj
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
         for (k, v) in annotations {
             map.insert(k.to_string(), v.to_string());
         }

@@ -53,16 +53,25 @@ fn observed_child(plural: &str, kind: &str, name: &str) -> OwnedChild {
 }
 
 fn mark_deleting(obj: &mut DynamicObject) {
-    obj.metadata.deletion_timestamp = serde_json::from_value(json!("2025-01-02T00:00:00Z")).unwrap();
+    obj.metadata.deletion_timestamp =
+        serde_json::from_value(json!("2025-01-02T00:00:00Z")).unwrap();
 }
 
 /// The primary as it looks after the executor carried out `plan`'s writes on it.
 fn settle(mut obj: DynamicObject, plan: &Plan) -> DynamicObject {
     if let Some(patch) = &plan.status {
-        let status = obj.data.as_object_mut().unwrap().entry("status").or_insert(json!({}));
+        let status = obj
+            .data
+            .as_object_mut()
+            .unwrap()
+            .entry("status")
+            .or_insert(json!({}));
         json_patch::merge(status, patch);
     }
-    let annotations = obj.metadata.annotations.get_or_insert_with(Default::default);
+    let annotations = obj
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
     for (k, v) in &plan.annotations {
         match v {
             Some(v) => annotations.insert(k.clone(), v.clone()),
@@ -124,7 +133,10 @@ fn create_applies_children_adds_the_finalizer_and_marks_the_version() {
     assert_eq!(status["observedGeneration"], 1);
     assert_eq!(status["conditions"][0]["type"], "Ready");
     assert_eq!(status["conditions"][0]["reason"], "ReconcileSucceeded");
-    assert_eq!(status["conditions"][0]["lastTransitionTime"], "2025-01-02T03:04:05Z");
+    assert_eq!(
+        status["conditions"][0]["lastTransitionTime"],
+        "2025-01-02T03:04:05Z"
+    );
     assert_eq!(status["conditions"][1]["type"], "Degraded");
     assert_eq!(status["conditions"][1]["status"], "False");
     assert_eq!(plan.events.len(), 1);
@@ -226,7 +238,10 @@ fn update_writes_the_new_generation_and_keeps_the_marks() {
     assert_eq!(status["observedGeneration"], 2);
     assert_eq!(status["conditions"][0]["observedGeneration"], 2);
     // Ready stayed True: its transition time is the first one.
-    assert_eq!(status["conditions"][0]["lastTransitionTime"], "2025-01-02T03:04:05Z");
+    assert_eq!(
+        status["conditions"][0]["lastTransitionTime"],
+        "2025-01-02T03:04:05Z"
+    );
     assert!(updated.annotations.is_empty());
     assert_eq!(updated.finalizer, FinalizerChange::Unchanged);
     assert!(updated.prune.is_empty() && updated.events.is_empty());
@@ -260,8 +275,7 @@ fn prunes_undesired_children_with_an_event_each() {
         vec![PlannedEvent {
             warning: false,
             reason: "ChildPruned".into(),
-            message: "deleted ConfigMap prod/old-config: no longer desired by plugin webapp"
-                .into(),
+            message: "deleted ConfigMap prod/old-config: no longer desired by plugin webapp".into(),
             action: EventAction::Prune,
             only_if_pruned: Some(pruned),
         }]
@@ -336,7 +350,10 @@ fn finalize_removes_the_finalizer_when_done() {
     assert_eq!(plan.requeue, Requeue::AwaitChange);
     assert!(plan.apply.is_empty() && plan.status.is_none() && plan.annotations.is_empty());
     // A version without a finalizer of its own releases without a call.
-    assert_eq!(finalize(&obj, None, &ctx(&m)).finalizer, FinalizerChange::Remove);
+    assert_eq!(
+        finalize(&obj, None, &ctx(&m)).finalizer,
+        FinalizerChange::Remove
+    );
     // Released: the object settles without it.
     assert!(settle(obj, &plan).metadata.finalizers.unwrap().is_empty());
 }
@@ -344,10 +361,18 @@ fn finalize_removes_the_finalizer_when_done() {
 #[test]
 fn finalize_waits_or_leaves_foreign_objects_alone() {
     let m = manifest();
-    let waiting = finalize(&deleting(&[FINALIZER]), Some(Finalized::Wait(2000)), &ctx(&m));
+    let waiting = finalize(
+        &deleting(&[FINALIZER]),
+        Some(Finalized::Wait(2000)),
+        &ctx(&m),
+    );
     assert!(waiting.is_noop());
     assert_eq!(waiting.requeue, Requeue::AfterMs(2000));
-    let foreign = finalize(&deleting(&["other/finalizer"]), Some(Finalized::Done), &ctx(&m));
+    let foreign = finalize(
+        &deleting(&["other/finalizer"]),
+        Some(Finalized::Done),
+        &ctx(&m),
+    );
     assert!(foreign.is_noop());
     assert_eq!(foreign.requeue, Requeue::AwaitChange);
 }
@@ -366,7 +391,10 @@ fn failure_reports_degraded_and_a_warning() {
     assert_eq!(status["conditions"][0]["reason"], "PluginTrap");
     assert_eq!(status["conditions"][1]["type"], "Ready");
     assert_eq!(status["conditions"][1]["status"], "False");
-    assert_eq!(status["conditions"][1]["message"], "plugin webapp 1.2.0 trapped");
+    assert_eq!(
+        status["conditions"][1]["message"],
+        "plugin webapp 1.2.0 trapped"
+    );
     assert_eq!(
         plan.events,
         vec![PlannedEvent {
