@@ -33,7 +33,7 @@ impl EventSink {
     /// A sink reporting as `wasm-operator/<plugin>`.
     pub fn new(client: Client, plugin: &str) -> EventSink {
         EventSink {
-            recorder: recorder(client, super::field_manager(plugin)),
+            recorder: recorder(client, crate::plan::field_manager(plugin)),
         }
     }
 

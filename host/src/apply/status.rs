@@ -1,188 +1,29 @@
-//! The primary's `.status`: the plugin's status fields, `observedGeneration`
-//! and the `Ready` / `Progressing` / `Degraded` conditions.
+//! Writing the primary's `.status` through the status subresource.
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Client, ResourceExt};
-use serde_json::{Map, Value, json};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
 
-use super::{ApplyError, display_name};
-use crate::contract::Condition;
+use super::ApplyError;
 
-/// What the host reports when a reconcile failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FailureStatus {
-    /// Searchable reason, e.g. `PluginTrap`.
-    pub reason: String,
-    /// Names the plugin, its version and what to do.
-    pub message: String,
-}
-
-/// The merge patch body for `.status` and whether it changes anything.
-///
-/// `desired_status` (the plugin's fields) is merged into the current status;
-/// `conditions` are merged by type: `lastTransitionTime` is kept when a
-/// condition's status is unchanged and set to `now` otherwise. Returns `None`
-/// when the object already has exactly this status.
-pub fn build_status(
-    current: &DynamicObject,
-    desired_status: Option<&Value>,
-    conditions: &[Condition],
-    now: &str,
-) -> Option<Value> {
-    let current_status = current
-        .data
-        .get("status")
-        .cloned()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    let generation = current.metadata.generation;
-    let mut patch = desired_status
-        .cloned()
-        .filter(Value::is_object)
-        .unwrap_or_else(|| json!({}));
-    let body = patch.as_object_mut()?;
-    // The host owns these two; a plugin cannot fake them.
-    body.remove("conditions");
-    body.remove("observedGeneration");
-    if let Some(g) = generation {
-        body.insert("observedGeneration".into(), json!(g));
-    }
-    let mut merged: Vec<Value> = current_status
-        .get("conditions")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for c in conditions {
-        let existing = merged
-            .iter()
-            .position(|e| e.get("type").and_then(Value::as_str) == Some(c.kind.as_str()));
-        let transition = existing
-            .and_then(|i| merged.get(i))
-            .filter(|e| e.get("status").and_then(Value::as_str) == Some(c.status.as_str()))
-            .and_then(|e| e.get("lastTransitionTime").cloned())
-            .unwrap_or_else(|| Value::String(now.to_string()));
-        let mut cond = Map::new();
-        cond.insert("type".into(), json!(c.kind));
-        cond.insert("status".into(), json!(c.status));
-        cond.insert("reason".into(), json!(c.reason));
-        cond.insert("message".into(), json!(c.message));
-        cond.insert("lastTransitionTime".into(), transition);
-        if let Some(g) = generation {
-            cond.insert("observedGeneration".into(), json!(g));
-        }
-        match existing {
-            Some(i) => merged[i] = Value::Object(cond),
-            None => merged.push(Value::Object(cond)),
-        }
-    }
-    body.insert("conditions".into(), Value::Array(merged));
-    let mut after = current_status.clone();
-    json_patch::merge(&mut after, &patch);
-    (after != current_status).then_some(patch)
-}
-
-/// Writes a status merge patch (from [`build_status`]) through the status
-/// subresource.
-pub async fn write_status(
-    client: &Client,
-    ar: &ApiResource,
-    obj: &DynamicObject,
+/// Writes a status merge patch (from [`crate::plan::build_status`]). Returns
+/// false when the object was deleted meanwhile: there is no status left to
+/// write.
+pub(super) async fn write(
+    api: &Api<DynamicObject>,
+    name: &str,
+    target: &str,
     body: &Value,
-) -> Result<(), ApplyError> {
-    let name = obj.name_any();
-    let api: Api<DynamicObject> = match obj.namespace() {
-        Some(ns) => Api::namespaced_with(client.clone(), &ns, ar),
-        None => Api::all_with(client.clone(), ar),
-    };
+) -> Result<bool, ApplyError> {
     match api
         .patch_status(
-            &name,
+            name,
             &PatchParams::default(),
             &Patch::Merge(&json!({ "status": body })),
         )
         .await
     {
-        Ok(_) => Ok(()),
-        // Deleted meanwhile: there is no status left to write.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(ApplyError::api(
-            "writing the status of",
-            format!(
-                "{} {}",
-                ar.kind,
-                display_name(obj.namespace().as_deref(), &name)
-            ),
-            e,
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn object(status: Value) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "example.com/v1", "kind": "WebApp",
-            "metadata": {"name": "a", "namespace": "default", "generation": 3},
-            "status": status,
-        }))
-        .unwrap()
-    }
-
-    fn cond(kind: &str, status: &str) -> Condition {
-        Condition {
-            kind: kind.into(),
-            status: status.into(),
-            reason: "Because".into(),
-            message: "m".into(),
-        }
-    }
-
-    #[test]
-    fn sets_observed_generation_and_conditions() {
-        let obj = object(json!({}));
-        let patch = build_status(
-            &obj,
-            Some(&json!({"phase": "Running"})),
-            &[cond("Ready", "True")],
-            "T1",
-        )
-        .unwrap();
-        assert_eq!(patch["observedGeneration"], 3);
-        assert_eq!(patch["phase"], "Running");
-        assert_eq!(patch["conditions"][0]["lastTransitionTime"], "T1");
-        assert_eq!(patch["conditions"][0]["observedGeneration"], 3);
-    }
-
-    #[test]
-    fn unchanged_status_writes_nothing() {
-        let obj = object(json!({
-            "phase": "Running", "observedGeneration": 3,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Because", "message": "m",
-                            "lastTransitionTime": "T0", "observedGeneration": 3}],
-        }));
-        assert_eq!(
-            build_status(
-                &obj,
-                Some(&json!({"phase": "Running"})),
-                &[cond("Ready", "True")],
-                "T1"
-            ),
-            None
-        );
-    }
-
-    #[test]
-    fn transition_time_changes_only_with_status() {
-        let obj = object(json!({
-            "observedGeneration": 3,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Because", "message": "old",
-                            "lastTransitionTime": "T0", "observedGeneration": 3}],
-        }));
-        let same = build_status(&obj, None, &[cond("Ready", "True")], "T1").unwrap();
-        assert_eq!(same["conditions"][0]["lastTransitionTime"], "T0");
-        let flipped = build_status(&obj, None, &[cond("Ready", "False")], "T1").unwrap();
-        assert_eq!(flipped["conditions"][0]["lastTransitionTime"], "T1");
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(ApplyError::api("writing the status of", target, e)),
     }
 }

@@ -1,24 +1,28 @@
-//! One reconcile: read the current plugin version, call it, apply its intent,
-//! and report failures on the object.
+//! One reconcile: read the current plugin version, observe the object and
+//! its children, call the plugin, turn its answer into a [`Plan`]
+//! ([`crate::plan`], pure), execute the plan ([`crate::apply`]), and report
+//! failures on the object the same way (a failure plan).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{SecondsFormat, Utc};
+use chrono::Utc;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::backoff::{self, Failures};
-use crate::apply::{
-    self, ApplyError, EventSink, MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
-    VersionMarks,
-};
+use crate::apply::{self, ApplyError, EventSink, Writer};
 use crate::cache::{CacheLease, object_json};
-use crate::contract::{CallContext, Condition, Failure, Finalized};
+use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
+use crate::plan::{
+    self, DeletionStep, EventAction, FailureReport, MANAGED_BY_VERSION_ANNOTATION,
+    MIN_COMPATIBLE_VERSION_ANNOTATION, Observed, OwnedChild, Plan, PlanContext, PlanError, Requeue,
+    display_name,
+};
 use crate::registry::{ActiveVersion, ServingVersions};
 use crate::telemetry::{Metrics, ReconcileResult};
 
@@ -45,7 +49,11 @@ pub enum ReconcileError {
     /// The plugin call failed.
     #[error("{0}")]
     Call(#[from] CallError),
-    /// Applying the plugin's intent failed.
+    /// The plugin's answer cannot be planned (a child it may not write or
+    /// cannot own); nothing was written.
+    #[error("{0}")]
+    Plan(#[from] PlanError),
+    /// Writing the plan failed.
     #[error("{0}")]
     Apply(#[from] ApplyError),
     /// Upgrading the object written by an older version failed.
@@ -69,6 +77,7 @@ impl ReconcileError {
     pub fn reason(&self) -> &'static str {
         match self {
             ReconcileError::Call(e) => e.reason(),
+            ReconcileError::Plan(e) => e.reason(),
             ReconcileError::Apply(e) => e.reason(),
             ReconcileError::Upgrade(MigrationError::Api { .. }) => "ApplyFailed",
             ReconcileError::Upgrade(_) => "UpgradeFailed",
@@ -80,6 +89,8 @@ impl ReconcileError {
     pub fn is_permanent(&self) -> bool {
         match self {
             ReconcileError::Call(e) => e.is_permanent(),
+            // The same answer is refused again: wait for the object to change.
+            ReconcileError::Plan(_) => true,
             ReconcileError::Apply(e) => e.is_permanent(),
             // A failed upgrade may be the object's fault (fixed by a metadata
             // change, which does not trigger a reconcile): retry with backoff.
@@ -119,17 +130,27 @@ struct Outcome {
 }
 
 impl Outcome {
-    fn resync() -> Outcome {
-        Outcome {
-            action: Action::requeue(RESYNC),
-            requeue: false,
-        }
-    }
-
     fn after_ms(ms: u64) -> Outcome {
         Outcome {
             action: Action::requeue(Duration::from_millis(ms.max(1))),
             requeue: true,
+        }
+    }
+
+    /// What the controller does after a plan was carried out.
+    fn of(requeue: Requeue) -> Outcome {
+        match requeue {
+            Requeue::AfterMs(ms) => Outcome::after_ms(ms),
+            Requeue::Resync => Outcome {
+                action: Action::requeue(RESYNC),
+                requeue: false,
+            },
+            // `Backoff` belongs to failure plans, which never get here: the
+            // error policy decides their retry. Waiting is the safe reading.
+            Requeue::AwaitChange | Requeue::Backoff => Outcome {
+                action: Action::await_change(),
+                requeue: false,
+            },
         }
     }
 }
@@ -139,16 +160,35 @@ fn failure_key(obj: &DynamicObject) -> String {
         .unwrap_or_else(|| format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()))
 }
 
-fn now() -> String {
-    Utc::now().to_rfc3339_opts(SecondsFormat::Secs, true)
+/// The writer of this controller's plans.
+fn writer(ctx: &Context) -> Writer<'_> {
+    Writer {
+        client: &ctx.client,
+        primary: &ctx.primary,
+        plugin: &ctx.plugin,
+        events: &ctx.events,
+    }
 }
 
-fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Condition {
-    Condition {
-        kind: kind.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: message.into(),
+/// What the host observed for one call: the owned children (for the plan)
+/// and what the plugin gets to see, as JSON.
+struct Observation {
+    owned: Vec<OwnedChild>,
+    children: Vec<Value>,
+    object: Value,
+}
+
+fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
+    let uid = obj.uid().unwrap_or_default();
+    let owned = apply::owned_children(&ctx.owned, &active.plugin.manifest().name, &uid);
+    let children = owned
+        .iter()
+        .map(|c| object_json(&c.object, &c.resource))
+        .collect();
+    Observation {
+        owned,
+        children,
+        object: object_json(obj, &ctx.primary),
     }
 }
 
@@ -215,92 +255,41 @@ async fn run(
         Prepared::Retry => return Ok(Outcome::after_ms(RETRY_AFTER_CONFLICT_MS)),
     };
     let obj = upgraded.as_deref().unwrap_or(obj);
-    let uid = obj.uid().unwrap_or_default();
-    let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
-    let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
-    let object = object_json(obj, &ctx.primary);
+    let Observation {
+        owned,
+        children,
+        object,
+    } = observe(obj, ctx, active);
     let call_ctx = call_context(obj, active, attempt);
-
-    if manifest.finalizer {
-        apply::ensure_finalizer(&ctx.client, &ctx.primary, obj, &manifest.name).await?;
-    }
     let desired = active
         .plugin
         .reconcile(&call_ctx, &object, &children, ctx.cache.clone())
         .await?;
+    let observed = Observed {
+        primary: obj,
+        children: &owned,
+    };
+    let plan_ctx = PlanContext {
+        manifest,
+        now: Utc::now(),
+    };
+    // A refused child means no plan, hence no write at all.
+    let plan = plan::reconcile(&observed, &desired, &plan_ctx)?;
+    execute(obj, ctx, &plan).await?;
+    Ok(Outcome::of(plan.requeue))
+}
 
-    // Checked before any write: a refused child means no write at all.
-    let plans = apply::plan_children(manifest, obj, &desired.children)?;
-    apply::apply_children(&ctx.client, &manifest.name, &plans).await?;
-    for pruned in apply::prune_children(&ctx.client, &existing, &plans).await? {
-        ctx.events
-            .publish(
-                &ctx.primary,
-                obj,
-                false,
-                "ChildPruned",
-                &format!(
-                    "deleted {pruned}: no longer desired by plugin {}",
-                    manifest.name
-                ),
-                "Prune",
-            )
-            .await;
-    }
-    for event in &desired.events {
-        ctx.events
-            .publish(
-                &ctx.primary,
-                obj,
-                event.warning,
-                &event.reason,
-                &event.message,
-                "Reconcile",
-            )
-            .await;
-    }
-
-    let mut conditions = desired.conditions.clone();
-    let has = |kind: &str| desired.conditions.iter().any(|c| c.kind == kind);
-    let ok_message = format!(
-        "plugin {} {} reconciled the object",
-        manifest.name, manifest.version
+/// Carries out `plan`, logging what was written.
+async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
+    let executed = apply::execute(&writer(ctx), obj, plan).await?;
+    tracing::debug!(
+        plugin = %ctx.plugin,
+        object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
+        writes = executed.api_writes(),
+        ?executed,
+        "plan executed"
     );
-    if !has("Ready") {
-        conditions.push(condition(
-            "Ready",
-            "True",
-            "ReconcileSucceeded",
-            &ok_message,
-        ));
-    }
-    if !has("Degraded") {
-        conditions.push(condition(
-            "Degraded",
-            "False",
-            "ReconcileSucceeded",
-            &ok_message,
-        ));
-    }
-    if let Some(body) = apply::build_status(obj, desired.status.as_ref(), &conditions, &now()) {
-        apply::write_status(&ctx.client, &ctx.primary, obj, &body).await?;
-    }
-    apply::write_version_annotations(
-        &ctx.client,
-        &ctx.primary,
-        obj,
-        VersionMarks {
-            plugin: &manifest.name,
-            version: &manifest.version,
-            min_compatible: manifest.min_compatible_version.as_deref(),
-        },
-    )
-    .await?;
-
-    Ok(match desired.requeue_after_ms {
-        Some(ms) => Outcome::after_ms(ms),
-        None => Outcome::resync(),
-    })
+    Ok(())
 }
 
 /// Requeue delay after the object changed under an upgrade: the change
@@ -320,8 +309,9 @@ fn call_context(obj: &DynamicObject, active: &ActiveVersion, attempt: u32) -> Ca
 }
 
 /// A primary being deleted: let the plugin finalize (if it asked for a
-/// finalizer), then release it. Runs whatever the version marks say:
-/// deletion must never be blocked by a version mismatch.
+/// finalizer), then release it ([`plan::finalizer`] documents the contract).
+/// Runs whatever the version marks say: deletion must never be blocked by a
+/// version mismatch.
 async fn finalize(
     obj: &DynamicObject,
     ctx: &Context,
@@ -329,45 +319,30 @@ async fn finalize(
     attempt: u32,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = active.plugin.manifest();
-    let uid = obj.uid().unwrap_or_default();
-    let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
-    let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
-    let object = object_json(obj, &ctx.primary);
-    let call_ctx = call_context(obj, active, attempt);
-    if !apply::has_finalizer(obj) {
+    let answer = match plan::finalizer::on_deletion(obj, manifest) {
         // Not ours to hold up: garbage collection removes the children.
-        return Ok(Outcome {
-            action: Action::await_change(),
-            requeue: false,
-        });
-    }
-    if manifest.finalizer {
-        let answer = active
-            .plugin
-            .finalize(&call_ctx, &object, &children, ctx.cache.clone())
-            .await?;
-        if let Finalized::Wait(ms) = answer {
-            return Ok(Outcome::after_ms(ms));
+        DeletionStep::NotOurs => return Ok(Outcome::of(Requeue::AwaitChange)),
+        DeletionStep::Release => None,
+        DeletionStep::CallPlugin => {
+            let Observation {
+                children, object, ..
+            } = observe(obj, ctx, active);
+            let call_ctx = call_context(obj, active, attempt);
+            Some(
+                active
+                    .plugin
+                    .finalize(&call_ctx, &object, &children, ctx.cache.clone())
+                    .await?,
+            )
         }
-    }
-    apply::remove_finalizer(&ctx.client, &ctx.primary, obj).await?;
-    ctx.events
-        .publish(
-            &ctx.primary,
-            obj,
-            false,
-            "Finalized",
-            &format!(
-                "plugin {} {} finalized the object",
-                manifest.name, manifest.version
-            ),
-            "Finalize",
-        )
-        .await;
-    Ok(Outcome {
-        action: Action::await_change(),
-        requeue: false,
-    })
+    };
+    let plan_ctx = PlanContext {
+        manifest,
+        now: Utc::now(),
+    };
+    let plan = plan::finalize(obj, answer, &plan_ctx);
+    execute(obj, ctx, &plan).await?;
+    Ok(Outcome::of(plan.requeue))
 }
 
 /// What the version checks decided before a reconcile.
@@ -398,7 +373,7 @@ async fn prepare(
             object: format!(
                 "{} {}",
                 ctx.primary.kind,
-                apply::display_name(obj.namespace().as_deref(), &obj.name_any())
+                display_name(obj.namespace().as_deref(), &obj.name_any())
             ),
             managed_by: managed_by
                 .cloned()
@@ -426,7 +401,7 @@ async fn prepare(
         ctx.cache.clone(),
     )
     .await;
-    let object = apply::display_name(obj.namespace().as_deref(), &obj.name_any());
+    let object = display_name(obj.namespace().as_deref(), &obj.name_any());
     match result {
         Ok(UpgradeOutcome::Current(current)) => Ok(Prepared::Ready(Some(current))),
         Ok(UpgradeOutcome::Upgraded(written)) => {
@@ -446,7 +421,7 @@ async fn prepare(
                     false,
                     "Upgraded",
                     &message,
-                    "Upgrade",
+                    EventAction::Upgrade.as_str(),
                 )
                 .await;
             Ok(Prepared::Ready(Some(written)))
@@ -466,8 +441,9 @@ async fn prepare(
 }
 
 /// Puts a failure on the object: `Degraded=True` and `Ready=False` with the
-/// failure's reason, and a Warning event with the same reason. Best effort:
-/// a failure to report is logged, the reconcile error still drives the retry.
+/// failure's reason, and a Warning event with the same reason
+/// ([`plan::failure`]). Best effort: a failure to report is logged, the
+/// reconcile error still drives the retry.
 async fn report_failure(
     obj: &DynamicObject,
     ctx: &Context,
@@ -475,27 +451,21 @@ async fn report_failure(
     error: &ReconcileError,
 ) {
     let (plugin, version) = (&active.info.name, &active.info.version);
-    let reason = error.reason();
-    let message = error.message(plugin, version);
+    let report = FailureReport {
+        reason: error.reason().to_string(),
+        message: error.message(plugin, version),
+    };
     tracing::warn!(
-        plugin = %plugin, version = %version, reason,
-        object = %apply::display_name(obj.namespace().as_deref(), &obj.name_any()),
-        "{message}"
+        plugin = %plugin, version = %version, reason = %report.reason,
+        object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
+        "{}", report.message
     );
     // API write failures are not the plugin's; everything else is.
     if !matches!(error, ReconcileError::Apply(ApplyError::Api { .. })) {
-        ctx.metrics.plugin_failure(plugin, version, reason);
+        ctx.metrics.plugin_failure(plugin, version, error.reason());
     }
-    let conditions = [
-        condition("Degraded", "True", reason, &message),
-        condition("Ready", "False", reason, &message),
-    ];
-    if let Some(body) = apply::build_status(obj, None, &conditions, &now())
-        && let Err(e) = apply::write_status(&ctx.client, &ctx.primary, obj, &body).await
-    {
+    let plan = plan::failure(obj, &report, Utc::now());
+    if let Err(e) = apply::execute(&writer(ctx), obj, &plan).await {
         tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
     }
-    ctx.events
-        .publish(&ctx.primary, obj, true, reason, &message, "Reconcile")
-        .await;
 }

@@ -2,7 +2,8 @@
 //! version must upgrade an object (or may not touch it at all), validating
 //! what the plugin's `upgrade` returned, and walking the object's
 //! `wasm-operator.dev/migration-state` annotation pending → in-progress →
-//! completed while writing the result back.
+//! completed while writing the result back. The walk's decisions are pure
+//! ([`plan`]); [`upgrade_object`] performs them.
 //!
 //! What an `upgrade` may change: `spec`, `metadata.labels`,
 //! `metadata.annotations` (except the host's own `wasm-operator.dev/*`
@@ -11,6 +12,7 @@
 //! result; other metadata (finalizers, owner references, server-managed
 //! fields) is taken from the stored object, never from the plugin.
 
+pub mod plan;
 mod validate;
 mod walk;
 
@@ -18,13 +20,6 @@ use semver::Version;
 
 pub use validate::{UpgradedObject, merge_upgraded};
 pub use walk::{MigrationError, UpgradeOutcome, upgrade_object};
-
-/// `pending`: the serving version must upgrade the object and has not started.
-pub const STATE_PENDING: &str = "pending";
-/// `in-progress`: the plugin's `upgrade` is running on the object.
-pub const STATE_IN_PROGRESS: &str = "in-progress";
-/// `completed`: the managing version's upgrade (if any) is done.
-pub const STATE_COMPLETED: &str = "completed";
 
 /// The version to upgrade from, when `serving` must upgrade an object last
 /// managed by `managed_by`: only when that is a strictly older semver.

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::apply::HOST_ANNOTATION_PREFIX;
+use crate::plan::HOST_ANNOTATION_PREFIX;
 
 /// The object to write back after an upgrade.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,19 +1,17 @@
 //! The upgrade of one object: mark it, call the plugin, write the result.
+//! What to write is decided by [`super::plan`]; this module writes it.
 
 use std::sync::Arc;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{STATE_COMPLETED, STATE_IN_PROGRESS, STATE_PENDING, merge_upgraded};
-use crate::apply::{
-    MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
-    display_name, field_manager,
-};
+use super::plan::{self, WalkStart};
 use crate::cache::object_json;
 use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError, LoadedPlugin};
+use crate::plan::{MigrationState, display_name, field_manager};
 
 /// Why an object's upgrade did not complete. Every variant leaves the
 /// object's migration-state at `pending` (best effort) so it is retried.
@@ -98,24 +96,25 @@ impl Job<'_> {
         }
     }
 
-    async fn mark(&self, state: &str) -> Result<DynamicObject, MigrationError> {
-        let patch = json!({ "metadata": { "annotations": { MIGRATION_STATE_ANNOTATION: state } } });
+    async fn mark(&self, state: MigrationState) -> Result<DynamicObject, MigrationError> {
         self.api
             .patch(
                 &self.name,
                 &PatchParams::apply(&field_manager(self.plugin)),
-                &Patch::Merge(&patch),
+                &Patch::Merge(&plan::mark_patch(state)),
             )
             .await
             .map_err(|e| self.api_error("marking the migration state of", e))
     }
 
-    /// Back to `pending` after a failure; best effort (the failure is what
-    /// gets reported, and the next attempt marks the object again).
-    async fn back_to_pending(&self) {
-        if let Err(error) = self.mark(STATE_PENDING).await {
-            tracing::warn!(object = %self.object, %error, "cannot mark the migration pending again");
+    /// Back to [`plan::ON_FAILURE`] after a failure, then the failure; the
+    /// mark is best effort (the failure is what gets reported, and the next
+    /// attempt marks the object again).
+    async fn fail(&self, error: MigrationError) -> MigrationError {
+        if let Err(mark_error) = self.mark(plan::ON_FAILURE).await {
+            tracing::warn!(object = %self.object, error = %mark_error, "cannot mark the migration pending again");
         }
+        error
     }
 }
 
@@ -125,6 +124,11 @@ impl Job<'_> {
 /// precondition (status through the status subresource), and marks it
 /// managed by the plugin's version with migration-state `completed`. Returns
 /// the object as written, for the reconcile that follows.
+///
+/// # Errors
+///
+/// [`MigrationError`]; every failure after the first mark puts the object
+/// back to `pending`.
 pub async fn upgrade_object(
     client: &Client,
     ar: &ApiResource,
@@ -163,75 +167,39 @@ pub async fn upgrade_object(
         }
         Err(e) => return Err(job.api_error("reading", e)),
     };
-    let managed_by = fresh
-        .annotations()
-        .get(MANAGED_BY_VERSION_ANNOTATION)
-        .cloned();
-    if super::upgrade_from(managed_by.as_deref(), job.to).is_none() {
+    let WalkStart::Mark(marks) = plan::start(&fresh, job.to) else {
         return Ok(UpgradeOutcome::Current(Box::new(fresh)));
+    };
+    let mut current = fresh;
+    for state in marks {
+        current = job.mark(state).await?;
     }
-    let state = fresh.annotations().get(MIGRATION_STATE_ANNOTATION).cloned();
-    if !matches!(state.as_deref(), Some(STATE_PENDING | STATE_IN_PROGRESS)) {
-        job.mark(STATE_PENDING).await?;
-    }
-    let current = job.mark(STATE_IN_PROGRESS).await?;
     let stored = object_json(&current, ar);
     let upgraded = match plugin.upgrade(ctx, &stored, from, cache).await {
         Ok(value) => value,
         Err(error) => {
-            job.back_to_pending().await;
             let message = match error {
                 CallError::Failed(Failure::Permanent(m) | Failure::Transient(m)) => m,
                 other => other.to_string(),
             };
-            return Err(job.failed(message));
+            return Err(job.fail(job.failed(message)).await);
         }
     };
-    let merged = match merge_upgraded(&stored, &upgraded) {
-        Ok(merged) => merged,
-        Err(problem) => {
-            job.back_to_pending().await;
-            return Err(job.failed(problem));
-        }
+    let write = match plan::finish(&stored, &upgraded, manifest) {
+        Ok(write) => write,
+        Err(problem) => return Err(job.fail(job.failed(problem)).await),
     };
-    let mut object = merged.object;
-    if let Some(annotations) = object
-        .pointer_mut("/metadata/annotations")
-        .and_then(Value::as_object_mut)
-    {
-        annotations.insert(
-            MANAGED_BY_VERSION_ANNOTATION.into(),
-            json!(manifest.version),
-        );
-        annotations.insert(MIGRATION_STATE_ANNOTATION.into(), json!(STATE_COMPLETED));
-        match &manifest.min_compatible_version {
-            Some(min) => annotations.insert(MIN_COMPATIBLE_VERSION_ANNOTATION.into(), json!(min)),
-            None => annotations.remove(MIN_COMPATIBLE_VERSION_ANNOTATION),
-        };
-    }
-    let object: DynamicObject = match serde_json::from_value(object) {
-        Ok(o) => o,
-        Err(e) => {
-            job.back_to_pending().await;
-            return Err(job.failed(format!(
-                "the upgraded object is not a Kubernetes object: {e}"
-            )));
-        }
-    };
-    // `current`'s resourceVersion is in `object`: a concurrent change fails
+    // `current`'s resourceVersion is in the object: a concurrent change fails
     // the write (409) instead of being overwritten.
     let mut written = match job
         .api
-        .replace(&job.name, &PostParams::default(), &object)
+        .replace(&job.name, &PostParams::default(), &write.object)
         .await
     {
         Ok(o) => o,
-        Err(e) => {
-            job.back_to_pending().await;
-            return Err(job.api_error("writing the upgraded", e));
-        }
+        Err(e) => return Err(job.fail(job.api_error("writing the upgraded", e)).await),
     };
-    if let Some(status) = merged.status {
+    if let Some(status) = write.status {
         // The spec and marks are written; a failed status write is retried
         // by the reconcile that follows (the plugin reports status anyway).
         match job

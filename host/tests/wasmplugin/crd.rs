@@ -69,9 +69,7 @@ async fn schema_requires_exactly_one_source() {
 async fn controller_requires_the_crd() {
     crate::install_crypto_provider();
     let cluster = support::start_cluster().await;
-    let registry = wasm_operator::plugins::Registry::new(cluster.client(), Default::default())
-        .await
-        .unwrap();
+    let registry = wasm_operator::registry::Registry::new(Default::default()).unwrap();
     let err = WasmPluginController::start(cluster.client(), registry)
         .await
         .unwrap_err();

@@ -1,0 +1,236 @@
+//! The upgrade walk's decisions, apart from its writes: which migration-state
+//! marks to write before the plugin's `upgrade` runs, what to write back
+//! after it, and what a failure leaves. Pure: [`super::walk`] performs them.
+//!
+//! The walk of one object's `wasm-operator.dev/migration-state`:
+//!
+//! ```text
+//! (none | completed) ──► pending ──► in-progress ──► completed   (plugin upgraded it)
+//!                           ▲            │
+//!                           └────────────┘                       (upgrade failed: retried)
+//! ```
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+
+use super::{merge_upgraded, upgrade_from};
+use crate::contract::Manifest;
+use crate::plan::{
+    MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
+    MigrationState,
+};
+
+/// The mark a failed upgrade leaves, so the next attempt walks again.
+pub const ON_FAILURE: MigrationState = MigrationState::Pending;
+
+/// How the walk starts on the stored object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WalkStart {
+    /// The stored object is already managed by the serving version or a newer
+    /// one (the cache lagged behind an upgrade just written): nothing to do.
+    Current,
+    /// Write these marks, in order, then call the plugin's `upgrade`. Always
+    /// ends with [`MigrationState::InProgress`]; starts with `pending` unless
+    /// an earlier attempt left the object pending or in progress.
+    Mark(Vec<MigrationState>),
+}
+
+/// Where the walk starts for `stored` and the serving version `to`.
+pub fn start(stored: &DynamicObject, to: &str) -> WalkStart {
+    let annotations = stored.annotations();
+    let managed_by = annotations.get(MANAGED_BY_VERSION_ANNOTATION);
+    if upgrade_from(managed_by.map(String::as_str), to).is_none() {
+        return WalkStart::Current;
+    }
+    let state = annotations
+        .get(MIGRATION_STATE_ANNOTATION)
+        .and_then(|s| MigrationState::parse(s));
+    let mut marks = Vec::with_capacity(2);
+    if !matches!(
+        state,
+        Some(MigrationState::Pending | MigrationState::InProgress)
+    ) {
+        marks.push(MigrationState::Pending);
+    }
+    marks.push(MigrationState::InProgress);
+    WalkStart::Mark(marks)
+}
+
+/// The merge patch that writes one migration-state mark.
+pub fn mark_patch(state: MigrationState) -> Value {
+    json!({ "metadata": { "annotations": { MIGRATION_STATE_ANNOTATION: state.as_str() } } })
+}
+
+/// What a successful upgrade writes back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpgradeWrite {
+    /// The stored object (with its resourceVersion, so a concurrent change
+    /// fails the write) carrying the upgraded spec, labels and annotations
+    /// and the marks: managed by the serving version, migration `completed`,
+    /// its min-compatible version (or none).
+    pub object: DynamicObject,
+    /// The upgraded status, written through the status subresource when the
+    /// plugin changed it.
+    pub status: Option<Value>,
+}
+
+/// The writes that complete an upgrade of `stored` (as marked in progress)
+/// to `manifest`'s version, from the plugin's answer `upgraded`.
+///
+/// # Errors
+///
+/// What is wrong with the answer (an identity or forbidden field changed, not
+/// a Kubernetes object), for the `UpgradeFailed` message.
+pub fn finish(
+    stored: &Value,
+    upgraded: &Value,
+    manifest: &Manifest,
+) -> Result<UpgradeWrite, String> {
+    let merged = merge_upgraded(stored, upgraded)?;
+    let mut object = merged.object;
+    if let Some(annotations) = object
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.insert(
+            MANAGED_BY_VERSION_ANNOTATION.into(),
+            json!(manifest.version),
+        );
+        annotations.insert(
+            MIGRATION_STATE_ANNOTATION.into(),
+            json!(MigrationState::Completed.as_str()),
+        );
+        match &manifest.min_compatible_version {
+            Some(min) => annotations.insert(MIN_COMPATIBLE_VERSION_ANNOTATION.into(), json!(min)),
+            None => annotations.remove(MIN_COMPATIBLE_VERSION_ANNOTATION),
+        };
+    }
+    let object = serde_json::from_value(object)
+        .map_err(|e| format!("the upgraded object is not a Kubernetes object: {e}"))?;
+    Ok(UpgradeWrite {
+        object,
+        status: merged.status,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{OptionalInterfaces, ResourceKind, Scope};
+
+    fn manifest(version: &str, min_compatible: Option<&str>) -> Manifest {
+        let kind = ResourceKind {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "WebApp".into(),
+            plural: "webapps".into(),
+            scope: Scope::Namespaced,
+        };
+        Manifest {
+            name: "webapp".into(),
+            version: version.into(),
+            description: String::new(),
+            primary: kind,
+            owns: vec![],
+            watches: vec![],
+            finalizer: true,
+            implements: OptionalInterfaces {
+                migration: true,
+                backup: false,
+            },
+            min_compatible_version: min_compatible.map(str::to_string),
+        }
+    }
+
+    fn stored(annotations: Value) -> Value {
+        json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "prod", "uid": "u-1",
+                         "resourceVersion": "7", "annotations": annotations},
+            "spec": {"replicas": 1},
+            "status": {"phase": "Running"},
+        })
+    }
+
+    fn object(annotations: Value) -> DynamicObject {
+        serde_json::from_value(stored(annotations)).unwrap()
+    }
+
+    #[test]
+    fn walk_starts_pending_then_in_progress() {
+        let fresh = object(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0",
+                                  MIGRATION_STATE_ANNOTATION: "completed"}));
+        assert_eq!(
+            start(&fresh, "2.0.0"),
+            WalkStart::Mark(vec![MigrationState::Pending, MigrationState::InProgress])
+        );
+        let unmarked = object(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0"}));
+        assert_eq!(
+            start(&unmarked, "2.0.0"),
+            WalkStart::Mark(vec![MigrationState::Pending, MigrationState::InProgress])
+        );
+    }
+
+    #[test]
+    fn a_failed_walk_resumes_from_pending_or_in_progress() {
+        for state in [MigrationState::Pending, MigrationState::InProgress] {
+            let retried = object(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0",
+                                        MIGRATION_STATE_ANNOTATION: state.as_str()}));
+            assert_eq!(
+                start(&retried, "2.0.0"),
+                WalkStart::Mark(vec![MigrationState::InProgress]),
+                "{state:?}"
+            );
+        }
+        assert_eq!(ON_FAILURE, MigrationState::Pending);
+        assert_eq!(
+            mark_patch(ON_FAILURE),
+            json!({"metadata": {"annotations": {MIGRATION_STATE_ANNOTATION: "pending"}}})
+        );
+    }
+
+    #[test]
+    fn current_or_newer_objects_are_not_walked() {
+        for managed_by in ["2.0.0", "3.0.0"] {
+            let obj = object(json!({MANAGED_BY_VERSION_ANNOTATION: managed_by}));
+            assert_eq!(start(&obj, "2.0.0"), WalkStart::Current, "{managed_by}");
+        }
+        assert_eq!(start(&object(json!({})), "2.0.0"), WalkStart::Current);
+    }
+
+    #[test]
+    fn finish_marks_completed_by_the_serving_version() {
+        let before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0",
+                                   MIGRATION_STATE_ANNOTATION: "in-progress",
+                                   MIN_COMPATIBLE_VERSION_ANNOTATION: "0.9.0"}));
+        let mut upgraded = before.clone();
+        upgraded["spec"]["port"] = json!(8080);
+        upgraded["status"]["phase"] = json!("Upgraded");
+
+        let write = finish(&before, &upgraded, &manifest("2.0.0", None)).unwrap();
+        let annotations = write.object.annotations();
+        assert_eq!(annotations[MANAGED_BY_VERSION_ANNOTATION], "2.0.0");
+        assert_eq!(annotations[MIGRATION_STATE_ANNOTATION], "completed");
+        assert!(!annotations.contains_key(MIN_COMPATIBLE_VERSION_ANNOTATION));
+        assert_eq!(write.object.data["spec"]["port"], 8080);
+        assert_eq!(write.object.metadata.resource_version.as_deref(), Some("7"));
+        assert_eq!(write.status, Some(json!({"phase": "Upgraded"})));
+
+        let declares = finish(&before, &before, &manifest("3.0.0", Some("3.0.0"))).unwrap();
+        assert_eq!(
+            declares.object.annotations()[MIN_COMPATIBLE_VERSION_ANNOTATION],
+            "3.0.0"
+        );
+        assert_eq!(declares.status, None);
+    }
+
+    #[test]
+    fn finish_refuses_a_renamed_object() {
+        let before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0"}));
+        let mut upgraded = before.clone();
+        upgraded["metadata"]["name"] = json!("other");
+        let problem = finish(&before, &upgraded, &manifest("2.0.0", None)).unwrap_err();
+        assert!(problem.contains("metadata.name"), "{problem}");
+    }
+}

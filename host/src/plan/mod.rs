@@ -1,0 +1,452 @@
+//! Deciding what to write: a plugin's answer plus the observed state become a
+//! [`Plan`], a plain value the executor ([`crate::apply`]) carries out.
+//!
+//! Everything here is pure: no client, no I/O, the current time passed in as
+//! a value. That is what lets a plan be unit-tested without a cluster, logged,
+//! and compared with another plan (two plugin versions answering for the same
+//! object in shadow mode): every part of a [`Plan`] is keyed or ordered
+//! deterministically, so `==` and `Debug` diffs are meaningful.
+//!
+//! Three plans exist:
+//! - [`reconcile`]: the plugin answered `reconcile`: children to apply and to
+//!   prune, status, events, version marks, the finalizer, the requeue;
+//! - [`finalize`]: the primary is being deleted ([`finalizer`] documents the
+//!   contract);
+//! - [`failure`]: a reconcile failed: `Degraded=True`, `Ready=False` and a
+//!   Warning event with the failure's reason.
+
+pub mod annotations;
+pub mod children;
+pub mod finalizer;
+pub mod names;
+pub mod status;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use kube::api::{ApiResource, DynamicObject};
+
+pub use annotations::AnnotationChanges;
+pub use children::{ChildApply, ChildKey, ChildPrune};
+pub use finalizer::{DeletionStep, FinalizerChange};
+pub use names::{
+    FINALIZER, HOST_ANNOTATION_PREFIX, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
+    MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, PLUGIN_LABEL, display_name, field_manager,
+};
+pub use status::build_status;
+
+use crate::contract::{Condition, Desired, Finalized, Manifest};
+
+/// A child of the primary as a cache shows it.
+#[derive(Debug, Clone)]
+pub struct OwnedChild {
+    /// The child's kind.
+    pub resource: ApiResource,
+    /// The child as the cache holds it.
+    pub object: Arc<DynamicObject>,
+}
+
+/// What the host observed before the plugin call.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The primary as the plugin saw it (after an upgrade, as written).
+    pub primary: &'a DynamicObject,
+    /// Its owned children in the caches.
+    pub children: &'a [OwnedChild],
+}
+
+/// What a plan is computed for, besides the observed state.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanContext<'a> {
+    /// The serving plugin version's manifest.
+    pub manifest: &'a Manifest,
+    /// The current time: `lastTransitionTime` of conditions that change.
+    pub now: DateTime<Utc>,
+}
+
+impl PlanContext<'_> {
+    fn timestamp(&self) -> String {
+        self.now.to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+}
+
+/// What the host was doing when it records an event (the event's `action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventAction {
+    /// Reporting a reconcile: the plugin's events and failures.
+    Reconcile,
+    /// Deleting a child no longer desired.
+    Prune,
+    /// Releasing a deleting primary.
+    Finalize,
+    /// Upgrading an object an older plugin version wrote.
+    Upgrade,
+}
+
+impl EventAction {
+    /// The `action` field of the event.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventAction::Reconcile => "Reconcile",
+            EventAction::Prune => "Prune",
+            EventAction::Finalize => "Finalize",
+            EventAction::Upgrade => "Upgrade",
+        }
+    }
+}
+
+/// One event to record on the primary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedEvent {
+    /// `Warning` rather than `Normal`.
+    pub warning: bool,
+    /// Searchable CamelCase reason.
+    pub reason: String,
+    /// The note; the recorder truncates it to the API's 1 kB.
+    pub message: String,
+    /// What the host was doing.
+    pub action: EventAction,
+    /// Record the event only when the executor really deleted this child: a
+    /// child the cache still showed but that was already gone made no change
+    /// worth an event.
+    pub only_if_pruned: Option<ChildKey>,
+}
+
+impl PlannedEvent {
+    fn new(warning: bool, reason: &str, message: String, action: EventAction) -> PlannedEvent {
+        PlannedEvent {
+            warning,
+            reason: reason.to_string(),
+            message,
+            action,
+            only_if_pruned: None,
+        }
+    }
+}
+
+/// When the controller looks at the object again after the plan was carried out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// The periodic resync only (drift the watches cannot see).
+    Resync,
+    /// The plugin asked to be called again after this many milliseconds.
+    AfterMs(u64),
+    /// Only when the object changes.
+    AwaitChange,
+    /// A failure report: the controller's error policy decides the retry.
+    Backoff,
+}
+
+/// What a failed reconcile reports on the object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureReport {
+    /// Searchable reason, e.g. `PluginTrap`.
+    pub reason: String,
+    /// Names the plugin, its version and what to do.
+    pub message: String,
+}
+
+/// Every write one reconcile makes, as a value.
+///
+/// An empty part means no write: a plan for an object that already shows
+/// everything the plugin wants is [`Plan::is_noop`] apart from its children
+/// (server-side apply is idempotent and always sent, so fields another
+/// manager changed are taken back).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Children to server-side apply, complete documents by identity.
+    pub apply: BTreeMap<ChildKey, ChildApply>,
+    /// Owned children no longer desired: deleted.
+    pub prune: BTreeMap<ChildKey, ChildPrune>,
+    /// The `.status` merge patch; `None` when the status is unchanged.
+    pub status: Option<serde_json::Value>,
+    /// The conditions the status patch was built from (incl. the host's
+    /// `Ready` / `Degraded` defaults), for logs and diffs.
+    pub conditions: Vec<Condition>,
+    /// Events to record on the primary, in order.
+    pub events: Vec<PlannedEvent>,
+    /// Annotation changes on the primary (the version marks).
+    pub annotations: AnnotationChanges,
+    /// The host's finalizer on the primary.
+    pub finalizer: FinalizerChange,
+    /// When to look at the object again.
+    pub requeue: Requeue,
+}
+
+impl Plan {
+    /// A plan that writes nothing.
+    pub fn idle(requeue: Requeue) -> Plan {
+        Plan {
+            apply: BTreeMap::new(),
+            prune: BTreeMap::new(),
+            status: None,
+            conditions: Vec::new(),
+            events: Vec::new(),
+            annotations: AnnotationChanges::new(),
+            finalizer: FinalizerChange::Unchanged,
+            requeue,
+        }
+    }
+
+    /// True when carrying the plan out makes no API write at all.
+    pub fn is_noop(&self) -> bool {
+        self.apply.is_empty()
+            && self.prune.is_empty()
+            && self.status.is_none()
+            && self.events.is_empty()
+            && self.annotations.is_empty()
+            && self.finalizer == FinalizerChange::Unchanged
+    }
+}
+
+/// Why a plugin's answer cannot be planned. Nothing is written for it; the
+/// answer itself is wrong, so retrying the same answer cannot help.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The plugin returned children of kinds its manifest does not own.
+    #[error(
+        "plugin {plugin} {version} returned children of kinds it does not own: {kinds}; nothing was written. Add the kinds to the manifest's `owns` or stop returning them"
+    )]
+    CapabilityDenied {
+        plugin: String,
+        version: String,
+        kinds: String,
+    },
+    /// A child is unusable as returned (e.g. in another namespace than its owner).
+    #[error(
+        "plugin {plugin} {version} returned an invalid child {child}: {problem}; fix the plugin"
+    )]
+    InvalidChild {
+        plugin: String,
+        version: String,
+        child: String,
+        problem: String,
+    },
+}
+
+impl PlanError {
+    /// The condition/event reason.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            PlanError::CapabilityDenied { .. } => "CapabilityDenied",
+            PlanError::InvalidChild { .. } => "PluginInvalidOutput",
+        }
+    }
+}
+
+fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Condition {
+    Condition {
+        kind: kind.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message: message.into(),
+    }
+}
+
+/// The plan for a plugin's `reconcile` answer.
+///
+/// Children are completed and checked against the manifest, observed owned
+/// children missing from the answer are pruned (each with a `ChildPruned`
+/// event), the plugin's conditions get the host's `Ready=True` and
+/// `Degraded=False` defaults unless it set them, and the status, version
+/// marks and finalizer are written only when they change.
+///
+/// # Errors
+///
+/// [`PlanError`] when the answer names a child the plugin may not write or
+/// cannot own; no plan at all, so nothing is written.
+pub fn reconcile(
+    observed: &Observed<'_>,
+    desired: &Desired,
+    ctx: &PlanContext<'_>,
+) -> Result<Plan, PlanError> {
+    let manifest = ctx.manifest;
+    let primary = observed.primary;
+    let apply = children::complete(manifest, primary, &desired.children)?;
+    let prune = children::unwanted(observed.children, &apply);
+
+    let mut events: Vec<PlannedEvent> = prune
+        .keys()
+        .map(|key| PlannedEvent {
+            only_if_pruned: Some(key.clone()),
+            ..PlannedEvent::new(
+                false,
+                "ChildPruned",
+                format!(
+                    "deleted {key}: no longer desired by plugin {}",
+                    manifest.name
+                ),
+                EventAction::Prune,
+            )
+        })
+        .collect();
+    events.extend(desired.events.iter().map(|event| {
+        PlannedEvent::new(
+            event.warning,
+            &event.reason,
+            event.message.clone(),
+            EventAction::Reconcile,
+        )
+    }));
+
+    let mut conditions = desired.conditions.clone();
+    let has = |kind: &str| desired.conditions.iter().any(|c| c.kind == kind);
+    let ok_message = format!(
+        "plugin {} {} reconciled the object",
+        manifest.name, manifest.version
+    );
+    if !has("Ready") {
+        conditions.push(condition(
+            "Ready",
+            "True",
+            "ReconcileSucceeded",
+            &ok_message,
+        ));
+    }
+    if !has("Degraded") {
+        conditions.push(condition(
+            "Degraded",
+            "False",
+            "ReconcileSucceeded",
+            &ok_message,
+        ));
+    }
+    let status = build_status(
+        primary,
+        desired.status.as_ref(),
+        &conditions,
+        &ctx.timestamp(),
+    );
+
+    Ok(Plan {
+        apply,
+        prune,
+        status,
+        conditions,
+        events,
+        annotations: annotations::version_marks(primary, manifest),
+        finalizer: finalizer::on_reconcile(primary, manifest),
+        requeue: match desired.requeue_after_ms {
+            Some(ms) => Requeue::AfterMs(ms),
+            None => Requeue::Resync,
+        },
+    })
+}
+
+/// The plan for a deleting primary, after the plugin's `finalize` answered
+/// (`None` when it was not called: [`DeletionStep::Release`]).
+///
+/// Without the host's finalizer there is nothing to do; `wait` writes nothing
+/// and asks to be called again; otherwise the finalizer is removed and a
+/// `Finalized` event recorded. See [`finalizer`] for the whole contract.
+pub fn finalize(primary: &DynamicObject, answer: Option<Finalized>, ctx: &PlanContext<'_>) -> Plan {
+    if !finalizer::holds(primary) {
+        return Plan::idle(Requeue::AwaitChange);
+    }
+    if let Some(Finalized::Wait(ms)) = answer {
+        return Plan::idle(Requeue::AfterMs(ms));
+    }
+    let manifest = ctx.manifest;
+    Plan {
+        events: vec![PlannedEvent::new(
+            false,
+            "Finalized",
+            format!(
+                "plugin {} {} finalized the object",
+                manifest.name, manifest.version
+            ),
+            EventAction::Finalize,
+        )],
+        finalizer: FinalizerChange::Remove,
+        ..Plan::idle(Requeue::AwaitChange)
+    }
+}
+
+/// The plan that reports a failed reconcile: `Degraded=True` and
+/// `Ready=False` with the failure's reason and message (the status written
+/// only if it changes), and a Warning event with the same reason.
+pub fn failure(primary: &DynamicObject, report: &FailureReport, now: DateTime<Utc>) -> Plan {
+    let conditions = vec![
+        condition("Degraded", "True", &report.reason, &report.message),
+        condition("Ready", "False", &report.reason, &report.message),
+    ];
+    let timestamp = now.to_rfc3339_opts(SecondsFormat::Secs, true);
+    Plan {
+        status: build_status(primary, None, &conditions, &timestamp),
+        conditions,
+        events: vec![PlannedEvent::new(
+            true,
+            &report.reason,
+            report.message.clone(),
+            EventAction::Reconcile,
+        )],
+        ..Plan::idle(Requeue::Backoff)
+    }
+}
+
+/// Objects the unit tests of this module and its children share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use kube::api::DynamicObject;
+    use serde_json::json;
+
+    use crate::contract::{Manifest, OptionalInterfaces, ResourceKind, Scope};
+
+    fn kind(group: &str, kind: &str, plural: &str) -> ResourceKind {
+        ResourceKind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope: Scope::Namespaced,
+        }
+    }
+
+    /// `webapp` 1.2.0: owns Services and ConfigMaps, asks for a finalizer.
+    pub fn manifest() -> Manifest {
+        Manifest {
+            name: "webapp".into(),
+            version: "1.2.0".into(),
+            description: String::new(),
+            primary: kind("example.com", "WebApp", "webapps"),
+            owns: vec![
+                kind("", "Service", "services"),
+                kind("", "ConfigMap", "configmaps"),
+            ],
+            watches: vec![],
+            finalizer: true,
+            implements: OptionalInterfaces::default(),
+            min_compatible_version: None,
+        }
+    }
+
+    /// A fresh WebApp `prod/shop`, generation 1, no status.
+    pub fn primary() -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "prod", "uid": "u-1", "generation": 1},
+        }))
+        .unwrap()
+    }
+
+    pub fn with_finalizers(mut obj: DynamicObject, finalizers: &[&str]) -> DynamicObject {
+        obj.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+        obj
+    }
+
+    pub fn with_annotations(mut obj: DynamicObject, annotations: &[(&str, &str)]) -> DynamicObject {
+        let map = obj
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        for (k, v) in annotations {
+            map.insert(k.to_string(), v.to_string());
+        }
+        obj
+    }
+}
+
+#[cfg(test)]
+mod tests;

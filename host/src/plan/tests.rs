@@ -1,0 +1,441 @@
+//! Plans for whole reconciles, from the observed state and a plugin answer;
+//! no cluster involved.
+
+use std::sync::Arc;
+
+use chrono::{TimeZone, Utc};
+use serde_json::{Value, json};
+
+use super::test_support::{manifest, primary};
+use super::*;
+use crate::contract::Event;
+
+fn ctx(manifest: &Manifest) -> PlanContext<'_> {
+    PlanContext {
+        manifest,
+        now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
+    }
+}
+
+fn service(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}})
+}
+
+fn key(kind: &str, name: &str) -> ChildKey {
+    ChildKey {
+        api_version: "v1".into(),
+        kind: kind.into(),
+        namespace: Some("prod".into()),
+        name: name.into(),
+    }
+}
+
+/// What the cache shows for a child the host applied for `primary()`.
+fn observed_child(plural: &str, kind: &str, name: &str) -> OwnedChild {
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": kind,
+        "metadata": {"name": name, "namespace": "prod",
+                     "labels": {PLUGIN_LABEL: "webapp"},
+                     "ownerReferences": [{"apiVersion": "example.com/v1", "kind": "WebApp",
+                                          "name": "shop", "uid": "u-1", "controller": true}]},
+    }))
+    .unwrap();
+    OwnedChild {
+        resource: ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        },
+        object: Arc::new(object),
+    }
+}
+
+fn mark_deleting(obj: &mut DynamicObject) {
+    obj.metadata.deletion_timestamp =
+        serde_json::from_value(json!("2025-01-02T00:00:00Z")).unwrap();
+}
+
+/// The primary as it looks after the executor carried out `plan`'s writes on it.
+fn settle(mut obj: DynamicObject, plan: &Plan) -> DynamicObject {
+    if let Some(patch) = &plan.status {
+        let status = obj
+            .data
+            .as_object_mut()
+            .unwrap()
+            .entry("status")
+            .or_insert(json!({}));
+        json_patch::merge(status, patch);
+    }
+    let annotations = obj
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    for (k, v) in &plan.annotations {
+        match v {
+            Some(v) => annotations.insert(k.clone(), v.clone()),
+            None => annotations.remove(k),
+        };
+    }
+    let finalizers = obj.metadata.finalizers.get_or_insert_with(Vec::new);
+    match plan.finalizer {
+        FinalizerChange::Add => finalizers.push(FINALIZER.into()),
+        FinalizerChange::Remove => finalizers.retain(|f| f != FINALIZER),
+        FinalizerChange::Unchanged => {}
+    }
+    obj
+}
+
+fn desired(children: Vec<Value>) -> Desired {
+    Desired {
+        children,
+        status: Some(json!({"phase": "Running"})),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn create_applies_children_adds_the_finalizer_and_marks_the_version() {
+    let m = manifest();
+    let obj = primary();
+    let observed = Observed {
+        primary: &obj,
+        children: &[],
+    };
+    let answer = Desired {
+        events: vec![Event {
+            warning: false,
+            reason: "Created".into(),
+            message: "m".into(),
+        }],
+        requeue_after_ms: Some(1500),
+        ..desired(vec![service("shop"), service("shop-admin")])
+    };
+    let plan = reconcile(&observed, &answer, &ctx(&m)).unwrap();
+
+    assert_eq!(
+        plan.apply.keys().cloned().collect::<Vec<_>>(),
+        vec![key("Service", "shop"), key("Service", "shop-admin")]
+    );
+    assert_eq!(
+        plan.apply[&key("Service", "shop")].document["metadata"]["ownerReferences"][0]["uid"],
+        "u-1"
+    );
+    assert!(plan.prune.is_empty());
+    assert_eq!(plan.finalizer, FinalizerChange::Add);
+    assert_eq!(
+        plan.annotations[MANAGED_BY_VERSION_ANNOTATION].as_deref(),
+        Some("1.2.0")
+    );
+    let status = plan.status.as_ref().unwrap();
+    assert_eq!(status["phase"], "Running");
+    assert_eq!(status["observedGeneration"], 1);
+    assert_eq!(status["conditions"][0]["type"], "Ready");
+    assert_eq!(status["conditions"][0]["reason"], "ReconcileSucceeded");
+    assert_eq!(
+        status["conditions"][0]["lastTransitionTime"],
+        "2025-01-02T03:04:05Z"
+    );
+    assert_eq!(status["conditions"][1]["type"], "Degraded");
+    assert_eq!(status["conditions"][1]["status"], "False");
+    assert_eq!(plan.events.len(), 1);
+    assert_eq!(plan.events[0].action, EventAction::Reconcile);
+    assert_eq!(plan.requeue, Requeue::AfterMs(1500));
+}
+
+#[test]
+fn nothing_changed_plans_no_write() {
+    let m = manifest();
+    let first = primary();
+    let answer = desired(vec![]);
+    let observed = Observed {
+        primary: &first,
+        children: &[],
+    };
+    let created = reconcile(&observed, &answer, &ctx(&m)).unwrap();
+    let settled = settle(first.clone(), &created);
+
+    let again = reconcile(
+        &Observed {
+            primary: &settled,
+            children: &[],
+        },
+        &answer,
+        &ctx(&m),
+    )
+    .unwrap();
+    assert!(again.is_noop(), "{again:#?}");
+    assert_eq!(again.requeue, Requeue::Resync);
+}
+
+#[test]
+fn unchanged_children_are_applied_again_and_nothing_else() {
+    let m = manifest();
+    let answer = desired(vec![service("shop")]);
+    let first = primary();
+    let created = reconcile(
+        &Observed {
+            primary: &first,
+            children: &[],
+        },
+        &answer,
+        &ctx(&m),
+    )
+    .unwrap();
+    let settled = settle(first.clone(), &created);
+    let children = [observed_child("services", "Service", "shop")];
+    let again = reconcile(
+        &Observed {
+            primary: &settled,
+            children: &children,
+        },
+        &answer,
+        &ctx(&m),
+    )
+    .unwrap();
+    // Server-side apply is idempotent and takes back drifted fields: sent
+    // every time. Everything else is skipped.
+    assert_eq!(again.apply.len(), 1);
+    let rest = Plan {
+        apply: Default::default(),
+        ..again.clone()
+    };
+    assert!(rest.is_noop(), "{again:#?}");
+}
+
+#[test]
+fn update_writes_the_new_generation_and_keeps_the_marks() {
+    let m = manifest();
+    let first = primary();
+    let answer = desired(vec![service("shop")]);
+    let created = reconcile(
+        &Observed {
+            primary: &first,
+            children: &[],
+        },
+        &answer,
+        &ctx(&m),
+    )
+    .unwrap();
+    let mut edited = settle(first.clone(), &created);
+    edited.metadata.generation = Some(2);
+    let children = [observed_child("services", "Service", "shop")];
+    let later = PlanContext {
+        now: Utc.with_ymd_and_hms(2025, 1, 3, 0, 0, 0).single().unwrap(),
+        ..ctx(&m)
+    };
+    let updated = reconcile(
+        &Observed {
+            primary: &edited,
+            children: &children,
+        },
+        &answer,
+        &later,
+    )
+    .unwrap();
+    let status = updated.status.as_ref().unwrap();
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(status["conditions"][0]["observedGeneration"], 2);
+    // Ready stayed True: its transition time is the first one.
+    assert_eq!(
+        status["conditions"][0]["lastTransitionTime"],
+        "2025-01-02T03:04:05Z"
+    );
+    assert!(updated.annotations.is_empty());
+    assert_eq!(updated.finalizer, FinalizerChange::Unchanged);
+    assert!(updated.prune.is_empty() && updated.events.is_empty());
+}
+
+#[test]
+fn prunes_undesired_children_with_an_event_each() {
+    let m = manifest();
+    let obj = primary();
+    let mut deleting = observed_child("configmaps", "ConfigMap", "being-deleted");
+    mark_deleting(Arc::make_mut(&mut deleting.object));
+    let children = [
+        observed_child("services", "Service", "shop"),
+        observed_child("configmaps", "ConfigMap", "old-config"),
+        deleting,
+    ];
+    let plan = reconcile(
+        &Observed {
+            primary: &obj,
+            children: &children,
+        },
+        &desired(vec![service("shop")]),
+        &ctx(&m),
+    )
+    .unwrap();
+    let pruned = key("ConfigMap", "old-config");
+    assert_eq!(plan.prune.keys().collect::<Vec<_>>(), vec![&pruned]);
+    assert_eq!(plan.prune[&pruned].resource.plural, "configmaps");
+    assert_eq!(
+        plan.events,
+        vec![PlannedEvent {
+            warning: false,
+            reason: "ChildPruned".into(),
+            message: "deleted ConfigMap prod/old-config: no longer desired by plugin webapp".into(),
+            action: EventAction::Prune,
+            only_if_pruned: Some(pruned),
+        }]
+    );
+}
+
+#[test]
+fn capability_refusal_plans_nothing() {
+    let m = manifest();
+    let obj = primary();
+    let children = [observed_child("services", "Service", "shop")];
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}});
+    let err = reconcile(
+        &Observed {
+            primary: &obj,
+            children: &children,
+        },
+        &desired(vec![service("shop"), secret]),
+        &ctx(&m),
+    )
+    .unwrap_err();
+    assert_eq!(err.reason(), "CapabilityDenied");
+    assert_eq!(
+        err.to_string(),
+        "plugin webapp 1.2.0 returned children of kinds it does not own: v1 Secret; nothing was written. Add the kinds to the manifest's `owns` or stop returning them"
+    );
+}
+
+#[test]
+fn plugin_conditions_replace_the_defaults() {
+    let m = manifest();
+    let obj = primary();
+    let answer = Desired {
+        conditions: vec![condition("Ready", "False", "Waiting", "pods starting")],
+        ..desired(vec![])
+    };
+    let plan = reconcile(
+        &Observed {
+            primary: &obj,
+            children: &[],
+        },
+        &answer,
+        &ctx(&m),
+    )
+    .unwrap();
+    let kinds: Vec<_> = plan
+        .conditions
+        .iter()
+        .map(|c| (c.kind.as_str(), c.status.as_str()))
+        .collect();
+    assert_eq!(kinds, vec![("Ready", "False"), ("Degraded", "False")]);
+}
+
+fn deleting(finalizers: &[&str]) -> DynamicObject {
+    let mut obj = super::test_support::with_finalizers(primary(), finalizers);
+    mark_deleting(&mut obj);
+    obj
+}
+
+#[test]
+fn finalize_removes_the_finalizer_when_done() {
+    let m = manifest();
+    let obj = deleting(&[FINALIZER]);
+    let plan = finalize(&obj, Some(Finalized::Done), &ctx(&m));
+    assert_eq!(plan.finalizer, FinalizerChange::Remove);
+    assert_eq!(plan.events.len(), 1);
+    assert_eq!(plan.events[0].reason, "Finalized");
+    assert_eq!(
+        plan.events[0].message,
+        "plugin webapp 1.2.0 finalized the object"
+    );
+    assert_eq!(plan.requeue, Requeue::AwaitChange);
+    assert!(plan.apply.is_empty() && plan.status.is_none() && plan.annotations.is_empty());
+    // A version without a finalizer of its own releases without a call.
+    assert_eq!(
+        finalize(&obj, None, &ctx(&m)).finalizer,
+        FinalizerChange::Remove
+    );
+    // Released: the object settles without it.
+    assert!(settle(obj, &plan).metadata.finalizers.unwrap().is_empty());
+}
+
+#[test]
+fn finalize_waits_or_leaves_foreign_objects_alone() {
+    let m = manifest();
+    let waiting = finalize(
+        &deleting(&[FINALIZER]),
+        Some(Finalized::Wait(2000)),
+        &ctx(&m),
+    );
+    assert!(waiting.is_noop());
+    assert_eq!(waiting.requeue, Requeue::AfterMs(2000));
+    let foreign = finalize(
+        &deleting(&["other/finalizer"]),
+        Some(Finalized::Done),
+        &ctx(&m),
+    );
+    assert!(foreign.is_noop());
+    assert_eq!(foreign.requeue, Requeue::AwaitChange);
+}
+
+#[test]
+fn failure_reports_degraded_and_a_warning() {
+    let report = FailureReport {
+        reason: "PluginTrap".into(),
+        message: "plugin webapp 1.2.0 trapped".into(),
+    };
+    let now = Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap();
+    let plan = failure(&primary(), &report, now);
+    let status = plan.status.as_ref().unwrap();
+    assert_eq!(status["conditions"][0]["type"], "Degraded");
+    assert_eq!(status["conditions"][0]["status"], "True");
+    assert_eq!(status["conditions"][0]["reason"], "PluginTrap");
+    assert_eq!(status["conditions"][1]["type"], "Ready");
+    assert_eq!(status["conditions"][1]["status"], "False");
+    assert_eq!(
+        status["conditions"][1]["message"],
+        "plugin webapp 1.2.0 trapped"
+    );
+    assert_eq!(
+        plan.events,
+        vec![PlannedEvent {
+            warning: true,
+            reason: "PluginTrap".into(),
+            message: "plugin webapp 1.2.0 trapped".into(),
+            action: EventAction::Reconcile,
+            only_if_pruned: None,
+        }]
+    );
+    assert_eq!(plan.finalizer, FinalizerChange::Unchanged);
+    assert!(plan.annotations.is_empty() && plan.apply.is_empty());
+    assert_eq!(plan.requeue, Requeue::Backoff);
+
+    // Reported already: only the event is recorded again.
+    let settled = settle(primary(), &plan);
+    let again = failure(&settled, &report, now);
+    assert_eq!(again.status, None);
+    assert_eq!(again.events.len(), 1);
+}
+
+#[test]
+fn equal_inputs_make_equal_plans() {
+    let m = manifest();
+    let obj = primary();
+    let observed = Observed {
+        primary: &obj,
+        children: &[],
+    };
+    // Children come back in any order; plans compare by identity.
+    let a = reconcile(
+        &observed,
+        &desired(vec![service("a"), service("b")]),
+        &ctx(&m),
+    )
+    .unwrap();
+    let b = reconcile(
+        &observed,
+        &desired(vec![service("b"), service("a")]),
+        &ctx(&m),
+    )
+    .unwrap();
+    assert_eq!(a, b);
+}
