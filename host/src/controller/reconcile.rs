@@ -15,7 +15,7 @@ use crate::apply::{
     self, ApplyError, EventSink, MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
     VersionMarks,
 };
-use crate::cache::{CacheLease, object_json};
+use crate::cache::{CacheLease, object_text};
 use crate::contract::{CallContext, Condition, Failure, Finalized};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
@@ -106,6 +106,7 @@ impl ReconcileError {
             ReconcileError::Apply(e @ ApplyError::Api { .. }) => {
                 format!("plugin {plugin} {version}: {e}")
             }
+            ReconcileError::Call(e) => e.with_remedy().to_string(),
             other => other.to_string(),
         }
     }
@@ -217,8 +218,8 @@ async fn run(
     let obj = upgraded.as_deref().unwrap_or(obj);
     let uid = obj.uid().unwrap_or_default();
     let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
-    let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
-    let object = object_json(obj, &ctx.primary);
+    let children: Vec<String> = existing.iter().map(|(ar, o)| object_text(o, ar)).collect();
+    let object = object_text(obj, &ctx.primary);
     let call_ctx = call_context(obj, active, attempt);
 
     if manifest.finalizer {
@@ -226,7 +227,7 @@ async fn run(
     }
     let desired = active
         .plugin
-        .reconcile(&call_ctx, &object, &children, ctx.cache.clone())
+        .reconcile(&call_ctx, object, children, ctx.cache.clone())
         .await?;
 
     // Checked before any write: a refused child means no write at all.
@@ -331,8 +332,8 @@ async fn finalize(
     let manifest = active.plugin.manifest();
     let uid = obj.uid().unwrap_or_default();
     let existing = apply::owned_children(&ctx.owned, &manifest.name, &uid);
-    let children: Vec<Value> = existing.iter().map(|(ar, o)| object_json(o, ar)).collect();
-    let object = object_json(obj, &ctx.primary);
+    let children: Vec<String> = existing.iter().map(|(ar, o)| object_text(o, ar)).collect();
+    let object = object_text(obj, &ctx.primary);
     let call_ctx = call_context(obj, active, attempt);
     if !apply::has_finalizer(obj) {
         // Not ours to hold up: garbage collection removes the children.
@@ -344,7 +345,7 @@ async fn finalize(
     if manifest.finalizer {
         let answer = active
             .plugin
-            .finalize(&call_ctx, &object, &children, ctx.cache.clone())
+            .finalize(&call_ctx, object, children, ctx.cache.clone())
             .await?;
         if let Finalized::Wait(ms) = answer {
             return Ok(Outcome::after_ms(ms));

@@ -11,7 +11,7 @@ use crate::apply::{
     MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
     display_name, field_manager,
 };
-use crate::cache::object_json;
+use crate::cache::{object_json, object_text};
 use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError, LoadedPlugin};
 
@@ -176,7 +176,7 @@ pub async fn upgrade_object(
     }
     let current = job.mark(STATE_IN_PROGRESS).await?;
     let stored = object_json(&current, ar);
-    let upgraded = match plugin.upgrade(ctx, &stored, from, cache).await {
+    let upgraded = match plugin.upgrade(ctx, object_text(&current, ar), from, cache).await {
         Ok(value) => value,
         Err(error) => {
             job.back_to_pending().await;

@@ -290,7 +290,7 @@ impl Worker {
             Ok(Err(error)) => {
                 return Err(Problem {
                     reason: engine_reason(&error).to_string(),
-                    message: error.to_string(),
+                    message: error.with_remedy().to_string(),
                 });
             }
             Err(error) => {
