@@ -174,7 +174,8 @@ impl Held {
             .expect("benchmark objects are Kubernetes objects");
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
+        let gvk =
+            GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
         Held {
             ar: ApiResource::from_gvk(&gvk),
             object: dynamic,

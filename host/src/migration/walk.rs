@@ -176,7 +176,10 @@ pub async fn upgrade_object(
     }
     let current = job.mark(STATE_IN_PROGRESS).await?;
     let stored = object_json(&current, ar);
-    let upgraded = match plugin.upgrade(ctx, object_text(&current, ar), from, cache).await {
+    let upgraded = match plugin
+        .upgrade(ctx, object_text(&current, ar), from, cache)
+        .await
+    {
         Ok(value) => value,
         Err(error) => {
             job.back_to_pending().await;
