@@ -8,7 +8,6 @@ use chrono::{SecondsFormat, Utc};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
-use serde_json::Value;
 
 use super::backoff::{self, Failures};
 use crate::apply::{
