@@ -47,7 +47,7 @@ fn restart(bytes: &[u8], cache_dir: &Path) -> ([Duration; 3], CacheStats) {
     let plugin = engine.load(bytes).expect("webapp loads");
     let load_done = Instant::now();
     plugin
-        .reconcile_blocking(&ctx, &object, &[], Arc::new(EmptyCache))
+        .reconcile_blocking(&ctx, object.to_string(), Vec::new(), Arc::new(EmptyCache))
         .expect("first reconcile");
     let reconcile_done = Instant::now();
     (

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use wasm_operator::cache::object_json;
+use wasm_operator::cache::{object_text, prepare_for_cache};
 use wasm_operator::contract::{CallContext, Condition, Desired};
 use wasm_operator::engine::{
     CacheReader, EmptyCache, Engine, EngineConfig, InstanceAllocation, LoadedPlugin,
@@ -161,15 +161,46 @@ pub fn webapp_children() -> Vec<Value> {
     vec![deployment, service]
 }
 
-/// `object` as the controller hands it to a plugin (the host's own
-/// `object_json`: managedFields left out).
+/// A Kubernetes object as the controller holds it: typed, with its kind.
+pub struct Held {
+    pub ar: ApiResource,
+    pub object: DynamicObject,
+}
+
+impl Held {
+    /// `object` as the API server sent it (not yet prepared for a cache).
+    pub fn from_api(object: &Value) -> Held {
+        let dynamic: DynamicObject = serde_json::from_value(object.clone())
+            .expect("benchmark objects are Kubernetes objects");
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk =
+            GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
+        Held {
+            ar: ApiResource::from_gvk(&gvk),
+            object: dynamic,
+        }
+    }
+
+    /// `object` as a shared cache keeps it (the host's own
+    /// `prepare_for_cache`: managedFields left out).
+    pub fn from_cache(object: &Value) -> Held {
+        let mut held = Held::from_api(object);
+        prepare_for_cache(&mut held.object, &held.ar);
+        held
+    }
+
+    /// The JSON text a plugin call is given: the controller's serialization
+    /// (`cache::object_text`), once per call.
+    pub fn text(&self) -> String {
+        object_text(&self.object, &self.ar)
+    }
+}
+
+/// `object` as the controller hands it to a plugin, as a value (for the
+/// native and hook variants).
 pub fn as_the_controller_passes_it(object: &Value) -> Value {
-    let dynamic: DynamicObject =
-        serde_json::from_value(object.clone()).expect("benchmark objects are Kubernetes objects");
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = GroupVersionKind::gvk(group, version, object["kind"].as_str().unwrap_or_default());
-    object_json(&dynamic, &ApiResource::from_gvk(&gvk))
+    serde_json::from_str(&Held::from_cache(object).text()).expect("object_text writes JSON")
 }
 
 /// What one reconcile call is given.
@@ -185,6 +216,18 @@ pub enum Scenario {
 }
 
 impl Scenario {
+    /// The primary and the children of a call as the controller holds them:
+    /// what the wasm variants serialize per call.
+    pub fn held(self) -> (Held, Vec<Held>) {
+        match self {
+            Scenario::ApiObject => (Held::from_api(&webapp_object()), Vec::new()),
+            Scenario::SteadyState => (
+                Held::from_cache(&webapp_object()),
+                webapp_children().iter().map(Held::from_cache).collect(),
+            ),
+        }
+    }
+
     /// The primary and the children of a call.
     pub fn input(self) -> (Value, Vec<Value>) {
         match self {
@@ -385,6 +428,9 @@ impl Hook {
 pub struct Setup {
     pub object: Arc<Value>,
     pub children: Arc<Vec<Value>>,
+    /// The same objects as the controller holds them (the wasm variants).
+    pub held_object: Arc<Held>,
+    pub held_children: Arc<Vec<Held>>,
     pub ctx: CallContext,
     pub cache: Arc<dyn CacheReader>,
     pub runtime: tokio::runtime::Runtime,
@@ -398,6 +444,7 @@ pub struct Setup {
 impl Setup {
     pub fn new(scenario: Scenario) -> Setup {
         let (object, children) = scenario.input();
+        let (held_object, held_children) = scenario.held();
         let size = |v: &Value| json_text(v).len();
         eprintln!(
             "{scenario:?}: WebApp {} bytes of JSON, children {:?} bytes",
@@ -415,6 +462,8 @@ impl Setup {
             ),
             object: Arc::new(object),
             children: Arc::new(children),
+            held_object: Arc::new(held_object),
+            held_children: Arc::new(held_children),
             ctx: ctx(),
             cache: Arc::new(EmptyCache),
             runtime,
@@ -435,9 +484,17 @@ impl Setup {
         native_reconcile(&self.object, &self.children)
     }
 
+    /// One reconcile on the calling thread, serializing the inputs as the
+    /// controller does.
     pub fn wasm_blocking(&self, plugin: &LoadedPlugin) -> Desired {
+        let children = self.held_children.iter().map(Held::text).collect();
         plugin
-            .reconcile_blocking(&self.ctx, &self.object, &self.children, self.cache.clone())
+            .reconcile_blocking(
+                &self.ctx,
+                self.held_object.text(),
+                children,
+                self.cache.clone(),
+            )
             .expect("reconcile")
     }
 
@@ -446,14 +503,15 @@ impl Setup {
         let (plugin, ctx, object, children, cache) = (
             self.pooling.clone(),
             self.ctx.clone(),
-            self.object.clone(),
-            self.children.clone(),
+            self.held_object.clone(),
+            self.held_children.clone(),
             self.cache.clone(),
         );
         let task = self.runtime.spawn(async move {
             for _ in 0..calls {
+                let children = children.iter().map(Held::text).collect();
                 plugin
-                    .reconcile(&ctx, &object, &children, cache.clone())
+                    .reconcile(&ctx, object.text(), children, cache.clone())
                     .await
                     .expect("reconcile");
             }

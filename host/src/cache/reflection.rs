@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use super::CacheEvent;
+use super::object::prepare_for_cache;
 
 /// How many changes a slow subscriber may fall behind before it is resynced
 /// from the store (it then sees every object once more; nothing is lost).
@@ -41,16 +42,18 @@ impl Reflection {
             None => Api::all_with(client, &ar),
         };
         let task = {
-            let (tx, gate, synced, store, kind) = (
+            let (tx, gate, synced, store, kind, watched) = (
                 tx.clone(),
                 gate.clone(),
                 synced.clone(),
                 store.clone(),
                 ar.kind.clone(),
+                ar.clone(),
             );
             tokio::spawn(async move {
                 let mut events = watcher(api, watcher::Config::default())
                     .default_backoff()
+                    .modify(move |object| prepare_for_cache(object, &watched))
                     .boxed();
                 while let Some(event) = events.next().await {
                     let event = match event {

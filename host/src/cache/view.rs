@@ -6,7 +6,7 @@ use serde_json::Value;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef as StoreRef;
 
-use super::{LabelSelector, SharedCache};
+use super::{LabelSelector, SharedCache, object_text};
 use crate::contract::ObjectRef;
 use crate::engine::CacheReader;
 
@@ -26,27 +26,16 @@ impl CacheView {
     }
 }
 
-/// An object as the JSON a plugin sees: `apiVersion` and `kind` are always
-/// present (list responses may omit them per item); `managedFields` is left
-/// out: it is bookkeeping of the API server, often larger than the object,
-/// and copying it into every call would only slow the hot path.
+/// An object as a JSON value, as a plugin sees it (see [`object_text`]):
+/// for host code that edits what a plugin was given, e.g. the migration
+/// walk's merge of an upgraded object. Plugin calls and cache reads use
+/// [`object_text`], which serializes once.
 pub fn object_json(obj: &DynamicObject, ar: &ApiResource) -> Value {
-    let mut value = serde_json::to_value(obj).unwrap_or(Value::Null);
-    if let Some(map) = value.as_object_mut() {
-        for (key, fallback) in [("apiVersion", &ar.api_version), ("kind", &ar.kind)] {
-            if !map.get(key).is_some_and(Value::is_string) {
-                map.insert(key.into(), Value::String(fallback.clone()));
-            }
-        }
-        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-        }
-    }
-    value
+    serde_json::from_str(&object_text(obj, ar)).unwrap_or(Value::Null)
 }
 
 impl CacheReader for CacheView {
-    fn get(&self, r: &ObjectRef) -> Option<Value> {
+    fn get(&self, r: &ObjectRef) -> Option<String> {
         let reflection = self
             .cache
             .find(&r.api_version, &r.kind, r.namespace.as_deref())?;
@@ -58,7 +47,7 @@ impl CacheReader for CacheView {
         reflection
             .store()
             .get(&key)
-            .map(|obj| object_json(&obj, &ar))
+            .map(|obj| object_text(&obj, &ar))
     }
 
     fn list(
@@ -67,36 +56,27 @@ impl CacheReader for CacheView {
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<String>, String> {
         let selector =
             LabelSelector::parse(label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
         let reflection = self.cache.find(api_version, kind, namespace).ok_or_else(|| {
             format!("the host has no cache of {api_version} {kind}; declare the kind in the plugin manifest's `watches` or `owns`")
         })?;
         let ar = reflection.api_resource().clone();
-        let mut items: Vec<Value> = reflection
+        let mut items: Vec<_> = reflection
             .store()
             .state()
-            .iter()
+            .into_iter()
             .filter(|obj| namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns)))
             .filter(|obj| {
                 selector.matches(obj.metadata.labels.as_ref().unwrap_or(&Default::default()))
             })
-            .map(|obj| object_json(obj, &ar))
             .collect();
         // Stable order, so the same cache state gives a plugin the same input.
-        items.sort_by_key(|v| {
-            (
-                v.pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-                v.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
-            )
+        items.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
-        Ok(items)
+        Ok(items.iter().map(|obj| object_text(obj, &ar)).collect())
     }
 }

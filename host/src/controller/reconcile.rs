@@ -10,11 +10,10 @@ use chrono::Utc;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::{Client, ResourceExt};
-use serde_json::Value;
 
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
-use crate::cache::{CacheLease, object_json};
+use crate::cache::{CacheLease, object_text};
 use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
@@ -117,6 +116,7 @@ impl ReconcileError {
             ReconcileError::Apply(e @ ApplyError::Api { .. }) => {
                 format!("plugin {plugin} {version}: {e}")
             }
+            ReconcileError::Call(e) => e.with_remedy().to_string(),
             other => other.to_string(),
         }
     }
@@ -174,8 +174,8 @@ fn writer(ctx: &Context) -> Writer<'_> {
 /// and what the plugin gets to see, as JSON.
 struct Observation {
     owned: Vec<OwnedChild>,
-    children: Vec<Value>,
-    object: Value,
+    children: Vec<String>,
+    object: String,
 }
 
 fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
@@ -183,12 +183,12 @@ fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observ
     let owned = apply::owned_children(&ctx.owned, &active.plugin.manifest().name, &uid);
     let children = owned
         .iter()
-        .map(|c| object_json(&c.object, &c.resource))
+        .map(|c| object_text(&c.object, &c.resource))
         .collect();
     Observation {
         owned,
         children,
-        object: object_json(obj, &ctx.primary),
+        object: object_text(obj, &ctx.primary),
     }
 }
 
@@ -263,7 +263,7 @@ async fn run(
     let call_ctx = call_context(obj, active, attempt);
     let desired = active
         .plugin
-        .reconcile(&call_ctx, &object, &children, ctx.cache.clone())
+        .reconcile(&call_ctx, object, children, ctx.cache.clone())
         .await?;
     let observed = Observed {
         primary: obj,
@@ -331,7 +331,7 @@ async fn finalize(
             Some(
                 active
                     .plugin
-                    .finalize(&call_ctx, &object, &children, ctx.cache.clone())
+                    .finalize(&call_ctx, object, children, ctx.cache.clone())
                     .await?,
             )
         }

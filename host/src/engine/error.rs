@@ -3,7 +3,10 @@
 //!
 //! Every message names the plugin (or its digest), what went wrong and what a
 //! person can do about it, because these strings end up on object conditions
-//! and in the CLI.
+//! and in the CLI. A remedy that is a setting of this program (a command-line
+//! flag) is not part of the message: the engine does not know how it was
+//! configured, so the place that reports the error to a person appends it,
+//! through `with_remedy` (see [`WithRemedy`]).
 
 use std::time::Duration;
 
@@ -51,7 +54,7 @@ pub enum EngineError {
     /// engine's pool was taken by other calls. Says nothing about the plugin:
     /// load it again later.
     #[error(
-        "plugin {digest} cannot be checked yet: all {max_instances} instances of the engine's pool are in use by other calls, so its `manifest` could not run; the load is retried. Raise `--max-instances` or lower plugin concurrency if this persists"
+        "plugin {digest} cannot be checked yet: all {max_instances} instances of the engine's pool are in use by other calls, so its `manifest` could not run; the load is retried"
     )]
     InstancePoolFull { digest: String, max_instances: u32 },
 }
@@ -62,6 +65,55 @@ impl EngineError {
     /// host is misconfigured.
     pub fn is_transient(&self) -> bool {
         matches!(self, EngineError::InstancePoolFull { .. })
+    }
+
+    /// What a person can change in this program's configuration about the
+    /// error, if anything; reporting code appends it (see
+    /// [`EngineError::with_remedy`]).
+    pub fn remedy(&self) -> Option<&'static str> {
+        match self {
+            EngineError::InstancePoolFull { .. } => Some(POOL_FULL_REMEDY_IF_PERSISTS),
+            _ => None,
+        }
+    }
+
+    /// The message followed by its [`remedy`](EngineError::remedy): what a
+    /// person is shown.
+    pub fn with_remedy(&self) -> WithRemedy<'_> {
+        WithRemedy {
+            error: self,
+            remedy: self.remedy(),
+        }
+    }
+}
+
+/// The remedy for a full instance pool on a call.
+const POOL_FULL_REMEDY: &str = "raise `--max-instances` or lower plugin concurrency";
+
+/// The remedy for a full instance pool on a load, which is retried anyway.
+const POOL_FULL_REMEDY_IF_PERSISTS: &str =
+    "raise `--max-instances` or lower plugin concurrency if this persists";
+
+/// An engine error's message followed by its remedy (when it has one), as a
+/// person should read it. Made by `EngineError::with_remedy` and
+/// `CallError::with_remedy`.
+pub struct WithRemedy<'a> {
+    error: &'a dyn std::fmt::Display,
+    remedy: Option<&'static str>,
+}
+
+impl std::fmt::Display for WithRemedy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.remedy {
+            Some(remedy) => write!(f, "{}; {remedy}", self.error),
+            None => self.error.fmt(f),
+        }
+    }
+}
+
+impl std::fmt::Debug for WithRemedy<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
     }
 }
 
@@ -141,7 +193,7 @@ pub enum CallError {
     /// Every slot of the engine's instance pool is taken by calls in flight
     /// (pooling allocation only). Transient: the call is retried with backoff.
     #[error(
-        "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls; raise `--max-instances` or lower plugin concurrency"
+        "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls"
     )]
     InstancePoolFull {
         plugin: String,
@@ -184,6 +236,25 @@ impl CallError {
                 | CallError::NotImplemented { .. }
         )
     }
+
+    /// What a person can change in this program's configuration about the
+    /// error, if anything; reporting code appends it (see
+    /// [`CallError::with_remedy`]).
+    pub fn remedy(&self) -> Option<&'static str> {
+        match self {
+            CallError::InstancePoolFull { .. } => Some(POOL_FULL_REMEDY),
+            _ => None,
+        }
+    }
+
+    /// The message followed by its [`remedy`](CallError::remedy): what a
+    /// person is shown.
+    pub fn with_remedy(&self) -> WithRemedy<'_> {
+        WithRemedy {
+            error: self,
+            remedy: self.remedy(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -211,5 +282,29 @@ mod tests {
             text.contains("webapp") && text.contains("1.0.0") && text.contains("reconcile"),
             "{text}"
         );
+        assert_eq!(timeout.remedy(), None);
+        assert_eq!(timeout.with_remedy().to_string(), text);
+    }
+
+    #[test]
+    fn the_remedy_follows_the_facts() {
+        let busy = CallError::InstancePoolFull {
+            plugin: "webapp".into(),
+            version: "1.0.0".into(),
+            function: "reconcile".into(),
+            max_instances: 4,
+        };
+        let facts = busy.to_string();
+        assert!(facts.contains("all 4 instances") && !facts.contains("--max-instances"));
+        assert_eq!(
+            busy.with_remedy().to_string(),
+            format!("{facts}; {POOL_FULL_REMEDY}")
+        );
+        let load = EngineError::InstancePoolFull {
+            digest: "sha256:00".into(),
+            max_instances: 4,
+        };
+        assert!(!load.to_string().contains("--max-instances"), "{load}");
+        assert!(load.with_remedy().to_string().ends_with("if this persists"));
     }
 }

@@ -170,7 +170,7 @@ impl cache::Host for HostState {
             namespace: r.namespace,
             name: r.name,
         };
-        Ok(reader.get(&r).as_ref().map(super::convert::json_text))
+        Ok(reader.get(&r))
     }
 
     fn list(
@@ -181,13 +181,12 @@ impl cache::Host for HostState {
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
         let reader = self.check_read(&api_version, &kind)?;
-        let items = reader.list(
+        reader.list(
             &api_version,
             &kind,
             namespace.as_deref(),
             label_selector.as_deref(),
-        )?;
-        Ok(items.iter().map(super::convert::json_text).collect())
+        )
     }
 }
 

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use compile::LoadStats;
-pub use error::{CallError, EngineError};
+pub use error::{CallError, EngineError, WithRemedy};
 pub use plugin::LoadedPlugin;
 
 use crate::contract;
@@ -103,18 +103,21 @@ pub trait CallObserver: Send + Sync {
 }
 
 /// Read access the host grants a call. The engine checks the manifest before a
-/// read reaches it: implementations only see declared kinds.
+/// read reaches it: implementations only see declared kinds. Objects are
+/// answered as the compact JSON text the plugin receives (see
+/// `cache::object_text`), so a read is serialized once, by the reader.
 pub trait CacheReader: Send + Sync {
-    /// One object, or `None` when it does not exist.
-    fn get(&self, r: &contract::ObjectRef) -> Option<serde_json::Value>;
-    /// Objects of a kind, optionally in one namespace and matching a label selector.
+    /// One object's JSON text, or `None` when it does not exist.
+    fn get(&self, r: &contract::ObjectRef) -> Option<String>;
+    /// The JSON text of the objects of a kind, optionally in one namespace
+    /// and matching a label selector.
     fn list(
         &self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
-    ) -> Result<Vec<serde_json::Value>, String>;
+    ) -> Result<Vec<String>, String>;
 }
 
 /// A [`CacheReader`] that knows no objects (manifest-only tools, tests).
@@ -122,7 +125,7 @@ pub trait CacheReader: Send + Sync {
 pub struct EmptyCache;
 
 impl CacheReader for EmptyCache {
-    fn get(&self, _r: &contract::ObjectRef) -> Option<serde_json::Value> {
+    fn get(&self, _r: &contract::ObjectRef) -> Option<String> {
         None
     }
     fn list(
@@ -131,7 +134,7 @@ impl CacheReader for EmptyCache {
         _: &str,
         _: Option<&str>,
         _: Option<&str>,
-    ) -> Result<Vec<serde_json::Value>, String> {
+    ) -> Result<Vec<String>, String> {
         Ok(Vec::new())
     }
 }
@@ -378,7 +381,7 @@ mod tests {
         };
         let call = |o: &serde_json::Value| {
             plugin
-                .reconcile_blocking(&ctx, o, &[], Arc::new(EmptyCache))
+                .reconcile_blocking(&ctx, o.to_string(), Vec::new(), Arc::new(EmptyCache))
                 .unwrap()
         };
         let first = call(&object("a", 2));

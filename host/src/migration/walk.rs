@@ -8,7 +8,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::plan::{self, WalkStart};
-use crate::cache::object_json;
+use crate::cache::{object_json, object_text};
 use crate::contract::{CallContext, Failure};
 use crate::engine::{CacheReader, CallError, LoadedPlugin};
 use crate::plan::{MigrationState, display_name, field_manager};
@@ -175,7 +175,10 @@ pub async fn upgrade_object(
         current = job.mark(state).await?;
     }
     let stored = object_json(&current, ar);
-    let upgraded = match plugin.upgrade(ctx, &stored, from, cache).await {
+    let upgraded = match plugin
+        .upgrade(ctx, object_text(&current, ar), from, cache)
+        .await
+    {
         Ok(value) => value,
         Err(error) => {
             let message = match error {

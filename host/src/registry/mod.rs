@@ -103,7 +103,7 @@ pub enum RegistryError {
     #[error("cannot start the wasm engine: {0}")]
     Engine(#[source] EngineError),
     /// The component could not be loaded.
-    #[error("cannot load plugin from {source_name}: {error}")]
+    #[error("cannot load plugin from {source_name}: {}", error.with_remedy())]
     Load {
         source_name: String,
         #[source]

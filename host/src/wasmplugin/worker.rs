@@ -559,7 +559,7 @@ fn condition_reason(error: &RegistryError) -> &'static str {
 /// of this WasmPlugin where the registry's words name a plugin.
 fn refusal_message(error: &RegistryError, digest: &str) -> String {
     match error {
-        RegistryError::Load { error, .. } => error.to_string(),
+        RegistryError::Load { error, .. } => error.with_remedy().to_string(),
         RegistryError::PrimaryKindChanged(change) => format!(
             "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
             change.name,

@@ -55,9 +55,10 @@ fn webapp_spec() -> Value {
 struct OneObjectCache;
 
 impl CacheReader for OneObjectCache {
-    fn get(&self, r: &ObjectRef) -> Option<Value> {
+    fn get(&self, r: &ObjectRef) -> Option<String> {
         Some(
-            json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}}),
+            json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}})
+                .to_string(),
         )
     }
     fn list(
@@ -66,9 +67,10 @@ impl CacheReader for OneObjectCache {
         kind: &str,
         namespace: Option<&str>,
         _: Option<&str>,
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<Vec<String>, String> {
         Ok(vec![
-            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "one", "namespace": namespace}}),
+            json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "one", "namespace": namespace}})
+                .to_string(),
         ])
     }
 }
@@ -82,7 +84,9 @@ async fn faulty_call(
     mode: &str,
 ) -> Result<wasm_operator::contract::Desired, CallError> {
     let object = primary(plugin, &format!("obj-{mode}"), json!({"mode": mode}));
-    plugin.reconcile(&ctx(plugin), &object, &[], cache()).await
+    plugin
+        .reconcile(&ctx(plugin), object.to_string(), Vec::new(), cache())
+        .await
 }
 
 /// After any fault the same plugin still serves a well-behaved object.
@@ -108,7 +112,7 @@ async fn webapp_reconcile_gives_deployment_and_service() {
     let plugin = engine().load(&component("webapp")).unwrap();
     let object = primary(&plugin, "shop", webapp_spec());
     let desired = plugin
-        .reconcile(&ctx(&plugin), &object, &[], cache())
+        .reconcile(&ctx(&plugin), object.to_string(), Vec::new(), cache())
         .await
         .unwrap();
     let kinds: Vec<&str> = desired
@@ -157,7 +161,7 @@ fn calls_beyond_the_sdk_arena_answer_like_native_code() {
     let small = primary(&plugin, "small", webapp_spec());
     for object in [&large, &small, &large] {
         let desired = plugin
-            .reconcile_blocking(&ctx(&plugin), object, &[], cache())
+            .reconcile_blocking(&ctx(&plugin), object.to_string(), Vec::new(), cache())
             .unwrap();
         assert_eq!((desired.children, desired.status), native(object));
     }
@@ -281,7 +285,7 @@ async fn full_instance_pool_is_a_clear_transient_error() {
     );
     assert_eq!(full.reason(), "InstancePoolFull");
     assert!(!full.is_permanent());
-    let text = full.to_string();
+    let text = full.with_remedy().to_string();
     assert!(
         text.contains("faulty") && text.contains("--max-instances"),
         "{text}"
@@ -298,7 +302,10 @@ async fn full_instance_pool_is_a_clear_transient_error() {
         "{busy}"
     );
     assert!(busy.is_transient());
-    assert!(busy.to_string().contains("--max-instances"), "{busy}");
+    assert!(
+        busy.with_remedy().to_string().contains("--max-instances"),
+        "{busy}"
+    );
     let ended = looping.await.unwrap().unwrap_err();
     assert!(matches!(ended, CallError::Timeout { .. }), "{ended}");
     still_serves(&plugin).await;
@@ -465,7 +472,12 @@ async fn empty_cache_reader_serves_reads() {
     let plugin = engine().load(&component("webapp")).unwrap();
     let object = primary(&plugin, "shop", webapp_spec());
     plugin
-        .reconcile(&ctx(&plugin), &object, &[], Arc::new(EmptyCache))
+        .reconcile(
+            &ctx(&plugin),
+            object.to_string(),
+            Vec::new(),
+            Arc::new(EmptyCache),
+        )
         .await
         .unwrap();
 }

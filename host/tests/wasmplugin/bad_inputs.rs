@@ -185,7 +185,12 @@ fn hold_the_only_instance(
             managed_by_version: None,
             config: json!({}),
         };
-        faulty.reconcile_blocking(&ctx, &object, &[], std::sync::Arc::new(EmptyCache))
+        faulty.reconcile_blocking(
+            &ctx,
+            object.to_string(),
+            Vec::new(),
+            std::sync::Arc::new(EmptyCache),
+        )
     };
     let holder = {
         let call = call.clone();

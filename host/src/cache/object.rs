@@ -1,0 +1,106 @@
+//! Objects as the shared caches keep them and as plugin calls take them.
+
+use kube::api::{ApiResource, DynamicObject, TypeMeta};
+
+/// Trims an object as it enters a shared cache (every reflector applies it to
+/// what it watches, like kube-runtime's `WatchStreamExt::modify`), so that
+/// what a plugin is given is serialized straight from the cache:
+/// `metadata.managedFields` is left out (bookkeeping of the API server, often
+/// larger than the object itself, which would only slow every call that
+/// copies it), and `apiVersion` and `kind` are filled in from `ar` where a
+/// list response left them out per item (plugins always see them).
+pub fn prepare_for_cache(object: &mut DynamicObject, ar: &ApiResource) {
+    object.metadata.managed_fields = None;
+    if object.types.is_none() {
+        object.types = Some(TypeMeta {
+            api_version: ar.api_version.clone(),
+            kind: ar.kind.clone(),
+        });
+    }
+}
+
+/// True when `object` is not yet as [`prepare_for_cache`] leaves it (e.g. it
+/// came from an API response rather than from a cache).
+fn needs_preparing(object: &DynamicObject) -> bool {
+    object.metadata.managed_fields.is_some() || object.types.is_none()
+}
+
+/// An object (of the kind `ar`) as the compact JSON text a plugin call takes:
+/// one serialization of the object as the caches keep it (see
+/// [`prepare_for_cache`]). An object that did not come from a cache is
+/// prepared on a copy first, so a plugin sees the same either way.
+pub fn object_text(object: &DynamicObject, ar: &ApiResource) -> String {
+    let serialized = if needs_preparing(object) {
+        let mut prepared = object.clone();
+        prepare_for_cache(&mut prepared, ar);
+        serde_json::to_string(&prepared)
+    } else {
+        serde_json::to_string(object)
+    };
+    // Cannot fail for an object read from the API server: its fields are a
+    // JSON map with string keys. A plugin given `null` reports it.
+    serialized.unwrap_or_else(|_| "null".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn config_maps() -> ApiResource {
+        ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        }
+    }
+
+    fn parsed(text: &str) -> Value {
+        serde_json::from_str(text).expect("object_text writes JSON")
+    }
+
+    /// A list item as the API server sends it: no `apiVersion`/`kind`, with
+    /// managedFields.
+    fn list_item() -> DynamicObject {
+        serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "default",
+                "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "data": {"k": "v"},
+        }))
+        .expect("a ConfigMap")
+    }
+
+    #[test]
+    fn entering_the_cache_drops_managed_fields_and_fills_the_type() {
+        let mut object = list_item();
+        prepare_for_cache(&mut object, &config_maps());
+        let value = parsed(&serde_json::to_string(&object).expect("serializes"));
+        assert_eq!(value["apiVersion"], "v1");
+        assert_eq!(value["kind"], "ConfigMap");
+        assert_eq!(value["data"]["k"], "v");
+        assert!(value["metadata"].get("managedFields").is_none(), "{value}");
+        assert_eq!(value["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn object_text_is_the_cached_form_whatever_the_source() {
+        let raw = list_item();
+        let mut cached = raw.clone();
+        prepare_for_cache(&mut cached, &config_maps());
+        let from_cache = object_text(&cached, &config_maps());
+        assert_eq!(object_text(&raw, &config_maps()), from_cache);
+        assert_eq!(parsed(&from_cache)["kind"], "ConfigMap");
+        // A type the object carries is kept.
+        let mut other = cached.clone();
+        other.types = Some(TypeMeta {
+            api_version: "example.com/v1".into(),
+            kind: "Other".into(),
+        });
+        assert_eq!(
+            parsed(&object_text(&other, &config_maps()))["kind"],
+            "Other"
+        );
+    }
+}
