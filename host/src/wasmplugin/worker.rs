@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
@@ -17,6 +17,7 @@ use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
 use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
+use crate::apply::finalizer;
 use crate::engine::{CallLimits, EngineError};
 use crate::registry::{ActivationOptions, Registry, RegistryError};
 
@@ -407,30 +408,16 @@ impl Worker {
         if !self.may_write {
             return;
         }
-        let finalizers = self.object.finalizers();
-        if finalizers.iter().any(|f| f == FINALIZER) {
-            return;
+        if let Err(error) = finalizer::add(&self.api, &*self.object, FINALIZER).await {
+            tracing::debug!(%error, wasmplugin = %self.name, "finalizer update conflicted; retrying on the next change");
         }
-        let mut next = finalizers.to_vec();
-        next.push(FINALIZER.to_string());
-        self.patch_finalizers(next).await;
     }
 
-    /// Merge patch guarded by resourceVersion: a concurrent change of the
-    /// list makes it fail, and the next watch event retries.
-    async fn patch_finalizers(&self, finalizers: Vec<String>) {
+    async fn remove_finalizer(&self) {
         if !self.may_write {
             return;
         }
-        let patch = json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": self.object.metadata.resource_version,
-        }});
-        if let Err(error) = self
-            .api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        if let Err(error) = finalizer::remove(&self.api, &*self.object, FINALIZER).await {
             tracing::debug!(%error, wasmplugin = %self.name, "finalizer update conflicted; retrying on the next change");
         }
     }
@@ -441,16 +428,7 @@ impl Worker {
             task.abort();
         }
         self.unload().await;
-        let remaining: Vec<String> = self
-            .object
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if remaining.len() != self.object.finalizers().len() {
-            self.patch_finalizers(remaining).await;
-        }
+        self.remove_finalizer().await;
     }
 
     async fn unload(&mut self) {
