@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plugins::Registry;
 
 pub use audit::REPORTER;
-pub use spec::{OciSpec, Source, WasmPluginSpec};
+pub use spec::{OciSpec, Source, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
 
 /// API group of WasmPlugin.
 pub const GROUP: &str = "wasm-operator.dev";
