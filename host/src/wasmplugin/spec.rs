@@ -40,12 +40,17 @@ use crate::engine::CallLimits;
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = kubernetes_schema)]
+#[schemars(
+    description = "Which plugin component to serve: its source, config and limits.",
+    transform = kubernetes_schema
+)]
 pub struct WasmPluginSpec {
     /// Where the component comes from; exactly one of file, configMap, oci.
     pub source: Source,
     /// Free JSON handed to the plugin on every call.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    // `default` keeps the field optional in the schema: with `schema_with`,
+    // schemars cannot see that the type is an `Option`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "free_form_object")]
     pub config: Option<Value>,
     /// Per-call resource limits (engine defaults where unset).
@@ -137,7 +142,10 @@ pub struct LimitsSpec {
 /// serves, the `Ready` and `Degraded` conditions, and per-version counts.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = kubernetes_schema)]
+#[schemars(
+    description = "What serves, the Ready and Degraded conditions, and per-version counts.",
+    transform = kubernetes_schema
+)]
 pub struct WasmPluginStatus {
     /// Manifest name of the plugin that serves.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -199,6 +207,7 @@ pub struct WasmPluginCondition {
 /// one replaced; the controller always writes all four.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "Reconcile and failure counts of one version this host ran.")]
 pub struct VersionStatus {
     /// The manifest's version.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -479,9 +488,10 @@ mod tests {
         assert_eq!(oci["digest"]["pattern"], "^sha256:[a-f0-9]{64}$");
         assert_eq!(oci["pollInterval"]["pattern"], "^[0-9]+(ms|s|m|h)$");
         assert_eq!(oci["reference"]["minLength"], 1);
+        // schemars sorts `required`.
         assert_eq!(
             source["properties"]["configMap"]["required"],
-            json!(["namespace", "name", "key"])
+            json!(["key", "name", "namespace"])
         );
         let limits = &spec["properties"]["limits"]["properties"];
         assert_eq!(limits["callTimeout"]["pattern"], "^[0-9]+(ms|s|m)$");
@@ -489,7 +499,9 @@ mod tests {
         assert_eq!(limits["outputSize"]["pattern"], "^[0-9]+(Ki|Mi|Gi)?$");
         let concurrency = &spec["properties"]["concurrency"];
         assert_eq!(concurrency["type"], "integer");
-        assert_eq!((&concurrency["minimum"], &concurrency["maximum"]), (&json!(1), &json!(256)));
+        // k8s-openapi holds the bounds as f64.
+        let bounds = (concurrency["minimum"].as_f64(), concurrency["maximum"].as_f64());
+        assert_eq!(bounds, (Some(1.0), Some(256.0)));
         assert!(concurrency.get("format").is_none(), "{concurrency}");
         let config = &spec["properties"]["config"];
         assert_eq!(config["type"], "object");
@@ -499,7 +511,7 @@ mod tests {
         let status = &root["properties"]["status"]["properties"];
         assert!(!status.to_string().contains("nullable"), "{status}");
         assert_eq!(status["loadedAt"]["format"], "date-time");
-        assert_eq!(status["conditions"]["items"]["required"], json!(["type", "status"]));
+        assert_eq!(status["conditions"]["items"]["required"], json!(["status", "type"]));
     }
 
     #[test]
