@@ -6,8 +6,6 @@ use std::io::Write as _;
 
 use clap::Subcommand;
 
-use super::CliError;
-
 /// `wasm-operator crd ...`
 #[derive(Debug, Subcommand)]
 pub enum CrdCommand {
@@ -27,7 +25,7 @@ pub enum CrdError {
 }
 
 /// Runs `wasm-operator crd <command>`.
-pub fn execute(command: CrdCommand) -> Result<(), CliError> {
+pub fn execute(command: CrdCommand) -> Result<(), CrdError> {
     match command {
         CrdCommand::Print => {
             let yaml = crate::wasmplugin::crd_yaml().map_err(CrdError::Render)?;

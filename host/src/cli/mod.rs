@@ -107,7 +107,7 @@ impl Cli {
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
-            Command::Crd(command) => crd::execute(command),
+            Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
         }
     }
 }

@@ -37,8 +37,15 @@ use crate::engine::CallLimits;
         type_ = "string",
         json_path = r#".status.conditions[?(@.type=="Ready")].status"#
     ),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
+// clippy takes the repeated `type_ = "string"` of the printer columns for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
     description = "Which plugin component to serve: its source, config and limits.",
@@ -234,10 +241,10 @@ fn free_form_object(_: &mut SchemaGenerator) -> Schema {
 /// Makes schemars' output say what the CRD means (applied to the spec and
 /// the status; kube's derive then makes it structural):
 ///
-/// - an `Option` field is an optional property, not a nullable one: a
-///   missing field and `null` mean the same to serde, and the API server
-///   keeps refusing `null` as the hand-written CRD did (schemars would add
-///   `null` to the type, which becomes `nullable: true`);
+/// - an `Option` field is an optional property, not a nullable one, as in
+///   the hand-written CRD this one replaced: the API server drops a `null`
+///   on write instead of storing it (to serde, both mean `None`); schemars
+///   would add `null` to the type, which becomes `nullable: true`;
 /// - formats Kubernetes does not define (`uint`, `uint64`, ... of unsigned
 ///   integers) are dropped; the bounds are in `minimum`/`maximum`.
 fn kubernetes_schema(schema: &mut Schema) {
@@ -483,7 +490,10 @@ mod tests {
         let spec = &root["properties"]["spec"];
         assert_eq!(spec["required"], json!(["source"]));
         let source = &spec["properties"]["source"];
-        assert_eq!((&source["minProperties"], &source["maxProperties"]), (&json!(1), &json!(1)));
+        assert_eq!(
+            (&source["minProperties"], &source["maxProperties"]),
+            (&json!(1), &json!(1))
+        );
         let oci = &source["properties"]["oci"]["properties"];
         assert_eq!(oci["digest"]["pattern"], "^sha256:[a-f0-9]{64}$");
         assert_eq!(oci["pollInterval"]["pattern"], "^[0-9]+(ms|s|m|h)$");
@@ -500,18 +510,24 @@ mod tests {
         let concurrency = &spec["properties"]["concurrency"];
         assert_eq!(concurrency["type"], "integer");
         // k8s-openapi holds the bounds as f64.
-        let bounds = (concurrency["minimum"].as_f64(), concurrency["maximum"].as_f64());
+        let bounds = (
+            concurrency["minimum"].as_f64(),
+            concurrency["maximum"].as_f64(),
+        );
         assert_eq!(bounds, (Some(1.0), Some(256.0)));
         assert!(concurrency.get("format").is_none(), "{concurrency}");
         let config = &spec["properties"]["config"];
         assert_eq!(config["type"], "object");
         assert_eq!(config["x-kubernetes-preserve-unknown-fields"], true);
-        // Optional is not nullable: the API server refuses `null` as before.
+        // Optional is not nullable: the API server drops a `null`, as before.
         assert!(!spec.to_string().contains("nullable"), "{spec}");
         let status = &root["properties"]["status"]["properties"];
         assert!(!status.to_string().contains("nullable"), "{status}");
         assert_eq!(status["loadedAt"]["format"], "date-time");
-        assert_eq!(status["conditions"]["items"]["required"], json!(["status", "type"]));
+        assert_eq!(
+            status["conditions"]["items"]["required"],
+            json!(["status", "type"])
+        );
     }
 
     #[test]
@@ -537,7 +553,14 @@ mod tests {
         }];
         let now = "2026-01-01T00:00:00Z";
         for written in [
-            build(Some(&serving), Some(&problem), &versions, Some(2), &Value::Null, now),
+            build(
+                Some(&serving),
+                Some(&problem),
+                &versions,
+                Some(2),
+                &Value::Null,
+                now,
+            ),
             build(None, None, &[], Some(1), &Value::Null, now),
         ] {
             let typed: WasmPluginStatus = serde_json::from_value(written.clone()).unwrap();
