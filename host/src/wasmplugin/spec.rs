@@ -4,9 +4,10 @@
 //! limits.
 //!
 //! The schema carries every check the API server can make (exactly one
-//! source, patterns, ranges); [`WasmPluginSpec::from_object`] and the
-//! accessors here make the checks it cannot (a duration or size that
-//! overflows).
+//! source, patterns, ranges); [`WasmPluginSpec::call_limits`] and
+//! [`OciSpec::poll_interval`] make the ones it cannot (a duration or size
+//! that overflows), with the [`SpecError`] messages the WasmPlugin status
+//! shows.
 
 use std::time::Duration;
 
