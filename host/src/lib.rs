@@ -15,4 +15,3 @@ pub mod plan;
 pub mod registry;
 pub mod telemetry;
 pub mod wasmplugin;
-

@@ -125,7 +125,11 @@ fn modules_import_only_earlier_stages() {
         .collect();
     let mut files = Vec::new();
     rust_files(&src_dir(), &mut files);
-    assert!(!files.is_empty(), "no sources under {}", src_dir().display());
+    assert!(
+        !files.is_empty(),
+        "no sources under {}",
+        src_dir().display()
+    );
     let mut problems = Vec::new();
     for file in &files {
         let Some(module) = module_of(file) else {

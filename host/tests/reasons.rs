@@ -97,5 +97,8 @@ fn documented_wasmplugin_and_upgrade_reasons_exist() {
         .iter()
         .filter(|r| !known(r) && !matches!(r.as_str(), "WasmPlugin" | "Degraded" | "Ready"))
         .collect();
-    assert!(unknown.is_empty(), "the docs name reasons the code never writes: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "the docs name reasons the code never writes: {unknown:?}"
+    );
 }

@@ -3,6 +3,7 @@
 //! `--context`, `-o yaml|json`.
 
 pub mod connect;
+pub mod crd;
 pub mod dev;
 pub mod inspect;
 pub mod push;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Work with plugin files.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Print the CRDs this host serves (WasmPlugin), generated from its types.
+    #[command(subcommand)]
+    Crd(crd::CrdCommand),
 }
 
 /// `wasm-operator plugin ...`
@@ -80,6 +84,8 @@ pub enum CliError {
     Inspect(#[from] inspect::InspectError),
     #[error(transparent)]
     Push(#[from] push::PushError),
+    #[error(transparent)]
+    Crd(#[from] crd::CrdError),
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
 }
@@ -101,6 +107,7 @@ impl Cli {
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
+            Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
         }
     }
 }

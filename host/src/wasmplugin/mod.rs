@@ -31,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::registry::Registry;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
-pub use spec::{OciSpec, Source, WasmPluginSpec};
+pub use spec::{OciSpec, Source, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
 
 /// API group of WasmPlugin.
 pub const GROUP: &str = "wasm-operator.dev";

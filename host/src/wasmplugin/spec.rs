@@ -1,46 +1,98 @@
-//! The `spec` of a WasmPlugin as Rust types, and the parsing of its limits
-//! (`"5s"`, `"256Mi"`) into engine limits.
+//! The WasmPlugin resource as Rust types: its `spec` (from which the CRD in
+//! deploy/crds/wasmplugin.yaml is generated, see [`super::crd_yaml`]), its
+//! `status`, and the parsing of its limits (`"5s"`, `"256Mi"`) into engine
+//! limits.
+//!
+//! The schema carries every check the API server can make (exactly one
+//! source, patterns, ranges); [`WasmPluginSpec::call_limits`] and
+//! [`OciSpec::poll_interval`] make the ones it cannot (a duration or size
+//! that overflows), with the [`SpecError`] messages the WasmPlugin status
+//! shows.
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::engine::CallLimits;
 
-/// `spec` of a WasmPlugin.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// `spec` of a WasmPlugin. The derive generates the [`WasmPlugin`] object
+/// type and its CRD (`WasmPlugin::crd()`, printed by [`super::crd_yaml`]).
+#[derive(CustomResource, Debug, Clone, PartialEq, Deserialize, Serialize, JsonSchema)]
+#[kube(
+    group = "wasm-operator.dev",
+    version = "v1alpha1",
+    kind = "WasmPlugin",
+    plural = "wasmplugins",
+    shortname = "wp",
+    status = "WasmPluginStatus",
+    derive = "PartialEq",
+    doc = "A plugin component the host serves: where it comes from, its config and limits.",
+    printcolumn(name = "Plugin", type_ = "string", json_path = ".status.plugin"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version"),
+    printcolumn(name = "Source", type_ = "string", json_path = ".status.sourceKind"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = r#".status.conditions[?(@.type=="Ready")].status"#
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+// clippy takes the repeated `type_ = "string"` of the printer columns for
+// duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "Which plugin component to serve: its source, config and limits.",
+    transform = kubernetes_schema
+)]
 pub struct WasmPluginSpec {
-    /// Where the component comes from.
+    /// Where the component comes from; exactly one of file, configMap, oci.
     pub source: Source,
-    /// Free JSON passed to the plugin on every call.
-    #[serde(default)]
+    /// Free JSON handed to the plugin on every call.
+    // `default` keeps the field optional in the schema: with `schema_with`,
+    // schemars cannot see that the type is an `Option`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
     pub config: Option<Value>,
     /// Per-call resource limits (engine defaults where unset).
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
     /// Reconciles of this plugin running at once.
-    #[serde(default)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 256))]
     pub concurrency: Option<usize>,
 }
 
-/// `spec.source`: exactly one of the three (the CRD schema enforces it).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// `spec.source`: exactly one of the three. The schema enforces it twice:
+/// the derived `oneOf` of the variants, and `minProperties`/`maxProperties`
+/// as in the hand-written CRD this one replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
 pub enum Source {
     /// A file on the host's filesystem.
     File {
-        /// Path of the `.wasm` file.
+        /// Absolute path of the .wasm file on the host's filesystem; watched for changes.
+        #[schemars(length(min = 1))]
         path: String,
     },
     /// `binaryData[key]` of a ConfigMap (plain or gzip).
     ConfigMap {
         /// Namespace of the ConfigMap.
+        #[schemars(length(min = 1))]
         namespace: String,
         /// Name of the ConfigMap.
+        #[schemars(length(min = 1))]
         name: String,
-        /// Key under `binaryData`.
+        /// Key under binaryData holding the component (plain or gzip).
+        #[schemars(length(min = 1))]
         key: String,
     },
     /// An OCI artifact.
@@ -48,24 +100,27 @@ pub enum Source {
 }
 
 /// `spec.source.oci`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OciSpec {
-    /// Image reference (`host/repo:tag` or `host/repo@sha256:...`).
+    /// Image reference, e.g. registry.example.com/plugins/webapp:1.2 or ...@sha256:<hex>.
+    #[schemars(length(min = 1))]
     pub reference: String,
-    /// Pinned manifest digest.
-    #[serde(default)]
+    /// Pins the manifest to this sha256 digest; nothing else is accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^sha256:[a-f0-9]{64}$"))]
     pub digest: Option<String>,
-    /// A `kubernetes.io/dockerconfigjson` Secret.
-    #[serde(default)]
+    /// A kubernetes.io/dockerconfigjson Secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pull_secret: Option<SecretRef>,
-    /// How often an unpinned tag is checked (default 5 minutes).
-    #[serde(default)]
+    /// How often an unpinned tag is checked for a new digest (default 5m).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
     pub poll_interval: Option<String>,
 }
 
 /// A namespaced Secret.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub struct SecretRef {
     /// Namespace of the Secret.
     pub namespace: String,
@@ -74,18 +129,174 @@ pub struct SecretRef {
 }
 
 /// `spec.limits`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LimitsSpec {
-    /// Deadline of one call (`"5s"`).
-    #[serde(default)]
+    /// Deadline of one call, e.g. 5s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m)$"))]
     pub call_timeout: Option<String>,
-    /// Largest memory of one call (`"256Mi"`).
-    #[serde(default)]
+    /// Largest linear memory of one call, e.g. 256Mi.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
     pub memory: Option<String>,
-    /// Largest answer of one call (`"16Mi"`).
-    #[serde(default)]
+    /// Largest answer of one call, e.g. 16Mi.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
     pub output_size: Option<String>,
+}
+
+/// `status` of a WasmPlugin, as the WasmPlugin controller writes it: what
+/// serves, the `Ready` and `Degraded` conditions, and per-version counts.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "What serves, the Ready and Degraded conditions, and per-version counts.",
+    transform = kubernetes_schema
+)]
+pub struct WasmPluginStatus {
+    /// Manifest name of the plugin that serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    /// Manifest version that serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `sha256:<hex>` of the component that serves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Where the serving component came from, e.g. `file:/plugins/webapp.wasm`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// `file`, `configMap` or `oci` (the Source printer column).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_kind: Option<String>,
+    /// When the serving version was loaded (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub loaded_at: Option<String>,
+    /// The generation of the spec this status describes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` and `Degraded`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<WasmPluginCondition>>,
+    /// Every version this host ran for the WasmPlugin, with its counts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<VersionStatus>>,
+}
+
+/// One condition of a WasmPlugin's status.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WasmPluginCondition {
+    /// `Ready` or `Degraded`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Why, in one word an on-call engineer can search for (`Loaded`, `SourceNotFound`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What is wrong and what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the condition last changed status (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub last_transition_time: Option<String>,
+    /// The generation of the spec the condition describes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Reconcile and failure counts of one version a WasmPlugin ran.
+///
+/// The fields are optional in the schema, as in the hand-written CRD this
+/// one replaced; the controller always writes all four.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(description = "Reconcile and failure counts of one version this host ran.")]
+pub struct VersionStatus {
+    /// The manifest's version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// `sha256:<hex>` of the component.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Finished reconciles served by this version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciles: Option<i64>,
+    /// Reconciles of this version that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failures: Option<i64>,
+}
+
+/// Schema of a free JSON object that the API server stores as it is.
+fn free_form_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Makes schemars' output say what the CRD means (applied to the spec and
+/// the status; kube's derive then makes it structural):
+///
+/// - an `Option` field is an optional property, not a nullable one, as in
+///   the hand-written CRD this one replaced: the API server drops a `null`
+///   on write instead of storing it (to serde, both mean `None`); schemars
+///   would add `null` to the type, which becomes `nullable: true`;
+/// - formats Kubernetes does not define (`uint`, `uint64`, ... of unsigned
+///   integers) are dropped; the bounds are in `minimum`/`maximum`.
+fn kubernetes_schema(schema: &mut Schema) {
+    schemars::transform::transform_subschemas(&mut kubernetes_schema, schema);
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(types)) = object.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [single] = types.as_slice() {
+            let single = single.clone();
+            object.insert("type".into(), single);
+        }
+    }
+    // `Option<T>` of a schema without a type (e.g. the `oneOf` of an enum):
+    // `anyOf: [T, {type: null}]`, which becomes T.
+    if let Some(Value::Array(any_of)) = object.get("anyOf")
+        && let [inner, null] = any_of.as_slice()
+        && null.get("type").and_then(Value::as_str) == Some("null")
+        && let Value::Object(inner) = inner.clone()
+    {
+        object.remove("anyOf");
+        for (key, value) in inner {
+            object.entry(key).or_insert(value);
+        }
+    }
+    if object
+        .get("format")
+        .and_then(Value::as_str)
+        .is_some_and(|format| format.starts_with("uint"))
+    {
+        object.remove("format");
+    }
+}
+
+/// The comment at the top of deploy/crds/wasmplugin.yaml: the file is
+/// generated, and how to regenerate it.
+const CRD_YAML_HEADER: &str = "\
+# WasmPlugin: how a cluster operator deploys a wasm-operator plugin.
+# Generated from the types in host/src/wasmplugin/spec.rs; do not edit by hand.
+# Regenerate with `wasm-operator crd print > deploy/crds/wasmplugin.yaml`
+# (or `cargo run -p wasm-operator -- crd print`), then copy it to
+# examples/wasmplugin/crd.yaml: tests keep both equal to the generated CRD.
+";
+
+/// The WasmPlugin CRD as the YAML of deploy/crds/wasmplugin.yaml: a header
+/// comment, then `WasmPlugin::crd()`. `wasm-operator crd print` prints it.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    let crd = serde_yaml::to_string(&WasmPlugin::crd())?;
+    Ok(format!("{CRD_YAML_HEADER}{crd}"))
 }
 
 /// Default poll interval of an unpinned OCI tag.
@@ -254,5 +465,107 @@ mod tests {
         .unwrap();
         assert_eq!(cm.source.describe(), "configMap:n/c#k");
         assert!(WasmPluginSpec::from_object(&json!({"spec": {}})).is_err());
+    }
+
+    #[test]
+    fn the_type_is_the_resource_the_controller_watches() {
+        use kube::{CustomResourceExt, Resource};
+        assert_eq!(WasmPlugin::group(&()), super::super::GROUP);
+        assert_eq!(WasmPlugin::version(&()), super::super::VERSION);
+        assert_eq!(WasmPlugin::kind(&()), super::super::KIND);
+        assert_eq!(WasmPlugin::plural(&()), super::super::PLURAL);
+        assert_eq!(WasmPlugin::crd_name(), super::super::CRD_NAME);
+        assert_eq!(WasmPlugin::api_resource(), super::super::api_resource());
+    }
+
+    #[test]
+    fn the_crd_keeps_the_validations_of_the_hand_written_one() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(WasmPlugin::crd()).unwrap();
+        assert_eq!(crd["spec"]["scope"], "Cluster");
+        assert_eq!(crd["spec"]["names"]["shortNames"], json!(["wp"]));
+        let version = &crd["spec"]["versions"][0];
+        assert_eq!(version["subresources"]["status"], json!({}));
+        let root = &version["schema"]["openAPIV3Schema"];
+        assert_eq!(root["required"], json!(["spec"]));
+        let spec = &root["properties"]["spec"];
+        assert_eq!(spec["required"], json!(["source"]));
+        let source = &spec["properties"]["source"];
+        assert_eq!(
+            (&source["minProperties"], &source["maxProperties"]),
+            (&json!(1), &json!(1))
+        );
+        let oci = &source["properties"]["oci"]["properties"];
+        assert_eq!(oci["digest"]["pattern"], "^sha256:[a-f0-9]{64}$");
+        assert_eq!(oci["pollInterval"]["pattern"], "^[0-9]+(ms|s|m|h)$");
+        assert_eq!(oci["reference"]["minLength"], 1);
+        // schemars sorts `required`.
+        assert_eq!(
+            source["properties"]["configMap"]["required"],
+            json!(["key", "name", "namespace"])
+        );
+        let limits = &spec["properties"]["limits"]["properties"];
+        assert_eq!(limits["callTimeout"]["pattern"], "^[0-9]+(ms|s|m)$");
+        assert_eq!(limits["memory"]["pattern"], "^[0-9]+(Ki|Mi|Gi)?$");
+        assert_eq!(limits["outputSize"]["pattern"], "^[0-9]+(Ki|Mi|Gi)?$");
+        let concurrency = &spec["properties"]["concurrency"];
+        assert_eq!(concurrency["type"], "integer");
+        // k8s-openapi holds the bounds as f64.
+        let bounds = (
+            concurrency["minimum"].as_f64(),
+            concurrency["maximum"].as_f64(),
+        );
+        assert_eq!(bounds, (Some(1.0), Some(256.0)));
+        assert!(concurrency.get("format").is_none(), "{concurrency}");
+        let config = &spec["properties"]["config"];
+        assert_eq!(config["type"], "object");
+        assert_eq!(config["x-kubernetes-preserve-unknown-fields"], true);
+        // Optional is not nullable: the API server drops a `null`, as before.
+        assert!(!spec.to_string().contains("nullable"), "{spec}");
+        let status = &root["properties"]["status"]["properties"];
+        assert!(!status.to_string().contains("nullable"), "{status}");
+        assert_eq!(status["loadedAt"]["format"], "date-time");
+        assert_eq!(
+            status["conditions"]["items"]["required"],
+            json!(["status", "type"])
+        );
+    }
+
+    #[test]
+    fn the_status_the_controller_writes_reads_back_typed() {
+        use super::super::status::{Problem, Serving, build};
+        let serving = Serving {
+            plugin: "webapp".into(),
+            version: "0.1.0".into(),
+            digest: "sha256:ab".into(),
+            source: "file:/x".into(),
+            source_kind: "file".into(),
+            loaded_at: "2026-01-01T00:00:00Z".into(),
+        };
+        let problem = Problem {
+            reason: "InvalidComponent".into(),
+            message: "not wasm.".into(),
+        };
+        let versions = [crate::registry::VersionStats {
+            version: "0.1.0".into(),
+            digest: "sha256:ab".into(),
+            reconciles: 3,
+            failures: 1,
+        }];
+        let now = "2026-01-01T00:00:00Z";
+        for written in [
+            build(
+                Some(&serving),
+                Some(&problem),
+                &versions,
+                Some(2),
+                &Value::Null,
+                now,
+            ),
+            build(None, None, &[], Some(1), &Value::Null, now),
+        ] {
+            let typed: WasmPluginStatus = serde_json::from_value(written.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&typed).unwrap(), written);
+        }
     }
 }
