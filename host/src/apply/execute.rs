@@ -106,6 +106,9 @@ pub async fn execute(
     plan: &Plan,
 ) -> Result<Executed, ApplyError> {
     let mut done = Executed::default();
+    if plan.is_noop() {
+        return Ok(done);
+    }
     let primary_api = writer.api(writer.primary, obj.namespace().as_deref());
     let name = obj.name_any();
     let target = format!(

@@ -14,7 +14,7 @@ mod status;
 
 pub use children::owned_children;
 pub use events::EventSink;
-pub use execute::{Executed, Writer, execute};
+pub use execute::{Writer, execute};
 
 /// Why carrying out a plan failed.
 #[derive(Debug, thiserror::Error)]

@@ -65,7 +65,9 @@ impl Reflection {
                             continue;
                         }
                     };
-                    let _guard = gate.lock().unwrap_or_else(|p| p.into_inner());
+                    let _guard = gate
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     writer.apply_watcher_event(&event);
                     // `send` fails only without subscribers, which is fine.
                     match event {
@@ -116,7 +118,10 @@ impl Reflection {
 
     pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
         let (rx, snapshot) = {
-            let _guard = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let _guard = self
+                .gate
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let rx = self.tx.subscribe();
             let snapshot = if self.synced() {
                 self.store.state()

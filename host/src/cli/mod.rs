@@ -4,6 +4,7 @@
 
 pub mod connect;
 pub mod crd;
+#[cfg(feature = "devcluster")]
 pub mod dev;
 pub mod inspect;
 pub mod push;
@@ -52,6 +53,7 @@ pub enum Command {
     Run(run::RunArgs),
     /// Start a local devcluster with the workspace's plugins and examples,
     /// reloading plugins when they are rebuilt.
+    #[cfg(feature = "devcluster")]
     Dev(dev::DevArgs),
     /// Work with plugin files.
     #[command(subcommand)]
@@ -78,6 +80,7 @@ pub enum CliError {
     Connect(#[from] connect::ConnectError),
     #[error(transparent)]
     Run(#[from] run::RunError),
+    #[cfg(feature = "devcluster")]
     #[error(transparent)]
     Dev(#[from] crate::dev::DevError),
     #[error(transparent)]
@@ -99,6 +102,7 @@ impl Cli {
                 crate::telemetry::init_logging(json);
                 run::run(args).await
             }
+            #[cfg(feature = "devcluster")]
             Command::Dev(args) => {
                 crate::telemetry::init_logging(json);
                 dev::dev(args).await

@@ -30,7 +30,9 @@ pub struct Failures {
 
 impl Failures {
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Consecutive failures of `key` so far.

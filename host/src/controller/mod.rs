@@ -26,9 +26,6 @@ use crate::cache::{CacheLease, CacheView, SharedCache, api_resource};
 use crate::registry::ServingVersions;
 use crate::telemetry::Metrics;
 
-pub use backoff::{BASE as BACKOFF_BASE, CAP as BACKOFF_CAP};
-pub use reconcile::ReconcileError;
-
 /// A running controller. Dropping it without [`ControllerHandle::stop`]
 /// cancels it abruptly; `stop` lets calls in flight finish.
 #[derive(Debug)]

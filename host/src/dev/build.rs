@@ -152,8 +152,7 @@ fn tail(stdout: &[u8], stderr: &[u8], lines: usize) -> String {
 /// `$CARGO_TARGET_DIR` when set, `<workspace>/target` otherwise.
 pub fn default_wasm_dir(workspace_dir: &Path) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_dir.join("target"));
+        .map_or_else(|| workspace_dir.join("target"), PathBuf::from);
     target.join(WASM_TARGET).join("release")
 }
 

@@ -302,7 +302,7 @@ pub fn example_object_files(dir: &Path) -> Result<Vec<PathBuf>, ManifestError> {
         .filter(|path| {
             let yaml = matches!(
                 path.extension().and_then(|e| e.to_str()),
-                Some("yaml") | Some("yml")
+                Some("yaml" | "yml")
             );
             let crd = path.file_stem().and_then(|s| s.to_str()) == Some("crd");
             yaml && !crd && path.is_file()

@@ -468,7 +468,7 @@ async fn forward_transitions(
                 version,
                 digest,
             } => {
-                tracing::info!(file = %file.display(), plugin = %name, %version, %digest, "plugin loaded")
+                tracing::info!(file = %file.display(), plugin = %name, %version, %digest, "plugin loaded");
             }
             LoadOutcome::Unchanged => {}
             LoadOutcome::Removed => tracing::warn!(

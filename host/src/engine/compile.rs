@@ -63,6 +63,7 @@ pub(crate) fn load_component(
         // very configuration, atomically (temp file + rename), into the cache
         // directory the host owns. Wasmtime additionally checks the artifact's
         // header and compatibility before using it.
+        #[allow(unsafe_code)] // the host's only unsafe block; see SAFETY above
         match unsafe { Component::deserialize_file(engine, path) } {
             Ok(component) => {
                 counters.hits.fetch_add(1, Ordering::Relaxed);

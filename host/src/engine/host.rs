@@ -195,19 +195,19 @@ impl log::Host for HostState {
         let (plugin, version) = (&*self.plugin, &*self.version);
         match level {
             log::Level::Trace => {
-                tracing::trace!(target: "plugin", plugin, version, level = "trace", "{message}")
+                tracing::trace!(target: "plugin", plugin, version, level = "trace", "{message}");
             }
             log::Level::Debug => {
-                tracing::debug!(target: "plugin", plugin, version, level = "debug", "{message}")
+                tracing::debug!(target: "plugin", plugin, version, level = "debug", "{message}");
             }
             log::Level::Info => {
-                tracing::info!(target: "plugin", plugin, version, level = "info", "{message}")
+                tracing::info!(target: "plugin", plugin, version, level = "info", "{message}");
             }
             log::Level::Warn => {
-                tracing::warn!(target: "plugin", plugin, version, level = "warn", "{message}")
+                tracing::warn!(target: "plugin", plugin, version, level = "warn", "{message}");
             }
             log::Level::Error => {
-                tracing::error!(target: "plugin", plugin, version, level = "error", "{message}")
+                tracing::error!(target: "plugin", plugin, version, level = "error", "{message}");
             }
         }
     }

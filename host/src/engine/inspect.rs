@@ -68,7 +68,7 @@ fn describe(
             }
         }
         ComponentItem::ComponentFunc(func) => {
-            out.push_str(&format!("  {dir} {name}: {};\n", func_sig(func)))
+            out.push_str(&format!("  {dir} {name}: {};\n", func_sig(func)));
         }
         _ => out.push_str(&format!("  {dir} {name};\n")),
     }

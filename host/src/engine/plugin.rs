@@ -99,8 +99,7 @@ fn trap_summary(e: &wasmtime::Error) -> String {
             .iter()
             .map(|f| {
                 f.func_name()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("func[{}]", f.func_index()))
+                    .map_or_else(|| format!("func[{}]", f.func_index()), str::to_string)
             })
             .filter(|name| !machinery.iter().any(|m| name.contains(m)))
             .take(4)

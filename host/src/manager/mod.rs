@@ -116,7 +116,9 @@ type Controllers = Arc<Mutex<HashMap<String, ControllerHandle>>>;
 
 fn lock(controllers: &Controllers) -> MutexGuard<'_, HashMap<String, ControllerHandle>> {
     // Entries are inserted and removed whole; a poisoned map is consistent.
-    controllers.lock().unwrap_or_else(|p| p.into_inner())
+    controllers
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// What starting a controller needs, shared with the task applying changes.
@@ -298,7 +300,7 @@ impl Manager {
             .inner
             .applier
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some((cancel, task)) = applier {
             cancel.cancel();
@@ -319,7 +321,7 @@ impl Manager {
             .inner
             .telemetry
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(telemetry) = telemetry {
             telemetry.abort();

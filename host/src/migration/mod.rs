@@ -18,7 +18,7 @@ mod walk;
 
 use semver::Version;
 
-pub use validate::{UpgradedObject, merge_upgraded};
+pub use validate::merge_upgraded;
 pub use walk::{MigrationError, UpgradeOutcome, upgrade_object};
 
 /// The version to upgrade from, when `serving` must upgrade an object last

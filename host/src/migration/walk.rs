@@ -216,7 +216,7 @@ pub async fn upgrade_object(
         {
             Ok(o) => written = o,
             Err(error) => {
-                tracing::warn!(object = %job.object, %error, "cannot write the upgraded status")
+                tracing::warn!(object = %job.object, %error, "cannot write the upgraded status");
             }
         }
     }

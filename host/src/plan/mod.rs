@@ -31,9 +31,8 @@ pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
 pub use finalizer::{DeletionStep, FinalizerChange};
 pub use names::{
-    FINALIZER, HOST_ANNOTATION_PREFIX, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
-    MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, PLUGIN_LABEL, display_name, field_manager,
+    FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
+    MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
 };
 pub use status::build_status;
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 
+use super::names::PLUGIN_LABEL;
 use super::test_support::{manifest, primary};
 use super::*;
 use crate::contract::Event;

@@ -301,12 +301,18 @@ impl Registry {
 
     fn plugins(&self) -> MutexGuard<'_, HashMap<String, Arc<ServingVersions>>> {
         // Entries are replaced whole; a poisoned map is still consistent.
-        self.inner.plugins.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .plugins
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn stats_map(&self) -> MutexGuard<'_, HashMap<String, stats::PluginStats>> {
         // Only counters are inserted; a poisoned map is still consistent.
-        self.inner.stats.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The engine the plugins run in.
@@ -329,7 +335,7 @@ impl Registry {
             .inner
             .listener
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(tx);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
         rx
     }
 
@@ -339,7 +345,7 @@ impl Registry {
             .inner
             .listener
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let Some(listener) = listener else {
             return;

@@ -105,7 +105,7 @@ impl ServingVersions {
         // valid Arc.
         self.current
             .read()
-            .unwrap_or_else(|p| p.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
     }
 
@@ -116,7 +116,10 @@ impl ServingVersions {
 
     /// Makes `versions` the set new calls use; returns the previous one.
     pub(super) fn replace(&self, versions: VersionSet) -> Arc<VersionSet> {
-        let mut guard = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         std::mem::replace(&mut *guard, Arc::new(versions))
     }
 }

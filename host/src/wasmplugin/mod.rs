@@ -205,7 +205,7 @@ async fn supervise(
         workers.retain(|_, w| !w.task.is_finished());
         match event {
             Ok(watcher::Event::Init) => relisted = Some(Vec::new()),
-            Ok(watcher::Event::InitApply(object)) | Ok(watcher::Event::Apply(object)) => {
+            Ok(watcher::Event::InitApply(object) | watcher::Event::Apply(object)) => {
                 let Some(name) = object.metadata.name.clone() else {
                     continue;
                 };

@@ -38,10 +38,9 @@ pub fn spawn(client: kube::Client, source: Source, tx: mpsc::Sender<Trigger>) ->
                     // A pinned digest never changes: nothing to watch.
                     return;
                 }
-                let interval = match oci.poll_interval() {
-                    Ok(interval) => interval,
-                    // The worker reports the bad interval when it loads.
-                    Err(_) => return,
+                // A bad interval is reported by the worker when it loads.
+                let Ok(interval) = oci.poll_interval() else {
+                    return;
                 };
                 loop {
                     tokio::time::sleep(interval).await;
@@ -65,7 +64,7 @@ async fn watch_file(path: PathBuf, tx: mpsc::Sender<Trigger>) {
     let Some(dir) = path.parent().map(Path::to_path_buf) else {
         return;
     };
-    let Some(file_name) = path.file_name().map(|n| n.to_os_string()) else {
+    let Some(file_name) = path.file_name().map(std::ffi::OsStr::to_os_string) else {
         return;
     };
     let (raw_tx, mut raw_rx) = mpsc::unbounded_channel();

@@ -288,7 +288,10 @@ impl Worker {
     /// to let go). Loading it into the registry would otherwise swap another
     /// WasmPlugin's plugin.
     fn claim(&mut self, name: &str) -> Result<(), Problem> {
-        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        let mut claims = self
+            .claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         self.blocked_on = None;
         match claims.get(name) {
             Some(owner) if *owner != self.name => {
@@ -317,13 +320,19 @@ impl Worker {
 
     /// True when some WasmPlugin other than this one serves plugin `name`.
     fn claimed(&self, name: &str) -> bool {
-        let claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        let claims = self
+            .claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         claims.get(name).is_some_and(|owner| *owner != self.name)
     }
 
     /// Gives up this WasmPlugin's claim on plugin `name`.
     fn release(&self, name: &str) {
-        let mut claims = self.claims.lock().unwrap_or_else(|p| p.into_inner());
+        let mut claims = self
+            .claims
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if claims.get(name) == Some(&self.name) {
             claims.remove(name);
         }
