@@ -436,6 +436,9 @@ func up(o upOptions) (retErr error) {
 		"--kubeconfig=" + kcmKubeconfig,
 		"--authentication-kubeconfig=" + kcmKubeconfig,
 		"--authorization-kubeconfig=" + kcmKubeconfig,
+		// Authenticate its clients by TokenReview only: the apiserver has no
+		// request-header (front proxy) CA for it to look up.
+		"--authentication-skip-lookup=true",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(kcmPort),
 		"--tls-cert-file=" + p.ServingCert,
