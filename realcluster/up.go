@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -408,10 +409,14 @@ func up(o upOptions) (retErr error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
+	var interrupted atomic.Bool
+	watcherDone := make(chan struct{})
 	go func() {
+		defer close(watcherDone)
 		select {
 		case s := <-sigs:
-			logf("got %v during startup", s)
+			logf("got %v during startup, stopping", s)
+			interrupted.Store(true)
 			cancel()
 		case <-ctx.Done():
 		}
@@ -423,6 +428,9 @@ func up(o upOptions) (retErr error) {
 		return err
 	}
 	if err := poll(ctx, httpClient, server+"/readyz", p.Token, apiserver); err != nil {
+		if interrupted.Load() {
+			return nil
+		}
 		return err
 	}
 	logf("kube-apiserver ready at %s (%.1fs)", server, time.Since(start).Seconds())
@@ -455,6 +463,9 @@ func up(o upOptions) (retErr error) {
 		return err
 	}
 	if err := poll(ctx, httpClient, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort), p.Token, kcm, apiserver); err != nil {
+		if interrupted.Load() {
+			return nil
+		}
 		return err
 	}
 	logf("kube-controller-manager healthy (%.1fs)", time.Since(start).Seconds())
@@ -476,6 +487,10 @@ func up(o upOptions) (retErr error) {
 
 	// Run until a signal, or until a component dies.
 	cancel()
+	<-watcherDone
+	if interrupted.Load() { // the startup signal watcher took it
+		return nil
+	}
 	select {
 	case s := <-sigs:
 		logf("got %v, stopping", s)
