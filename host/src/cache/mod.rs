@@ -48,9 +48,13 @@ impl CacheEvent {
 /// Identifies one reflector: a kind and the namespace it watches (`None`: all).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CacheKey {
+    /// API group; empty for the core group.
     pub group: String,
+    /// API version within the group, e.g. `v1`.
     pub version: String,
+    /// CamelCase kind, e.g. `Deployment`.
     pub kind: String,
+    /// The one namespace watched; `None` watches the whole cluster.
     pub namespace: Option<String>,
 }
 

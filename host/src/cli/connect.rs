@@ -9,31 +9,47 @@ use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    /// The `--kubeconfig` file cannot be read or parsed.
     #[error("cannot read kubeconfig {}: {source}; check the --kubeconfig path", path.display())]
     Read {
+        /// The `--kubeconfig` path.
         path: PathBuf,
+        /// What kube said about the file.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The `--kubeconfig` file was read but yields no usable configuration
+    /// (unknown context, bad certificates...).
     #[error("kubeconfig {} cannot be used{}: {source}", path.display(), context_note(context))]
     Load {
+        /// The `--kubeconfig` path.
         path: PathBuf,
+        /// The `--context`, when one was given.
         context: Option<String>,
+        /// What kube said about the configuration.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// The `--context` cannot be used from the default kubeconfig
+    /// (`$KUBECONFIG` or `~/.kube/config`).
     #[error(
         "no kubeconfig context {context}: {source}; list contexts with `kubectl config get-contexts`"
     )]
     Context {
+        /// The `--context`.
         context: String,
+        /// What kube said about the context.
         #[source]
         source: kube::config::KubeconfigError,
     },
+    /// Neither flag was given and there is no default kubeconfig nor an
+    /// in-cluster service account.
     #[error(
         "cannot find cluster credentials: {0}; pass --kubeconfig, set $KUBECONFIG, or run inside a pod with a service account"
     )]
     Infer(#[source] kube::config::InferConfigError),
+    /// The configuration was found but no client can be built from it
+    /// (TLS setup, proxy...).
     #[error("cannot build a Kubernetes client: {0}")]
     Client(#[source] kube::Error),
 }

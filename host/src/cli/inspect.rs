@@ -24,22 +24,33 @@ pub struct InspectArgs {
 /// Why a plugin could not be inspected.
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
+    /// The component file cannot be read.
     #[error("cannot read plugin file {}: {source}; check the path", path.display())]
     Read {
+        /// The component file.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// The engine refused the component (not a component, wrong world,
+    /// invalid manifest...).
     #[error("{} is not a wasm-operator plugin: {source}", path.display())]
     Inspect {
+        /// The component file.
         path: PathBuf,
+        /// Why the engine refused it.
         #[source]
         source: EngineError,
     },
+    /// The inspection cannot be produced in the requested format (a host bug).
     #[error("cannot render the inspection of {} as {format}: {message}", path.display())]
     Render {
+        /// The component file.
         path: PathBuf,
+        /// The `--output` format.
         format: &'static str,
+        /// What failed: the serializer, or the task that ran the inspection.
         message: String,
     },
 }

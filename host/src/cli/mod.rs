@@ -24,6 +24,7 @@ pub struct Cli {
     /// Log line format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
+    /// What to do.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -42,7 +43,9 @@ pub enum LogFormat {
 pub enum OutputFormat {
     /// A human-readable summary.
     Text,
+    /// The full structure as YAML.
     Yaml,
+    /// The full structure as JSON.
     Json,
 }
 
@@ -76,19 +79,27 @@ pub enum PluginCommand {
 /// Why a command failed. Messages name the file or plugin and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// `run` found no usable cluster credentials or could not build a client.
     #[error(transparent)]
     Connect(#[from] connect::ConnectError),
+    /// `run` could not start.
     #[error(transparent)]
     Run(#[from] run::RunError),
     #[cfg(feature = "devcluster")]
+    /// `dev` could not start the devcluster or its plugins.
     #[error(transparent)]
     Dev(#[from] crate::dev::DevError),
+    /// `plugin inspect` failed.
     #[error(transparent)]
     Inspect(#[from] inspect::InspectError),
+    /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
+    /// `crd` failed.
     #[error(transparent)]
     Crd(#[from] crd::CrdError),
+    /// The Ctrl-C / SIGTERM handlers that stop a command cleanly could not
+    /// be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(#[source] std::io::Error),
 }

@@ -37,23 +37,33 @@ pub struct PushArgs {
 /// Why `plugin push` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
+    /// The component file cannot be read.
     #[error("cannot read plugin file {}: {source}; check the path", path.display())]
     Read {
+        /// The component file.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// The `--docker-config` file cannot be read.
     #[error("cannot read the docker config {}: {source}", path.display())]
     DockerConfig {
+        /// The `--docker-config` path.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// `--password-stdin` was given but stdin cannot be read.
     #[error("cannot read the password from stdin: {0}")]
     Password(#[source] std::io::Error),
+    /// The credentials are unusable or the registry refused the push.
     #[error("cannot push {}: {source}", file.display())]
     Push {
+        /// The component file.
         file: PathBuf,
+        /// What went wrong with the registry or the credentials.
         #[source]
         source: OciError,
     },

@@ -53,6 +53,8 @@ pub struct RunArgs {
 /// Why `run` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// `--config-for` was given without `--plugin`: `WasmPlugin` objects
+    /// carry their own config.
     #[error(
         "--config-for only applies to --plugin files; without --plugin, set spec.config on the WasmPlugin object instead"
     )]
@@ -60,29 +62,46 @@ pub enum RunError {
     /// The registry, telemetry or WasmPlugin controller could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
+    /// A `--config-for` value has no `=`; holds the value.
     #[error(
         "--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'"
     )]
     ConfigSyntax(String),
+    /// The JSON of a `--config-for` value does not parse.
     #[error("--config-for {name}: the value is not valid JSON: {source}")]
     ConfigJson {
+        /// The plugin name before the `=`.
         name: String,
+        /// Where the JSON breaks.
         #[source]
         source: serde_json::Error,
     },
+    /// A `--config-for` names no loaded plugin, likely a typo: refused
+    /// rather than ignored.
     #[error(
         "--config-for {name}: no plugin of that name was loaded (loaded: {loaded}); use the manifest name or the file name without .wasm"
     )]
-    ConfigUnused { name: String, loaded: String },
+    ConfigUnused {
+        /// The plugin name before the `=`.
+        name: String,
+        /// The manifest names of the plugins that were loaded, comma-separated.
+        loaded: String,
+    },
+    /// A `--plugin` file cannot be read.
     #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
     ReadPlugin {
+        /// The `--plugin` path.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// A `--plugin` file was read but could not be prepared or activated.
     #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
     LoadPlugin {
+        /// The `--plugin` path.
         path: PathBuf,
+        /// Why the registry refused it.
         #[source]
         source: Box<RegistryError>,
     },

@@ -15,7 +15,9 @@ pub use reason::{Reason, ReasonScope};
 /// Whether objects of a kind live in a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Scope {
+    /// Every object lives in a namespace (`Deployment`, `ConfigMap`).
     Namespaced,
+    /// Objects have no namespace (`Namespace`, `ClusterRole`).
     Cluster,
 }
 
@@ -25,9 +27,13 @@ pub enum Scope {
 pub struct ResourceKind {
     /// API group; empty for the core group.
     pub group: String,
+    /// API version within the group, e.g. `v1`.
     pub version: String,
+    /// CamelCase kind, e.g. `Deployment`.
     pub kind: String,
+    /// Lower-case plural used in URLs, e.g. `deployments`.
     pub plural: String,
+    /// Whether its objects live in a namespace.
     pub scope: Scope,
 }
 
@@ -51,16 +57,22 @@ impl ResourceKind {
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRef {
+    /// `group/version`, or just `version` for the core group (`v1`).
     pub api_version: String,
+    /// CamelCase kind, e.g. `Secret`.
     pub kind: String,
+    /// Absent for cluster-scoped objects.
     pub namespace: Option<String>,
+    /// `metadata.name`.
     pub name: String,
 }
 
 /// Optional interfaces a plugin really implements.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OptionalInterfaces {
+    /// `migration.convert` and `migration.upgrade` are real.
     pub migration: bool,
+    /// `backup.plan` and `backup.restore` are real.
     pub backup: bool,
 }
 
@@ -68,15 +80,28 @@ pub struct OptionalInterfaces {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Manifest {
+    /// Stable plugin name, e.g. `webapp`: used in field managers
+    /// (`wasm-operator/<name>`), labels and metrics.
     pub name: String,
     /// Semantic version, checked to parse when a version is loaded.
     pub version: String,
+    /// One line for humans (`wasm-operator plugin inspect`).
     pub description: String,
+    /// The kind this plugin reconciles.
     pub primary: ResourceKind,
+    /// The only kinds it may return as children; the host watches them and
+    /// prunes strays.
     pub owns: Vec<ResourceKind>,
+    /// Kinds it may read without owning them (the primary and owned kinds
+    /// are readable anyway).
     pub watches: Vec<ResourceKind>,
+    /// The host puts a finalizer on primaries and calls `finalize` before
+    /// they are deleted.
     pub finalizer: bool,
+    /// Which optional interfaces carry real implementations.
     pub implements: OptionalInterfaces,
+    /// Versions older than this one may not serve objects this version has
+    /// reconciled: the host refuses such a rollback. `None`: any may.
     pub min_compatible_version: Option<String>,
 }
 
@@ -103,8 +128,12 @@ impl Manifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallContext {
+    /// Version of the plugin being called, from its manifest.
     pub plugin_version: String,
+    /// 1 for the first attempt; grows with every retry of a failing object.
     pub attempt: u32,
+    /// The plugin version that last managed the object (annotation
+    /// `wasm-operator.dev/managed-by-version`), if any.
     pub managed_by_version: Option<String>,
     /// The deployment's `config`; `{}` when unset.
     pub config: Value,
@@ -117,15 +146,20 @@ pub struct Condition {
     pub kind: String,
     /// `True`, `False` or `Unknown`.
     pub status: String,
+    /// CamelCase, searchable, e.g. `DeploymentAvailable`.
     pub reason: String,
+    /// What a person reading the condition should know.
     pub message: String,
 }
 
 /// One event a plugin asks the host to record on the primary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
+    /// `Warning` when true, `Normal` otherwise.
     pub warning: bool,
+    /// CamelCase, e.g. `ScaledUp`.
     pub reason: String,
+    /// What a person reading the event should know.
     pub message: String,
 }
 
@@ -133,10 +167,16 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Desired {
+    /// The complete set of owned children, each a full object; owned
+    /// children not in it are deleted.
     pub children: Vec<Value>,
+    /// Fields to merge into the primary's `.status`.
     pub status: Option<Value>,
+    /// Conditions to set on the primary, merged by `kind`.
     pub conditions: Vec<Condition>,
+    /// Events to record on the primary.
     pub events: Vec<Event>,
+    /// Reconcile again after this many milliseconds even if nothing changes.
     pub requeue_after_ms: Option<u64>,
 }
 
@@ -154,6 +194,7 @@ pub enum Failure {
 /// A plugin's answer to `finalize`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Finalized {
+    /// Clean-up is complete: the host removes the finalizer.
     Done,
     /// Call again after this many milliseconds.
     Wait(u64),

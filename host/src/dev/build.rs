@@ -12,24 +12,34 @@ pub const WASM_TARGET: &str = "wasm32-wasip2";
 /// Why the plugins could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The plugins directory cannot be listed.
     #[error("cannot read the plugins directory {}: {source}", path.display())]
     ReadDir {
+        /// The plugins directory.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// Cargo could not be started.
     #[error("cannot start `{command}`: {source}; is cargo installed and on PATH?")]
     Spawn {
+        /// The cargo command line.
         command: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// The build ran and failed (a compile error in a plugin).
     #[error(
         "`{command}` failed ({status}); fix the errors below, or pass --no-build to use the .wasm files already built\n{output}"
     )]
     Failed {
+        /// The cargo command line.
         command: String,
+        /// How cargo exited.
         status: std::process::ExitStatus,
+        /// The last lines of cargo's output, where the first error usually is.
         output: String,
     },
 }

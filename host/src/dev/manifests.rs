@@ -25,42 +25,74 @@ const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Why a manifest could not be read or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
+    /// The manifest file cannot be read.
     #[error("cannot read manifest {}: {source}", path.display())]
     Read {
+        /// The manifest file.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
+    /// A YAML document of the file does not parse.
     #[error("manifest {} is not valid YAML (document {index}): {source}", path.display())]
     Parse {
+        /// The manifest file.
         path: PathBuf,
+        /// The document's position in the file, counting from 0.
         index: usize,
+        /// Where the YAML breaks.
         #[source]
         source: serde_yaml::Error,
     },
+    /// A document is not a complete object: it cannot be applied by name.
     #[error("manifest {} document {index} has no apiVersion, kind or metadata.name; every object needs all three", path.display())]
-    Incomplete { path: PathBuf, index: usize },
+    Incomplete {
+        /// The manifest file.
+        path: PathBuf,
+        /// The document's position in the file, counting from 0.
+        index: usize,
+    },
+    /// The API server refused an object (server-side apply).
     #[error("cannot apply {what} from {}: {source}", path.display())]
     Apply {
+        /// Which object, e.g. `WebApp/shop`.
         what: String,
+        /// The manifest file it came from.
         path: PathBuf,
+        /// The API server's answer.
         #[source]
         source: kube::Error,
     },
+    /// An object's kind is not served (its CRD is not installed): found
+    /// by discovery before applying.
     #[error("the API server does not serve {gvk} (needed by {} ); install its CRD first: {source}", path.display())]
     UnknownKind {
+        /// The object's `apiVersion kind`.
         gvk: String,
+        /// The manifest file it came from.
         path: PathBuf,
+        /// The discovery error.
         #[source]
         source: kube::Error,
     },
+    /// An applied CRD was not accepted in time, so its objects cannot be
+    /// applied yet.
     #[error(
         "CRD {name} did not become Established within {timeout:?}; check `kubectl get crd {name} -o yaml` for its conditions"
     )]
-    NotEstablished { name: String, timeout: Duration },
+    NotEstablished {
+        /// The CRD's name, e.g. `webapps.example.com`.
+        name: String,
+        /// How long the host waited.
+        timeout: Duration,
+    },
+    /// Watching the CRD for its `Established` condition failed.
     #[error("waiting for CRD {name} failed: {source}")]
     Wait {
+        /// The CRD's name.
         name: String,
+        /// What the watch reported.
         #[source]
         source: kube::runtime::wait::Error,
     },

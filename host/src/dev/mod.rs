@@ -102,28 +102,42 @@ impl DevOptions {
 /// Why a dev session could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DevError {
+    /// The embedded API server did not start.
     #[error("cannot start the embedded devcluster: {0}")]
     Cluster(#[from] DevClusterError),
+    /// The examples' CRDs could not be applied or did not become established.
     #[error("cannot install the example CRDs: {0}")]
     Crds(#[source] ManifestError),
+    /// The `WasmPlugin` object for a built component could not be applied.
     #[error("cannot deploy plugin {} as WasmPlugin {name}: {source}", file.display())]
     Deploy {
+        /// The `WasmPlugin` object's name.
         name: String,
+        /// The component file it points at.
         file: PathBuf,
+        /// The API server's answer.
         #[source]
         source: kube::Error,
     },
+    /// The example objects could not be applied.
     #[error("cannot apply the example objects: {0}")]
     Examples(#[source] ManifestError),
+    /// Building the workspace's plugins failed.
     #[error("cannot build the plugins: {0}")]
     Build(#[from] BuildError),
+    /// The manager around the devcluster could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
+    /// Not one component of the wasm directory loaded: a session without a
+    /// plugin has nothing to show.
     #[error(
         "no plugin could be loaded from {}; build them (`cargo build --release --target wasm32-wasip2`) or point --wasm-dir at a directory of .wasm files",
         dir.display()
     )]
-    NoPlugins { dir: PathBuf },
+    NoPlugins {
+        /// The directory of `.wasm` files (`--wasm-dir`).
+        dir: PathBuf,
+    },
 }
 
 /// What a session did while starting, for the CLI to print.

@@ -22,28 +22,51 @@ pub enum EngineError {
     #[error(
         "plugin {digest} does not compile: {message}; rebuild it with the wasm-operator SDK for wasm32-wasip2"
     )]
-    Compile { digest: String, message: String },
+    Compile {
+        /// The component's digest (`sha256:…`): before its manifest is read it has no other name.
+        digest: String,
+        /// Wasmtime's explanation.
+        message: String,
+    },
     /// The bytes are not a WebAssembly component.
     #[error(
         "plugin {digest} is not a WebAssembly component ({what}); build it with `cargo build --target wasm32-wasip2` and the wasm-operator SDK"
     )]
-    NotAComponent { digest: String, what: String },
+    NotAComponent {
+        /// The component's digest (`sha256:…`): before its manifest is read it has no other name.
+        digest: String,
+        /// What the bytes are instead, and how to build a component.
+        what: String,
+    },
     /// The component does not target the `wasm-operator:plugin` world.
     #[error(
         "plugin {digest} does not implement the wasm-operator:plugin world: {missing}; build it against wit/plugin.wit (world `plugin` or `reconciler-plugin`)"
     )]
-    WrongWorld { digest: String, missing: String },
+    WrongWorld {
+        /// The component's digest (`sha256:…`): before its manifest is read it has no other name.
+        digest: String,
+        /// What does not fit: an import the host lacks, a missing export, or
+        /// exports of other types (another contract version).
+        missing: String,
+    },
     /// The manifest the plugin returned is unusable.
     #[error(
         "plugin {digest} has an invalid manifest: {problem}; fix the plugin's manifest and rebuild it"
     )]
-    InvalidManifest { digest: String, problem: String },
+    InvalidManifest {
+        /// The component's digest (`sha256:…`): before its manifest is read it has no other name.
+        digest: String,
+        /// What is wrong with the manifest, or why `manifest` could not be called.
+        problem: String,
+    },
     /// Reading or writing the compiled-component cache failed.
     #[error(
         "compiled-component cache {path}: {source}; check that the directory exists and is writable"
     )]
     Io {
+        /// The cache file or directory.
         path: String,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -56,7 +79,12 @@ pub enum EngineError {
     #[error(
         "plugin {digest} cannot be checked yet: all {max_instances} instances of the engine's pool are in use by other calls, so its `manifest` could not run; the load is retried"
     )]
-    InstancePoolFull { digest: String, max_instances: u32 },
+    InstancePoolFull {
+        /// The component's digest (`sha256:…`): before its manifest is read it has no other name.
+        digest: String,
+        /// The pool's size (`--max-instances`).
+        max_instances: u32,
+    },
 }
 
 impl EngineError {
@@ -126,9 +154,13 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} trapped: {message}; this is a bug in the plugin, fix it or roll back to an earlier version"
     )]
     Trap {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The plugin's last lines on stderr (a panic's message) and what trapped.
         message: String,
     },
     /// The call ran past its deadline and was interrupted.
@@ -136,9 +168,13 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} did not finish within {timeout:?} and was interrupted; the plugin loops or is too slow, fix it or raise the plugin's timeout limit"
     )]
     Timeout {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The plugin's time limit per call.
         timeout: Duration,
     },
     /// The plugin tried to grow its memory beyond the call's limit.
@@ -146,9 +182,13 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} exceeded its memory limit of {limit} bytes; fix the plugin's memory use or raise the plugin's memory limit"
     )]
     MemoryExceeded {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The plugin's memory limit per call, in bytes.
         limit: usize,
     },
     /// The answer was larger than the call's output limit.
@@ -156,10 +196,15 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} returned {size} bytes, more than the limit of {limit} bytes; make the plugin return less or raise the plugin's output limit"
     )]
     OutputTooLarge {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The size of the answer, in bytes.
         size: usize,
+        /// The plugin's output limit per call, in bytes.
         limit: usize,
     },
     /// The answer breaks the contract (bad JSON, malformed children, ...).
@@ -167,9 +212,13 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} returned invalid output: {problem}; this is a bug in the plugin, fix it or roll back to an earlier version"
     )]
     InvalidOutput {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// What is wrong with the answer.
         problem: String,
     },
     /// The plugin read a kind its manifest does not declare.
@@ -177,9 +226,13 @@ pub enum CallError {
         "plugin {plugin} {version}: {function} tried to read {kind}, which its manifest does not declare; add the kind to the manifest's `watches` or stop reading it"
     )]
     CapabilityDenied {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The first undeclared kind it read, as `apiVersion/kind`.
         kind: String,
     },
     /// The plugin answered with a transient or permanent failure.
@@ -189,16 +242,25 @@ pub enum CallError {
     #[error(
         "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
     )]
-    NotImplemented { plugin: String, function: String },
+    NotImplemented {
+        /// The plugin's name, from its manifest.
+        plugin: String,
+        /// The function of the optional interface, e.g. `migration.upgrade`.
+        function: String,
+    },
     /// Every slot of the engine's instance pool is taken by calls in flight
     /// (pooling allocation only). Transient: the call is retried with backoff.
     #[error(
         "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls"
     )]
     InstancePoolFull {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The plugin's version, from its manifest.
         version: String,
+        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
         function: String,
+        /// The pool's size (`--max-instances`).
         max_instances: u32,
     },
     /// A host-side problem (not the plugin's fault).

@@ -14,6 +14,7 @@ pub struct Inspection {
     pub digest: String,
     /// Size of the component in bytes.
     pub size: usize,
+    /// What the component's `manifest` function returned (validated).
     pub manifest: contract::Manifest,
     /// The component's imports and exports as WIT-like text.
     pub world: String,

@@ -71,7 +71,10 @@ pub enum InstanceAllocation {
     /// calls run at once (a call beyond that fails with
     /// [`CallError::InstancePoolFull`]). Each slot reserves 4 GiB + guard of
     /// address space, never of memory.
-    Pooling { max_instances: u32 },
+    Pooling {
+        /// The pool's size: how many calls may run at once.
+        max_instances: u32,
+    },
 }
 
 impl InstanceAllocation {
@@ -87,10 +90,13 @@ impl InstanceAllocation {
 /// Outcome of one call, for metrics (`wasm_operator_plugin_call_duration_seconds`).
 #[derive(Debug, Clone, Copy)]
 pub struct CallReport<'a> {
+    /// The plugin's name, from its manifest.
     pub plugin: &'a str,
+    /// The plugin's version, from its manifest.
     pub version: &'a str,
     /// `manifest`, `reconcile`, `finalize`, `upgrade` or `convert`.
     pub function: &'a str,
+    /// Wall time of the call, instantiation included.
     pub duration: Duration,
     /// `"Ok"`, or the [`CallError::reason`] of the failure.
     pub outcome: &'static str,
@@ -99,6 +105,7 @@ pub struct CallReport<'a> {
 /// Receives a [`CallReport`] after every call. Must be cheap: it runs on the
 /// call's thread.
 pub trait CallObserver: Send + Sync {
+    /// Records one finished call, successful or not.
     fn observe(&self, report: &CallReport<'_>);
 }
 
@@ -166,7 +173,9 @@ impl std::fmt::Debug for EngineConfig {
 /// Hit/miss counts of the compiled-component disk cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct CacheStats {
+    /// Loads that found the compiled component on disk and skipped compiling.
     pub hits: u64,
+    /// Loads that compiled the component (and stored it, when writable).
     pub misses: u64,
 }
 

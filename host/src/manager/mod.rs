@@ -102,7 +102,9 @@ pub enum ManagerError {
     /// The telemetry endpoint could not bind.
     #[error("cannot serve telemetry on {addr}: {source}; pick another --metrics-addr")]
     Telemetry {
+        /// The `--metrics-addr`.
         addr: SocketAddr,
+        /// Why binding failed (in use, not permitted...).
         #[source]
         source: std::io::Error,
     },

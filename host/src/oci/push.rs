@@ -31,9 +31,15 @@ pub enum PushStep {
     /// Compiling the component to read its manifest and world.
     Inspecting,
     /// Uploading the component layer of `bytes` bytes.
-    UploadingLayer { bytes: u64 },
+    UploadingLayer {
+        /// The component's size.
+        bytes: u64,
+    },
     /// The layer is in the registry (uploaded now or already there).
-    LayerUploaded { bytes: u64 },
+    LayerUploaded {
+        /// The component's size.
+        bytes: u64,
+    },
     /// Uploading the config blob.
     UploadingConfig,
     /// Writing the manifest under the tag.

@@ -431,7 +431,7 @@ pub(crate) mod test_support {
     }
 
     pub fn with_finalizers(mut obj: DynamicObject, finalizers: &[&str]) -> DynamicObject {
-        obj.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+        obj.metadata.finalizers = Some(finalizers.iter().map(ToString::to_string).collect());
         obj
     }
 

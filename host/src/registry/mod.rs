@@ -105,7 +105,9 @@ pub enum RegistryError {
     /// The component could not be loaded.
     #[error("cannot load plugin from {source_name}: {}", error.with_remedy())]
     Load {
+        /// Where the component came from, e.g. `file:/path/webapp.wasm`.
         source_name: String,
+        /// Why the engine refused it.
         #[source]
         error: EngineError,
     },
@@ -120,9 +122,13 @@ pub enum RegistryError {
         "the component from {source_name} is plugin {name} {version}, but it was deployed as a new version of plugin {expected}; deploy another plugin on its own"
     )]
     PluginNameChanged {
+        /// Where the new component came from.
         source_name: String,
+        /// The name of the plugin it was deployed to replace.
         expected: String,
+        /// The new component's plugin name, from its manifest.
         name: String,
+        /// The new component's version.
         version: String,
     },
     /// Swapping to an older version that the running version declared
@@ -131,9 +137,14 @@ pub enum RegistryError {
         "refusing to roll plugin {name} back from {running_version} to {new_version}: version {running_version} declares min_compatible_version {min_compatible}, so {new_version} could corrupt objects it managed; {running_version} keeps serving. Deploy {min_compatible} or newer"
     )]
     RollbackRefused {
+        /// The plugin's name.
         name: String,
+        /// The serving version, which keeps serving.
         running_version: String,
+        /// The refused older version.
         new_version: String,
+        /// The serving version's `min_compatible_version`: the oldest
+        /// version that may replace it.
         min_compatible: String,
     },
     /// No plugin of that name runs.
@@ -142,7 +153,9 @@ pub enum RegistryError {
     /// A blocking task of the registry failed (a host bug).
     #[error("internal error while loading plugin from {source_name}: {message}")]
     Internal {
+        /// Where the component came from.
         source_name: String,
+        /// What failed.
         message: String,
     },
 }

@@ -12,8 +12,13 @@ use prometheus_client::registry::Registry;
 /// Outcome label of `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
+    /// The plan was carried out; the object is reconciled again when it
+    /// changes or at the resync.
     Success,
+    /// The call or a write failed; the object is retried with backoff.
     Error,
+    /// The plan was carried out and the plugin asked to be called again
+    /// after a delay (`requeue_after_ms`, or `finalize` still waiting).
     Requeue,
 }
 

@@ -33,7 +33,9 @@ pub enum SourceError {
     /// The file does not exist or cannot be read.
     #[error("cannot read plugin file {}: {source}; check spec.source.file.path and that the file is readable by the host", path.display())]
     File {
+        /// `spec.source.file.path`.
         path: PathBuf,
+        /// What the operating system said.
         #[source]
         source: std::io::Error,
     },
@@ -41,15 +43,25 @@ pub enum SourceError {
     #[error(
         "ConfigMap {namespace}/{name} does not exist; create it with `kubectl create configmap {name} -n {namespace} --from-file=KEY=plugin.wasm` or fix spec.source.configMap"
     )]
-    ConfigMapMissing { namespace: String, name: String },
+    ConfigMapMissing {
+        /// The ConfigMap's namespace.
+        namespace: String,
+        /// The ConfigMap's name.
+        name: String,
+    },
     /// The ConfigMap has no `binaryData[key]`.
     #[error(
         "ConfigMap {namespace}/{name} has no binaryData key {key:?} (it has: {present}); put the component under that key or fix spec.source.configMap.key"
     )]
     KeyMissing {
+        /// The ConfigMap's namespace.
         namespace: String,
+        /// The ConfigMap's name.
         name: String,
+        /// `spec.source.configMap.key`.
         key: String,
+        /// The keys the ConfigMap has (`data` and `binaryData`),
+        /// comma-separated, or `no keys`.
         present: String,
     },
     /// Reading the ConfigMap failed (API error).
@@ -57,8 +69,11 @@ pub enum SourceError {
         "cannot read ConfigMap {namespace}/{name}: {source}; the host retries when the ConfigMap changes"
     )]
     ConfigMapApi {
+        /// The ConfigMap's namespace.
         namespace: String,
+        /// The ConfigMap's name.
         name: String,
+        /// The API server's answer.
         #[source]
         source: kube::Error,
     },
@@ -66,12 +81,20 @@ pub enum SourceError {
     #[error(
         "{what} starts like gzip but does not decompress: {message}; store the component plain or as a valid .gz"
     )]
-    Gzip { what: String, message: String },
+    Gzip {
+        /// Where the data came from, e.g. `ConfigMap ns/name key k`.
+        what: String,
+        /// The decompressor's error.
+        message: String,
+    },
     /// Decompressed data beyond [`MAX_COMPONENT_BYTES`].
     #[error(
         "{what} decompresses to more than {MAX_COMPONENT_BYTES} bytes; that is not a plugin component"
     )]
-    TooLarge { what: String },
+    TooLarge {
+        /// Where the data came from, e.g. `ConfigMap ns/name key k`.
+        what: String,
+    },
     /// A spec value (e.g. the poll interval) is malformed.
     #[error(transparent)]
     Spec(#[from] SpecError),

@@ -310,12 +310,22 @@ pub enum SpecError {
     Invalid(String),
     /// A duration such as `callTimeout` is malformed.
     #[error("{field} {value:?} is not a duration; write e.g. \"500ms\", \"5s\", \"5m\" or \"1h\"")]
-    Duration { field: &'static str, value: String },
+    Duration {
+        /// The spec field, e.g. `limits.callTimeout`.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
     /// A size such as `memory` is malformed.
     #[error(
         "{field} {value:?} is not a size; write e.g. \"65536\", \"512Ki\", \"256Mi\" or \"1Gi\""
     )]
-    Size { field: &'static str, value: String },
+    Size {
+        /// The spec field, e.g. `limits.memory`.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+    },
 }
 
 impl WasmPluginSpec {
@@ -533,19 +543,8 @@ mod tests {
 
     #[test]
     fn the_status_the_controller_writes_reads_back_typed() {
-        use super::super::status::{Problem, Serving, build};
-        let serving = Serving {
-            plugin: "webapp".into(),
-            version: "0.1.0".into(),
-            digest: "sha256:ab".into(),
-            source: "file:/x".into(),
-            source_kind: "file".into(),
-            loaded_at: "2026-01-01T00:00:00Z".into(),
-        };
-        let problem = Problem {
-            reason: "InvalidComponent".into(),
-            message: "not wasm.".into(),
-        };
+        use super::super::status::{build, sample};
+        let (serving, problem) = sample();
         let versions = [crate::registry::VersionStats {
             version: "0.1.0".into(),
             digest: "sha256:ab".into(),

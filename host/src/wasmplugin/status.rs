@@ -137,24 +137,32 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
     }
 }
 
+/// A serving version and a rejection, as the tests of status and of the
+/// typed status use them.
+#[cfg(test)]
+pub(super) fn sample() -> (Serving, Problem) {
+    let serving = Serving {
+        plugin: "webapp".into(),
+        version: "0.1.0".into(),
+        digest: "sha256:ab".into(),
+        source: "file:/x".into(),
+        source_kind: "file".into(),
+        loaded_at: "2026-01-01T00:00:00Z".into(),
+    };
+    let problem = Problem {
+        reason: "InvalidComponent".into(),
+        message: "not wasm.".into(),
+    };
+    (serving, problem)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn degraded_keeps_ready_while_a_version_serves() {
-        let serving = Serving {
-            plugin: "webapp".into(),
-            version: "0.1.0".into(),
-            digest: "sha256:ab".into(),
-            source: "file:/x".into(),
-            source_kind: "file".into(),
-            loaded_at: "2026-01-01T00:00:00Z".into(),
-        };
-        let problem = Problem {
-            reason: "InvalidComponent".into(),
-            message: "not wasm.".into(),
-        };
+        let (serving, problem) = sample();
         let first = build(Some(&serving), None, &[], Some(1), &Value::Null, "t1");
         assert_eq!(first["conditions"][0]["status"], "True");
         assert_eq!(first["conditions"][1]["status"], "False");
