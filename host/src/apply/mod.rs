@@ -16,6 +16,8 @@ pub use children::owned_children;
 pub use events::EventSink;
 pub use execute::{Writer, execute};
 
+use crate::contract::Reason;
+
 /// Why carrying out a plan failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -35,7 +37,7 @@ impl ApplyError {
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            ApplyError::Api { .. } => "ApplyFailed",
+            ApplyError::Api { .. } => Reason::ApplyFailed.as_str(),
         }
     }
 

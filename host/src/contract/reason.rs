@@ -109,6 +109,9 @@ reasons! {
     RollbackRefused => WasmPlugin,
     /// Loading failed for a reason not listed above.
     LoadFailed => WasmPlugin,
+    /// The engine refused a component given with `run --plugin` (a
+    /// WasmPlugin names the finer `InvalidComponent`).
+    InvalidPlugin => WasmPlugin,
     /// The wasm engine could not start.
     EngineUnavailable => WasmPlugin,
     /// No plugin of that name is loaded.

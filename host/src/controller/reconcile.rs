@@ -14,7 +14,7 @@ use kube::{Client, ResourceExt};
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
 use crate::cache::{CacheLease, object_text};
-use crate::contract::{CallContext, Failure};
+use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
@@ -78,9 +78,9 @@ impl ReconcileError {
             ReconcileError::Call(e) => e.reason(),
             ReconcileError::Plan(e) => e.reason(),
             ReconcileError::Apply(e) => e.reason(),
-            ReconcileError::Upgrade(MigrationError::Api { .. }) => "ApplyFailed",
-            ReconcileError::Upgrade(_) => "UpgradeFailed",
-            ReconcileError::Incompatible { .. } => "IncompatibleVersion",
+            ReconcileError::Upgrade(MigrationError::Api { .. }) => Reason::ApplyFailed.as_str(),
+            ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
+            ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
         }
     }
 
@@ -419,7 +419,7 @@ async fn prepare(
                     &ctx.primary,
                     &written,
                     false,
-                    "Upgraded",
+                    Reason::Upgraded.as_str(),
                     &message,
                     EventAction::Upgrade.as_str(),
                 )

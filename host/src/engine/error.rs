@@ -11,6 +11,7 @@
 use std::time::Duration;
 
 use crate::contract::Failure;
+use crate::contract::Reason;
 
 /// Why a plugin could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -272,17 +273,17 @@ impl CallError {
     /// The condition/event reason an on-call engineer can search for.
     pub fn reason(&self) -> &'static str {
         match self {
-            CallError::Trap { .. } => "PluginTrap",
-            CallError::Timeout { .. } => "PluginTimeout",
-            CallError::MemoryExceeded { .. } => "PluginMemoryExceeded",
-            CallError::OutputTooLarge { .. } => "PluginOutputTooLarge",
-            CallError::InvalidOutput { .. } => "PluginInvalidOutput",
-            CallError::CapabilityDenied { .. } => "CapabilityDenied",
-            CallError::Failed(Failure::Transient(_)) => "ReconcileFailed",
-            CallError::Failed(Failure::Permanent(_)) => "ReconcilePermanentFailure",
-            CallError::NotImplemented { .. } => "NotImplemented",
-            CallError::InstancePoolFull { .. } => "InstancePoolFull",
-            CallError::Internal(_) => "InternalError",
+            CallError::Trap { .. } => Reason::PluginTrap.as_str(),
+            CallError::Timeout { .. } => Reason::PluginTimeout.as_str(),
+            CallError::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
+            CallError::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
+            CallError::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
+            CallError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
+            CallError::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
+            CallError::Failed(Failure::Permanent(_)) => Reason::ReconcilePermanentFailure.as_str(),
+            CallError::NotImplemented { .. } => Reason::NotImplemented.as_str(),
+            CallError::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
+            CallError::Internal(_) => Reason::InternalError.as_str(),
         }
     }
 

@@ -36,7 +36,7 @@ pub use names::{
 };
 pub use status::build_status;
 
-use crate::contract::{Condition, Desired, Finalized, Manifest};
+use crate::contract::{Condition, Desired, Finalized, Manifest, Reason};
 
 /// A child of the primary as a cache shows it.
 #[derive(Debug, Clone)]
@@ -229,8 +229,8 @@ impl PlanError {
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            PlanError::CapabilityDenied { .. } => "CapabilityDenied",
-            PlanError::InvalidChild { .. } => "PluginInvalidOutput",
+            PlanError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
+            PlanError::InvalidChild { .. } => Reason::PluginInvalidOutput.as_str(),
         }
     }
 }
@@ -272,7 +272,7 @@ pub fn reconcile(
             only_if_pruned: Some(key.clone()),
             ..PlannedEvent::new(
                 false,
-                "ChildPruned",
+                Reason::ChildPruned.as_str(),
                 format!(
                     "deleted {key}: no longer desired by plugin {}",
                     manifest.name
@@ -300,7 +300,7 @@ pub fn reconcile(
         conditions.push(condition(
             "Ready",
             "True",
-            "ReconcileSucceeded",
+            Reason::ReconcileSucceeded.as_str(),
             &ok_message,
         ));
     }
@@ -308,7 +308,7 @@ pub fn reconcile(
         conditions.push(condition(
             "Degraded",
             "False",
-            "ReconcileSucceeded",
+            Reason::ReconcileSucceeded.as_str(),
             &ok_message,
         ));
     }
@@ -351,7 +351,7 @@ pub fn finalize(primary: &DynamicObject, answer: Option<Finalized>, ctx: &PlanCo
     Plan {
         events: vec![PlannedEvent::new(
             false,
-            "Finalized",
+            Reason::Finalized.as_str(),
             format!(
                 "plugin {} {} finalized the object",
                 manifest.name, manifest.version

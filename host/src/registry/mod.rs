@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::contract::Reason;
 use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
 use crate::telemetry::Metrics;
 
@@ -182,14 +183,16 @@ impl RegistryError {
     /// A short CamelCase reason for conditions and events.
     pub fn reason(&self) -> &'static str {
         match self {
-            RegistryError::Engine(_) => "EngineUnavailable",
-            RegistryError::Load { error, .. } if error.is_transient() => "InstancePoolFull",
-            RegistryError::Load { .. } => "InvalidPlugin",
-            RegistryError::PrimaryKindChanged(_) => "PrimaryKindChanged",
-            RegistryError::PluginNameChanged { .. } => "PluginNameChanged",
-            RegistryError::RollbackRefused { .. } => "RollbackRefused",
-            RegistryError::NotLoaded(_) => "NotLoaded",
-            RegistryError::Internal { .. } => "InternalError",
+            RegistryError::Engine(_) => Reason::EngineUnavailable.as_str(),
+            RegistryError::Load { error, .. } if error.is_transient() => {
+                Reason::InstancePoolFull.as_str()
+            }
+            RegistryError::Load { .. } => Reason::InvalidPlugin.as_str(),
+            RegistryError::PrimaryKindChanged(_) => Reason::PrimaryKindChanged.as_str(),
+            RegistryError::PluginNameChanged { .. } => Reason::PluginNameChanged.as_str(),
+            RegistryError::RollbackRefused { .. } => Reason::RollbackRefused.as_str(),
+            RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
+            RegistryError::Internal { .. } => Reason::InternalError.as_str(),
         }
     }
 }

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 
 use super::spec::{OciSpec, SecretRef};
+use crate::contract::Reason;
 use crate::oci::{self, DockerConfig, OciError, OciSource};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
@@ -40,18 +41,22 @@ impl OciSourceError {
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            OciSourceError::Secret { .. } => "InvalidPullSecret",
+            OciSourceError::Secret { .. } => Reason::InvalidPullSecret.as_str(),
             OciSourceError::Registry(error) => match error {
                 OciError::DigestMismatch { .. } | OciError::LayerDigestMismatch { .. } => {
-                    "DigestMismatch"
+                    Reason::DigestMismatch.as_str()
                 }
-                OciError::Unreachable { .. } => "RegistryUnreachable",
-                OciError::NotFound { .. } => "SourceNotFound",
-                OciError::Unauthorized { .. } => "RegistryUnauthorized",
-                OciError::NotWasm { .. } | OciError::InvalidComponent { .. } => "InvalidComponent",
-                OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => "InvalidSpec",
-                OciError::InvalidDockerConfig(_) => "InvalidPullSecret",
-                _ => "PullFailed",
+                OciError::Unreachable { .. } => Reason::RegistryUnreachable.as_str(),
+                OciError::NotFound { .. } => Reason::SourceNotFound.as_str(),
+                OciError::Unauthorized { .. } => Reason::RegistryUnauthorized.as_str(),
+                OciError::NotWasm { .. } | OciError::InvalidComponent { .. } => {
+                    Reason::InvalidComponent.as_str()
+                }
+                OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => {
+                    Reason::InvalidSpec.as_str()
+                }
+                OciError::InvalidDockerConfig(_) => Reason::InvalidPullSecret.as_str(),
+                _ => Reason::PullFailed.as_str(),
             },
         }
     }

@@ -9,6 +9,7 @@ use kube::Api;
 
 use super::oci_source;
 use super::spec::{Source, SpecError};
+use crate::contract::Reason;
 
 /// A component decompressed from a ConfigMap may be at most this large: a
 /// gzip bomb must not exhaust the host's memory.
@@ -109,10 +110,12 @@ impl SourceError {
         match self {
             SourceError::File { .. }
             | SourceError::ConfigMapMissing { .. }
-            | SourceError::KeyMissing { .. } => "SourceNotFound",
-            SourceError::ConfigMapApi { .. } => "SourceUnavailable",
-            SourceError::Gzip { .. } | SourceError::TooLarge { .. } => "InvalidComponent",
-            SourceError::Spec(_) => "InvalidSpec",
+            | SourceError::KeyMissing { .. } => Reason::SourceNotFound.as_str(),
+            SourceError::ConfigMapApi { .. } => Reason::SourceUnavailable.as_str(),
+            SourceError::Gzip { .. } | SourceError::TooLarge { .. } => {
+                Reason::InvalidComponent.as_str()
+            }
+            SourceError::Spec(_) => Reason::InvalidSpec.as_str(),
             SourceError::Oci(e) => e.reason(),
         }
     }

@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use crate::contract::Reason;
 use crate::registry::VersionStats;
 
 /// The version a WasmPlugin serves now.
@@ -88,19 +89,24 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
             (
                 "Ready",
                 "True",
-                "Loaded".into(),
+                Reason::Loaded.as_str().into(),
                 format!(
                     "{} {} ({}) from {} serves",
                     s.plugin, s.version, s.digest, s.source
                 ),
             ),
-            ("Degraded", "False", "Loaded".into(), String::new()),
+            (
+                "Degraded",
+                "False",
+                Reason::Loaded.as_str().into(),
+                String::new(),
+            ),
         ),
         (Some(s), Some(p)) => (
             (
                 "Ready",
                 "True",
-                "Loaded".into(),
+                Reason::Loaded.as_str().into(),
                 format!(
                     "the last good version {} {} ({}) keeps serving; the new one was rejected ({})",
                     s.plugin, s.version, s.digest, p.reason
@@ -150,7 +156,7 @@ pub(super) fn sample() -> (Serving, Problem) {
         loaded_at: "2026-01-01T00:00:00Z".into(),
     };
     let problem = Problem {
-        reason: "InvalidComponent".into(),
+        reason: Reason::InvalidComponent.as_str().into(),
         message: "not wasm.".into(),
     };
     (serving, problem)

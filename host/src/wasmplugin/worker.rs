@@ -18,6 +18,7 @@ use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
 use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
+use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
 use crate::registry::{ActivationOptions, Registry, RegistryError};
 
@@ -161,8 +162,12 @@ impl Worker {
         let spec = match WasmPluginSpec::from_object(&self.object.data) {
             Ok(spec) => spec,
             Err(error) => {
-                self.reject(problem("InvalidSpec", error.to_string()), false, None)
-                    .await;
+                self.reject(
+                    problem(Reason::InvalidSpec.as_str(), error.to_string()),
+                    false,
+                    None,
+                )
+                .await;
                 self.write_status().await;
                 return;
             }
@@ -201,8 +206,12 @@ impl Worker {
                 concurrency: spec.concurrency,
             },
             Err(error) => {
-                self.reject(problem("InvalidSpec", error.to_string()), false, None)
-                    .await;
+                self.reject(
+                    problem(Reason::InvalidSpec.as_str(), error.to_string()),
+                    false,
+                    None,
+                )
+                .await;
                 self.write_status().await;
                 return;
             }
@@ -297,7 +306,7 @@ impl Worker {
             Some(owner) if *owner != self.name => {
                 self.blocked_on = Some(name.to_string());
                 Err(problem(
-                    "PluginNameConflict",
+                    Reason::PluginNameConflict.as_str(),
                     format!(
                         "plugin {name} is already served by WasmPlugin {owner}; a plugin is served by one WasmPlugin: edit {owner} or delete it first."
                     ),
@@ -452,7 +461,7 @@ impl Worker {
         match self.registry.unload(&s.plugin).await {
             Ok(()) | Err(RegistryError::NotLoaded(_)) => {
                 let transition = Transition {
-                    reason: "Unloaded".into(),
+                    reason: Reason::Unloaded.as_str().into(),
                     warning: false,
                     retrying: false,
                     plugin: s.plugin.clone(),
@@ -484,14 +493,14 @@ impl Worker {
 fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
     let (reason, message) = match from {
         None => (
-            "Loaded",
+            Reason::Loaded.as_str(),
             format!(
                 "loaded {} {} ({}) from {}",
                 to.plugin, to.version, to.digest, to.source
             ),
         ),
         Some(old) if old.digest == to.digest => (
-            "Reloaded",
+            Reason::Reloaded.as_str(),
             format!(
                 "reloaded {} {} with new settings from {}",
                 to.plugin, to.version, to.source
@@ -505,7 +514,11 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
                 (Ok(new), Ok(old)) => new < old,
                 _ => false,
             };
-            let reason = if older { "RolledBack" } else { "Swapped" };
+            let reason = if older {
+                Reason::RolledBack.as_str()
+            } else {
+                Reason::Swapped.as_str()
+            };
             (
                 reason,
                 format!(
@@ -581,9 +594,9 @@ fn engine_reason(error: &EngineError) -> &'static str {
         EngineError::NotAComponent { .. }
         | EngineError::Compile { .. }
         | EngineError::WrongWorld { .. }
-        | EngineError::InvalidManifest { .. } => "InvalidComponent",
-        EngineError::InstancePoolFull { .. } => "InstancePoolFull",
-        _ => "LoadFailed",
+        | EngineError::InvalidManifest { .. } => Reason::InvalidComponent.as_str(),
+        EngineError::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
+        _ => Reason::LoadFailed.as_str(),
     }
 }
 
