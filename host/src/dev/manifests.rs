@@ -134,7 +134,7 @@ pub fn read_manifest(path: &Path) -> Result<Vec<ManifestObject>, ManifestError> 
 
 /// Every YAML document of `text` (read from `path`, named in errors),
 /// skipping empty ones and expanding `kind: List` wrappers.
-pub fn parse_manifest(text: &str, path: &Path) -> Result<Vec<ManifestObject>, ManifestError> {
+fn parse_manifest(text: &str, path: &Path) -> Result<Vec<ManifestObject>, ManifestError> {
     let mut objects = Vec::new();
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(document).map_err(|source| ManifestError::Parse {
@@ -181,7 +181,7 @@ pub async fn install_crds(client: &Client, path: &Path) -> Result<Vec<String>, M
     install_crd_objects(client, read_manifest(path)?, path).await
 }
 
-/// [`install_crds`] for CRDs already read (e.g. compiled into the binary)
+/// [`install_crds`] for CRDs already in hand (e.g. generated from a type),
 /// from `path`.
 pub async fn install_crd_objects(
     client: &Client,

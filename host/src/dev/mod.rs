@@ -28,15 +28,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{Registry, RegistryOptions};
-use crate::wasmplugin::AuditRecord;
+use crate::wasmplugin::{AuditRecord, WasmPlugin};
 use build::{BuildError, PluginCrate};
+use kube::CustomResourceExt;
 use manifests::ManifestError;
 use progress::Step;
 pub use wasmplugins::{LoadEvent, LoadOutcome, PluginFilter};
-
-/// The WasmPlugin CRD, as `deploy/crds/wasmplugin.yaml` holds it when this
-/// binary was built: dev installs it wherever it runs from.
-const WASMPLUGIN_CRD: &str = include_str!("../../../deploy/crds/wasmplugin.yaml");
 
 /// How long dev waits for the first verdict on each plugin it deploys.
 const FIRST_LOAD_TIMEOUT: Duration = Duration::from_secs(300);
@@ -536,9 +533,14 @@ async fn install_crds(
     client: &kube::Client,
     examples_dir: &Path,
 ) -> Result<Vec<String>, ManifestError> {
+    // Generated from the type this binary serves, so dev works from any
+    // directory (deploy/crds/wasmplugin.yaml is the same CRD, checked by a test).
     let origin = Path::new("deploy/crds/wasmplugin.yaml");
-    let wasmplugin = manifests::parse_manifest(WASMPLUGIN_CRD, origin)?;
-    let mut crds = manifests::install_crd_objects(client, wasmplugin, origin).await?;
+    let wasmplugin = manifests::ManifestObject {
+        path: origin.to_path_buf(),
+        object: serde_json::to_value(WasmPlugin::crd()).unwrap_or_default(),
+    };
+    let mut crds = manifests::install_crd_objects(client, vec![wasmplugin], origin).await?;
     for dir in example_dirs(examples_dir)? {
         let crd = dir.join("crd.yaml");
         if crd.is_file() {

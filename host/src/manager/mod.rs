@@ -116,9 +116,10 @@ pub enum ManagerError {
 /// The running plugin controllers, by plugin name.
 type Controllers = Arc<Mutex<HashMap<String, ControllerHandle>>>;
 
-fn lock(controllers: &Controllers) -> MutexGuard<'_, HashMap<String, ControllerHandle>> {
-    // Entries are inserted and removed whole; a poisoned map is consistent.
-    controllers
+/// Locks `mutex` even when poisoned: everything the manager keeps behind a
+/// lock is replaced whole, so a panic elsewhere never leaves it half-written.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -298,12 +299,7 @@ impl Manager {
     /// left empty. Calling it again does nothing.
     pub async fn shutdown(&self) {
         self.stop_wasmplugins().await;
-        let applier = self
-            .inner
-            .applier
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let applier = lock(&self.inner.applier).take();
         if let Some((cancel, task)) = applier {
             cancel.cancel();
             if let Err(error) = task.await
@@ -319,12 +315,7 @@ impl Manager {
         futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
         // Nobody listens any more: this only empties the registry.
         self.inner.registry.unload_all().await;
-        let telemetry = self
-            .inner
-            .telemetry
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
+        let telemetry = lock(&self.inner.telemetry).take();
         if let Some(telemetry) = telemetry {
             telemetry.abort();
         }

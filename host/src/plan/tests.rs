@@ -88,6 +88,16 @@ fn settle(mut obj: DynamicObject, plan: &Plan) -> DynamicObject {
     obj
 }
 
+/// [`reconcile`] of `primary` with its observed `children`.
+fn plan_of(
+    primary: &DynamicObject,
+    children: &[OwnedChild],
+    answer: &Desired,
+    ctx: &PlanContext<'_>,
+) -> Result<Plan, PlanError> {
+    reconcile(&Observed { primary, children }, answer, ctx)
+}
+
 fn desired(children: Vec<Value>) -> Desired {
     Desired {
         children,
@@ -157,15 +167,7 @@ fn nothing_changed_plans_no_write() {
     let created = reconcile(&observed, &answer, &ctx(&m)).unwrap();
     let settled = settle(first.clone(), &created);
 
-    let again = reconcile(
-        &Observed {
-            primary: &settled,
-            children: &[],
-        },
-        &answer,
-        &ctx(&m),
-    )
-    .unwrap();
+    let again = plan_of(&settled, &[], &answer, &ctx(&m)).unwrap();
     assert!(again.is_noop(), "{again:#?}");
     assert_eq!(again.requeue, Requeue::Resync);
 }
@@ -175,26 +177,10 @@ fn unchanged_children_are_applied_again_and_nothing_else() {
     let m = manifest();
     let answer = desired(vec![service("shop")]);
     let first = primary();
-    let created = reconcile(
-        &Observed {
-            primary: &first,
-            children: &[],
-        },
-        &answer,
-        &ctx(&m),
-    )
-    .unwrap();
+    let created = plan_of(&first, &[], &answer, &ctx(&m)).unwrap();
     let settled = settle(first.clone(), &created);
     let children = [observed_child("services", "Service", "shop")];
-    let again = reconcile(
-        &Observed {
-            primary: &settled,
-            children: &children,
-        },
-        &answer,
-        &ctx(&m),
-    )
-    .unwrap();
+    let again = plan_of(&settled, &children, &answer, &ctx(&m)).unwrap();
     // Server-side apply is idempotent and takes back drifted fields: sent
     // every time. Everything else is skipped.
     assert_eq!(again.apply.len(), 1);
@@ -210,15 +196,7 @@ fn update_writes_the_new_generation_and_keeps_the_marks() {
     let m = manifest();
     let first = primary();
     let answer = desired(vec![service("shop")]);
-    let created = reconcile(
-        &Observed {
-            primary: &first,
-            children: &[],
-        },
-        &answer,
-        &ctx(&m),
-    )
-    .unwrap();
+    let created = plan_of(&first, &[], &answer, &ctx(&m)).unwrap();
     let mut edited = settle(first.clone(), &created);
     edited.metadata.generation = Some(2);
     let children = [observed_child("services", "Service", "shop")];
@@ -226,15 +204,7 @@ fn update_writes_the_new_generation_and_keeps_the_marks() {
         now: Utc.with_ymd_and_hms(2025, 1, 3, 0, 0, 0).single().unwrap(),
         ..ctx(&m)
     };
-    let updated = reconcile(
-        &Observed {
-            primary: &edited,
-            children: &children,
-        },
-        &answer,
-        &later,
-    )
-    .unwrap();
+    let updated = plan_of(&edited, &children, &answer, &later).unwrap();
     let status = updated.status.as_ref().unwrap();
     assert_eq!(status["observedGeneration"], 2);
     assert_eq!(status["conditions"][0]["observedGeneration"], 2);
@@ -259,15 +229,7 @@ fn prunes_undesired_children_with_an_event_each() {
         observed_child("configmaps", "ConfigMap", "old-config"),
         deleting,
     ];
-    let plan = reconcile(
-        &Observed {
-            primary: &obj,
-            children: &children,
-        },
-        &desired(vec![service("shop")]),
-        &ctx(&m),
-    )
-    .unwrap();
+    let plan = plan_of(&obj, &children, &desired(vec![service("shop")]), &ctx(&m)).unwrap();
     let pruned = key("ConfigMap", "old-config");
     assert_eq!(plan.prune.keys().collect::<Vec<_>>(), vec![&pruned]);
     assert_eq!(plan.prune[&pruned].resource.plural, "configmaps");
@@ -289,11 +251,9 @@ fn capability_refusal_plans_nothing() {
     let obj = primary();
     let children = [observed_child("services", "Service", "shop")];
     let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}});
-    let err = reconcile(
-        &Observed {
-            primary: &obj,
-            children: &children,
-        },
+    let err = plan_of(
+        &obj,
+        &children,
         &desired(vec![service("shop"), secret]),
         &ctx(&m),
     )
@@ -313,15 +273,7 @@ fn plugin_conditions_replace_the_defaults() {
         conditions: vec![condition("Ready", "False", "Waiting", "pods starting")],
         ..desired(vec![])
     };
-    let plan = reconcile(
-        &Observed {
-            primary: &obj,
-            children: &[],
-        },
-        &answer,
-        &ctx(&m),
-    )
-    .unwrap();
+    let plan = plan_of(&obj, &[], &answer, &ctx(&m)).unwrap();
     let kinds: Vec<_> = plan
         .conditions
         .iter()

@@ -289,6 +289,15 @@ impl std::fmt::Debug for Registry {
     }
 }
 
+/// Locks `mutex` even when poisoned: the registry replaces what it keeps
+/// behind a lock whole (entries, counters, the listener), so a panic
+/// elsewhere never leaves it half-written.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 impl Registry {
     /// A registry with no plugins.
     ///
@@ -316,19 +325,11 @@ impl Registry {
     }
 
     fn plugins(&self) -> MutexGuard<'_, HashMap<String, Arc<ServingVersions>>> {
-        // Entries are replaced whole; a poisoned map is still consistent.
-        self.inner
-            .plugins
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.plugins)
     }
 
     fn stats_map(&self) -> MutexGuard<'_, HashMap<String, stats::PluginStats>> {
-        // Only counters are inserted; a poisoned map is still consistent.
-        self.inner
-            .stats
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.stats)
     }
 
     /// The engine the plugins run in.
@@ -347,22 +348,13 @@ impl Registry {
     /// [`Announcement`]; a dropped receiver lets them proceed unannounced.
     pub fn announcements(&self) -> mpsc::UnboundedReceiver<Announcement> {
         let (tx, rx) = mpsc::unbounded_channel();
-        *self
-            .inner
-            .listener
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tx);
+        *lock(&self.inner.listener) = Some(tx);
         rx
     }
 
     /// Announces `change` and waits until the listener applied it.
     async fn announce(&self, change: VersionChange) {
-        let listener = self
-            .inner
-            .listener
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let listener = lock(&self.inner.listener).clone();
         let Some(listener) = listener else {
             return;
         };
