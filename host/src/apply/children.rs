@@ -36,20 +36,41 @@ pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) ->
     out
 }
 
-/// Server-side apply of one child (force, field manager
-/// `wasm-operator/<plugin>`).
+/// Server-side apply of one child, field manager `wasm-operator/<plugin>`.
+///
+/// Forced only when the caches showed the child as this primary's
+/// ([`ChildApply::exists`]): then it takes back fields another manager
+/// changed. A child the caches did not show is applied without force, so if
+/// it exists after all (created since the cache synced) and another manager
+/// owns any field the host sets, the API server answers 409 and the child
+/// is not taken over ([`ApplyError::Conflict`]). The window that remains:
+/// an object created by someone else within one cache lag whose fields are
+/// all disjoint from the child's (or equal to them) is co-owned: the apply
+/// adds the host's labels and controller ownerReference to it, and from then
+/// on it counts as this primary's child (and is pruned with it).
 pub(super) async fn apply(
     writer: &Writer<'_>,
     key: &ChildKey,
     child: &ChildApply,
 ) -> Result<(), ApplyError> {
-    let params = PatchParams::apply(&field_manager(writer.plugin)).force();
-    writer
+    let mut params = PatchParams::apply(&field_manager(writer.plugin));
+    if child.exists {
+        params = params.force();
+    }
+    match writer
         .api(&child.resource, key.namespace.as_deref())
         .patch(&key.name, &params, &Patch::Apply(&child.document))
         .await
-        .map_err(|e| ApplyError::api("server-side apply of", key.to_string(), e))?;
-    Ok(())
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 && !child.exists => {
+            Err(ApplyError::Conflict {
+                target: key.to_string(),
+                message: status.message.clone(),
+            })
+        }
+        Err(e) => Err(ApplyError::api("server-side apply of", key.to_string(), e)),
+    }
 }
 
 /// Deletes one child (background propagation). Returns false when it was

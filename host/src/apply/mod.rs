@@ -21,7 +21,8 @@ use crate::contract::Reason;
 /// Why carrying out a plan failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    /// The API server refused or failed a write; retried with backoff.
+    /// The API server failed a write in a way a retry may fix (5xx, 429,
+    /// a 409 on an update, a connection error); retried with backoff.
     #[error(
         "{action} {target} failed: {source}; the host retries with backoff, check the API server and RBAC if it persists"
     )]
@@ -31,33 +32,104 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// The API server refused a write with a 4xx status that a retry of the
+    /// same request cannot fix (400, 403, 404, 405, 413, 415, 422).
+    #[error(
+        "{action} {target} was refused by the API server ({code} {status}): {message}; the host does not retry until the object changes. Fix the plugin's output or the host's permissions"
+    )]
+    Rejected {
+        action: &'static str,
+        target: String,
+        code: u16,
+        status: String,
+        message: String,
+    },
+    /// A child the caches did not show already existed with fields another
+    /// manager owns: it was created by someone else (the cache had not
+    /// seen it yet), so it was not taken over.
+    #[error(
+        "{target} already exists and its fields are owned by someone else ({message}); it was not taken over and will never be pruned. Rename the child in the plugin or delete the existing object"
+    )]
+    Conflict { target: String, message: String },
 }
+
+/// Statuses that are the request's fault: the same request is refused again.
+const PERMANENT_CODES: [u16; 7] = [400, 403, 404, 405, 413, 415, 422];
 
 impl ApplyError {
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
             ApplyError::Api { .. } => Reason::ApplyFailed.as_str(),
+            ApplyError::Rejected { .. } => Reason::ApplyRejected.as_str(),
+            ApplyError::Conflict { .. } => Reason::ChildConflict.as_str(),
         }
     }
 
-    /// True when retrying cannot help. API failures are worth a retry: the
-    /// server, RBAC or a conflicting writer may change.
+    /// True when retrying cannot help until the object changes. API
+    /// failures in general are worth a retry (the server, RBAC or a
+    /// conflicting writer may change); a refusal of the request itself is
+    /// not.
     pub fn is_permanent(&self) -> bool {
         match self {
             ApplyError::Api { .. } => false,
+            ApplyError::Rejected { .. } | ApplyError::Conflict { .. } => true,
         }
     }
 
+    /// Classifies a failed write by its HTTP status (never by its text).
     pub(crate) fn api(
         action: &'static str,
         target: impl Into<String>,
         source: kube::Error,
     ) -> ApplyError {
-        ApplyError::Api {
-            action,
-            target: target.into(),
-            source,
+        match source {
+            kube::Error::Api(status) if PERMANENT_CODES.contains(&status.code) => {
+                ApplyError::Rejected {
+                    action,
+                    target: target.into(),
+                    code: status.code,
+                    status: status.reason.clone(),
+                    message: status.message.clone(),
+                }
+            }
+            source => ApplyError::Api {
+                action,
+                target: target.into(),
+                source,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "message": format!("the server says {code}"),
+            "reason": "Invalid", "code": code,
+        }))
+        .unwrap();
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn refusals_of_the_request_are_permanent_the_rest_is_retried() {
+        for code in [400, 403, 404, 422] {
+            let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(code));
+            assert!(e.is_permanent(), "{code}");
+            assert_eq!(e.reason(), "ApplyRejected");
+            assert!(
+                e.to_string().contains(&format!("the server says {code}")),
+                "{e}"
+            );
+        }
+        for code in [409, 429, 500, 503] {
+            let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(code));
+            assert!(!e.is_permanent(), "{code}");
+            assert_eq!(e.reason(), "ApplyFailed");
         }
     }
 }

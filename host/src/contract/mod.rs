@@ -5,11 +5,13 @@
 //! Plugin output is untrusted: [`Desired::validate`] checks an answer against the
 //! contract before anything acts on it.
 
+pub mod limits;
 mod reason;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};
 
 /// Whether objects of a kind live in a namespace.

@@ -70,6 +70,24 @@ reasons! {
     ReconcilePermanentFailure => Reconcile,
     /// The API server refused a write (retried with backoff).
     ApplyFailed => Reconcile,
+    /// The API server refused a write in a way retrying cannot fix (400,
+    /// 403, 422, ...): waits for the object to change.
+    ApplyRejected => Reconcile,
+    /// A desired child already exists and is not controlled by this
+    /// primary: nothing is written.
+    ChildConflict => Reconcile,
+    /// The answer desires more children than the plugin's limit: nothing
+    /// is written.
+    TooManyChildren => Reconcile,
+    /// The status patch is larger than the plugin's limit: nothing is
+    /// written.
+    StatusTooLarge => Reconcile,
+    /// The answer was clamped (a message truncated, events dropped, a
+    /// requeue delayed, a rate limited); the write proceeded.
+    LimitExceeded => Reconcile,
+    /// One object was reconciled more often than its rate limit allows
+    /// (a Warning event); the next reconcile is delayed.
+    HotLoop => Reconcile,
     /// Every instance of the engine's pool was busy (retried with backoff).
     InstancePoolFull => Reconcile,
     /// The plugin does not implement an optional interface the host needed.

@@ -126,6 +126,7 @@ impl ControllerHandle {
             events: EventSink::new(client, &manifest.name),
             metrics,
             failures: Default::default(),
+            rates: Default::default(),
         });
         let name = manifest.name.clone();
         let task = tokio::spawn(

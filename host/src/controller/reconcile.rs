@@ -3,27 +3,30 @@
 //! ([`crate::plan`], pure), execute the plan ([`crate::apply`]), and report
 //! failures on the object the same way (a failure plan).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
 use crate::cache::{CacheLease, object_text};
+use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
-    self, DeletionStep, EventAction, FailureReport, MANAGED_BY_VERSION_ANNOTATION,
-    MIN_COMPATIBLE_VERSION_ANNOTATION, Observed, OwnedChild, Plan, PlanContext, PlanError, Requeue,
-    display_name,
+    self, Admission, ChildKey, DeletionStep, EventAction, FailureReport, Limit,
+    MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, ObjectRates, Observed,
+    OwnedChild, Plan, PlanContext, PlanError, Requeue, display_name,
 };
 use crate::registry::{ActiveVersion, ServingVersions};
-use crate::telemetry::{Metrics, ReconcileResult};
+use crate::telemetry::{Metrics, ReconcileResult, WriteKind};
 
 /// How often a healthy object is reconciled even if nothing changes, so drift
 /// the watches cannot see is eventually corrected.
@@ -40,6 +43,35 @@ pub(super) struct Context {
     pub events: EventSink,
     pub metrics: Metrics,
     pub failures: Failures,
+    /// Per-object rate-limit state (reconciles, events), by object key.
+    pub rates: Mutex<HashMap<String, ObjectRates>>,
+}
+
+/// Objects whose rate state is kept before idle entries are forgotten.
+const RATES_KEPT: usize = 1024;
+
+impl Context {
+    /// Runs `f` on the rate state of the object `key` (created full).
+    fn with_rates<R>(
+        &self,
+        key: &str,
+        limits: &ReconcileLimits,
+        f: impl FnOnce(&mut ObjectRates) -> R,
+    ) -> R {
+        let now = Utc::now();
+        // The map holds plain values; a poisoned lock still holds valid ones.
+        let mut rates = self
+            .rates
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if rates.len() > RATES_KEPT {
+            rates.retain(|_, r| !r.is_idle(limits, now));
+        }
+        let entry = rates
+            .entry(key.to_string())
+            .or_insert_with(|| ObjectRates::new(limits, now));
+        f(entry)
+    }
 }
 
 /// Why a reconcile failed.
@@ -255,6 +287,13 @@ async fn run(
         Prepared::Retry => return Ok(Outcome::after_ms(RETRY_AFTER_CONFLICT_MS)),
     };
     let obj = upgraded.as_deref().unwrap_or(obj);
+    let key = failure_key(obj);
+    let limits = active.limits;
+    if let Admission::Delay { wait, first } =
+        ctx.with_rates(&key, &limits, |r| r.admit_reconcile(&limits, Utc::now()))
+    {
+        return Ok(hot_loop(obj, ctx, &limits, wait, first).await);
+    }
     let Observation {
         owned,
         children,
@@ -265,23 +304,118 @@ async fn run(
         .plugin
         .reconcile(&call_ctx, object, children, ctx.cache.clone())
         .await?;
+    let existing = existing(
+        ctx,
+        &plan::children::desired_keys(manifest, obj, &desired.children),
+    );
     let observed = Observed {
         primary: obj,
         children: &owned,
+        existing: &existing,
     };
     let plan_ctx = PlanContext {
         manifest,
         now: Utc::now(),
+        limits,
     };
     // A refused child means no plan, hence no write at all.
-    let plan = plan::reconcile(&observed, &desired, &plan_ctx)?;
+    let plan = ctx
+        .with_rates(&key, &limits, |rates| {
+            plan::reconcile(&observed, &desired, &plan_ctx, rates)
+        })
+        .inspect_err(|error| {
+            ctx.metrics.refusal(&ctx.plugin, error.reason());
+            if let Some(limit) = error.limit() {
+                ctx.metrics.limit_breach(&ctx.plugin, limit.as_str());
+            }
+        })?;
+    for breach in &plan.breaches {
+        ctx.metrics.limit_breach(&ctx.plugin, breach.limit.as_str());
+    }
     execute(obj, ctx, &plan).await?;
     Ok(Outcome::of(plan.requeue))
 }
 
-/// Carries out `plan`, logging what was written.
+/// What the owned kinds' caches show at `keys` (the takeover check of
+/// [`plan::reconcile`]): lookups by key, no list.
+fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<DynamicObject>> {
+    keys.iter()
+        .filter_map(|key| {
+            let lease = ctx.owned.iter().find(|l| {
+                let ar = l.api_resource();
+                ar.api_version == key.api_version && ar.kind == key.kind
+            })?;
+            let mut reference = ObjectRef::new_with(&key.name, lease.api_resource().clone());
+            if let Some(ns) = &key.namespace {
+                reference = reference.within(ns);
+            }
+            lease.store().get(&reference).map(|obj| (key.clone(), obj))
+        })
+        .collect()
+}
+
+/// The object is reconciled more often than its rate limit allows: nothing
+/// is called or written now, the reconcile waits for the next token. The
+/// first delay of a streak records a `HotLoop` Warning event; the next
+/// reconcile that runs reports the loop in `Degraded` ([`plan::reconcile`]).
+async fn hot_loop(
+    obj: &DynamicObject,
+    ctx: &Context,
+    limits: &ReconcileLimits,
+    wait: Duration,
+    first: bool,
+) -> Outcome {
+    ctx.metrics
+        .limit_breach(&ctx.plugin, Limit::ReconcileRate.as_str());
+    if first {
+        let message = format!(
+            "hot loop: plugin {} reconciled this object more than {} times in a row at more than one per {} ms; further reconciles are delayed. Look for a requeue-after loop or two writers fighting over the object or a child",
+            ctx.plugin,
+            limits.reconcile_burst,
+            limits.reconcile_refill.as_millis()
+        );
+        tracing::warn!(
+            plugin = %ctx.plugin,
+            object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
+            "{message}"
+        );
+        ctx.events
+            .publish(
+                &ctx.primary,
+                obj,
+                true,
+                Reason::HotLoop.as_str(),
+                &message,
+                EventAction::Reconcile.as_str(),
+            )
+            .await;
+        ctx.metrics.events(&ctx.plugin, 1, 0);
+    }
+    Outcome::after_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Carries out `plan`, logging what was written and counting it.
 async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
     let executed = apply::execute(&writer(ctx), obj, plan).await?;
+    let m = &ctx.metrics;
+    m.writes(&ctx.plugin, WriteKind::Apply, executed.applied);
+    m.writes(&ctx.plugin, WriteKind::Prune, executed.pruned.len());
+    m.writes(
+        &ctx.plugin,
+        WriteKind::Status,
+        usize::from(executed.status_written),
+    );
+    m.writes(
+        &ctx.plugin,
+        WriteKind::Annotations,
+        usize::from(executed.annotated),
+    );
+    m.writes(
+        &ctx.plugin,
+        WriteKind::Finalizer,
+        usize::from(executed.finalizer != plan::FinalizerChange::Unchanged),
+    );
+    m.events(&ctx.plugin, executed.events, plan.events_dropped);
     tracing::debug!(
         plugin = %ctx.plugin,
         object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
@@ -339,6 +473,7 @@ async fn finalize(
     let plan_ctx = PlanContext {
         manifest,
         now: Utc::now(),
+        limits: active.limits,
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     execute(obj, ctx, &plan).await?;
@@ -451,9 +586,18 @@ async fn report_failure(
     error: &ReconcileError,
 ) {
     let (plugin, version) = (&active.info.name, &active.info.version);
+    let limits = active.limits;
+    let mut message = error.message(plugin, version);
+    if message.len() > limits.max_condition_message_bytes {
+        // A plugin's failure message is its own text: bounded like a
+        // condition message before it reaches the object or the log.
+        message = plan::truncate(&message, limits.max_condition_message_bytes);
+        ctx.metrics
+            .limit_breach(plugin, Limit::ConditionMessage.as_str());
+    }
     let report = FailureReport {
         reason: error.reason().to_string(),
-        message: error.message(plugin, version),
+        message,
     };
     tracing::warn!(
         plugin = %plugin, version = %version, reason = %report.reason,
@@ -464,8 +608,16 @@ async fn report_failure(
     if !matches!(error, ReconcileError::Apply(ApplyError::Api { .. })) {
         ctx.metrics.plugin_failure(plugin, version, error.reason());
     }
-    let plan = plan::failure(obj, &report, Utc::now());
-    if let Err(e) = apply::execute(&writer(ctx), obj, &plan).await {
+    let mut plan = plan::failure(obj, &report, Utc::now());
+    let (events, dropped) = ctx.with_rates(&failure_key(obj), &limits, |rates| {
+        rates.correlate(std::mem::take(&mut plan.events), &limits, Utc::now())
+    });
+    plan.events = events;
+    plan.events_dropped = dropped;
+    if dropped > 0 {
+        ctx.metrics.limit_breach(plugin, Limit::EventRate.as_str());
+    }
+    if let Err(e) = execute(obj, ctx, &plan).await {
         tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
     }
 }

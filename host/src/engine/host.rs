@@ -68,6 +68,54 @@ pub(crate) struct HostState {
     pub denied: Vec<String>,
     pub stdout: MemoryOutputPipe,
     pub stderr: MemoryOutputPipe,
+    /// What is left of the call's log budget, the bytes emitted and cut.
+    pub log: LogBudget,
+}
+
+/// The log bytes one call may still emit (see `CallLimits::log_bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LogBudget {
+    /// The limit per call.
+    pub limit: usize,
+    /// Bytes emitted so far.
+    pub emitted: usize,
+    /// Bytes cut off.
+    pub dropped: usize,
+}
+
+impl LogBudget {
+    pub fn new(limit: usize) -> LogBudget {
+        LogBudget {
+            limit,
+            emitted: 0,
+            dropped: 0,
+        }
+    }
+
+    /// The part of `message` that fits the budget, with a note on the first
+    /// cut (later lines are dropped silently: the note said so once).
+    /// `None` when nothing is left.
+    pub fn admit<'m>(&mut self, message: &'m str) -> Option<std::borrow::Cow<'m, str>> {
+        let left = self.limit.saturating_sub(self.emitted);
+        if message.len() <= left {
+            self.emitted += message.len();
+            return Some(std::borrow::Cow::Borrowed(message));
+        }
+        let first_cut = self.dropped == 0;
+        let mut end = left;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.emitted += end;
+        self.dropped = self.dropped.saturating_add(message.len() - end);
+        first_cut.then(|| {
+            std::borrow::Cow::Owned(format!(
+                "{}… [log truncated: the plugin exceeded its limit of {} log bytes per call (spec.limits.logSize); the rest of this call's log is dropped]",
+                &message[..end],
+                self.limit
+            ))
+        })
+    }
 }
 
 impl HostState {
@@ -77,6 +125,7 @@ impl HostState {
         manifest: Option<Arc<contract::Manifest>>,
         cache: Option<Arc<dyn CacheReader>>,
         memory_limit: usize,
+        log_limit: usize,
     ) -> HostState {
         let stdout = MemoryOutputPipe::new(STDIO_CAPACITY);
         let stderr = MemoryOutputPipe::new(STDIO_CAPACITY);
@@ -105,17 +154,25 @@ impl HostState {
             denied: Vec::new(),
             stdout,
             stderr,
+            log: LogBudget::new(log_limit),
         }
     }
 
-    /// Emits what the plugin wrote to stdout/stderr as tracing records.
-    pub fn flush_stdio(&self, function: &str) {
-        for (stream, pipe) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+    /// Emits what the plugin wrote to stdout/stderr as tracing records,
+    /// within what is left of the call's log budget.
+    pub fn flush_stdio(&mut self, function: &str) {
+        for (stream, pipe) in [
+            ("stdout", self.stdout.clone()),
+            ("stderr", self.stderr.clone()),
+        ] {
             let bytes = pipe.contents();
             if bytes.is_empty() {
                 continue;
             }
             for line in String::from_utf8_lossy(&bytes).lines() {
+                let Some(line) = self.log.admit(line) else {
+                    continue;
+                };
                 tracing::info!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}");
             }
         }
@@ -192,6 +249,9 @@ impl cache::Host for HostState {
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
+        let Some(message) = self.log.admit(&message) else {
+            return;
+        };
         let (plugin, version) = (&*self.plugin, &*self.version);
         match level {
             log::Level::Trace => {
@@ -210,5 +270,21 @@ impl log::Host for HostState {
                 tracing::error!(target: "plugin", plugin, version, level = "error", "{message}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LogBudget;
+
+    #[test]
+    fn the_log_budget_truncates_once_then_drops() {
+        let mut budget = LogBudget::new(10);
+        assert_eq!(budget.admit("12345").as_deref(), Some("12345"));
+        let cut = budget.admit("abcdefghij").unwrap();
+        assert!(cut.starts_with("abcde… [log truncated"), "{cut}");
+        assert!(cut.contains("limit of 10 log bytes"), "{cut}");
+        assert_eq!(budget.admit("more"), None);
+        assert_eq!((budget.emitted, budget.dropped), (10, 9));
     }
 }

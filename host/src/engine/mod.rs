@@ -47,6 +47,10 @@ pub struct CallLimits {
     pub memory_bytes: usize,
     /// Largest answer (sum of the returned strings). Default 16 MiB.
     pub output_bytes: usize,
+    /// Log bytes one call may emit, through the `log` import and
+    /// stdout/stderr together; the rest is truncated, with one note saying
+    /// so. Default 64 KiB.
+    pub log_bytes: usize,
 }
 
 impl Default for CallLimits {
@@ -55,6 +59,7 @@ impl Default for CallLimits {
             timeout: Duration::from_secs(5),
             memory_bytes: 256 << 20,
             output_bytes: 16 << 20,
+            log_bytes: 64 << 10,
         }
     }
 }
@@ -100,6 +105,10 @@ pub struct CallReport<'a> {
     pub duration: Duration,
     /// `"Ok"`, or the [`CallError::reason`] of the failure.
     pub outcome: &'static str,
+    /// Log bytes the call emitted (after truncation).
+    pub log_bytes: usize,
+    /// Log bytes the call's log limit cut off.
+    pub log_dropped: usize,
 }
 
 /// Receives a [`CallReport`] after every call. Must be cheap: it runs on the

@@ -443,6 +443,7 @@ impl LoadedPlugin {
             manifest,
             cache,
             self.limits.memory_bytes,
+            self.limits.log_bytes,
         );
         let mut store = Store::new(&inner.engine.inner.wasmtime, state);
         store.limiter(|s| &mut s.limiter);
@@ -454,8 +455,8 @@ impl LoadedPlugin {
             Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => Err(Fault::PoolFull),
             Err(e) => Err(Fault::Instantiate(e)),
         };
+        store.data_mut().flush_stdio(function);
         let state = store.data();
-        state.flush_stdio(function);
         let result = match state.denied.first() {
             // Reported even when the plugin swallowed the refusal and answered.
             Some(kind) => Err(self.call_error(function, |plugin, version, function| {
@@ -475,6 +476,8 @@ impl LoadedPlugin {
                 function,
                 duration: started.elapsed(),
                 outcome: result.as_ref().map_or_else(CallError::reason, |_| "Ok"),
+                log_bytes: state.log.emitted,
+                log_dropped: state.log.dropped,
             });
         }
         result

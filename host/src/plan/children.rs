@@ -3,12 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 use serde_json::{Value, json};
 
-use super::names::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, PLUGIN_LABEL, display_name};
+use super::names::{
+    HOST_ANNOTATION_PREFIX, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PLUGIN_LABEL, display_name,
+};
+use super::validate::{metadata_problem, name_problem, namespace_problem};
 use super::{OwnedChild, PlanError};
 use crate::cache::api_resource;
 use crate::contract::{Manifest, Scope};
@@ -59,6 +63,10 @@ pub struct ChildApply {
     /// The plugin's document with namespace, the host labels and the
     /// controller ownerReference filled in, server-owned fields removed.
     pub document: Value,
+    /// The caches showed the child (as this primary's): the apply is
+    /// forced to take back fields another manager changed. A child not
+    /// shown is created without force (see `apply`).
+    pub exists: bool,
 }
 
 /// One owned child to delete: no longer in the desired set.
@@ -75,15 +83,17 @@ fn str_field<'a>(v: &'a Value, pointer: &str) -> &'a str {
 }
 
 /// Checks every desired child against the manifest and completes it: the
-/// namespace defaults to the primary's, the two host labels and a controller
-/// ownerReference to the primary are added.
+/// namespace defaults to the primary's, the metadata the host controls is
+/// replaced (see [`sanitize_metadata`]): the two host labels and a
+/// controller ownerReference to the primary are set.
 ///
 /// # Errors
 ///
 /// [`PlanError::CapabilityDenied`] when any child is of a kind the plugin does
 /// not own: the whole set is refused (no partial writes).
 /// [`PlanError::InvalidChild`] for a namespaced child outside its owner's
-/// namespace.
+/// namespace, or metadata the API server would refuse
+/// ([`super::validate`]).
 pub fn complete(
     manifest: &Manifest,
     primary: &DynamicObject,
@@ -114,6 +124,12 @@ pub fn complete(
         "controller": true,
         "blockOwnerDeletion": true,
     });
+    let invalid = |child: String, problem: String| PlanError::InvalidChild {
+        plugin: manifest.name.clone(),
+        version: manifest.version.clone(),
+        child,
+        problem,
+    };
     let mut children = BTreeMap::new();
     for child in desired {
         let Some(kind) = manifest.owned(str_field(child, "/apiVersion"), str_field(child, "/kind"))
@@ -131,26 +147,38 @@ pub fn complete(
             // ownerReferences cannot cross namespaces: the garbage collector
             // would treat such a child as orphaned and delete it.
             if owner_namespace.is_some() && ns != owner_namespace {
-                return Err(PlanError::InvalidChild {
-                    plugin: manifest.name.clone(),
-                    version: manifest.version.clone(),
-                    child: format!("{} {}", kind.kind, name),
-                    problem: format!(
+                return Err(invalid(
+                    format!("{} {}", kind.kind, name),
+                    format!(
                         "it is in namespace {:?} but its owner is in {:?}; children must live in their owner's namespace",
                         ns.unwrap_or_default(),
                         owner_namespace.clone().unwrap_or_default()
                     ),
-                });
+                ));
             }
             ns
         } else {
             None
         };
+        let shown = format!(
+            "{} {}",
+            kind.kind,
+            display_name(namespace.as_deref(), &name)
+        );
+        if let Some(problem) = name_problem(&kind.kind, &name)
+            .or_else(|| namespace.as_deref().and_then(namespace_problem))
+        {
+            return Err(invalid(shown, problem));
+        }
         let Some(meta) = document.get_mut("metadata").and_then(Value::as_object_mut) else {
             continue; // unreachable: validated by the engine (metadata.name exists)
         };
         if let Some(ns) = &namespace {
             meta.insert("namespace".into(), Value::String(ns.clone()));
+        }
+        sanitize_metadata(meta);
+        if let Some(problem) = metadata_problem(meta) {
+            return Err(invalid(shown, problem));
         }
         let labels = meta.entry("labels").or_insert_with(|| json!({}));
         if !labels.is_object() {
@@ -164,16 +192,6 @@ pub fn complete(
             labels.insert(PLUGIN_LABEL.into(), Value::String(manifest.name.clone()));
         }
         meta.insert("ownerReferences".into(), json!([owner_ref.clone()]));
-        // Server-side apply owns these; sending them back would conflict.
-        for key in [
-            "resourceVersion",
-            "uid",
-            "managedFields",
-            "creationTimestamp",
-            "generation",
-        ] {
-            meta.remove(key);
-        }
         if let Some(obj) = document.as_object_mut() {
             obj.remove("status");
         }
@@ -184,9 +202,112 @@ pub fn complete(
             namespace,
             name,
         };
-        children.insert(key, ChildApply { resource, document });
+        children.insert(
+            key,
+            ChildApply {
+                resource,
+                document,
+                exists: false,
+            },
+        );
     }
     Ok(children)
+}
+
+/// Removes from a child's metadata what the host, not the plugin, controls:
+///
+/// - `finalizers`: a child's finalizer nobody removes would leave it
+///   Terminating forever once pruned;
+/// - `ownerReferences`: the host sets the one controller reference to the
+///   primary (a plugin could otherwise hang a child on any object);
+/// - the host's labels and annotations (`wasm-operator.dev/*` and
+///   `app.kubernetes.io/managed-by`): what pruning and audits trust;
+/// - fields the server owns (`resourceVersion`, `uid`, `managedFields`,
+///   `creationTimestamp`, `generation`, `deletionTimestamp`, ...): sending
+///   them back would conflict.
+pub fn sanitize_metadata(meta: &mut serde_json::Map<String, Value>) {
+    for key in [
+        "finalizers",
+        "ownerReferences",
+        "resourceVersion",
+        "uid",
+        "managedFields",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "selfLink",
+        "generateName",
+    ] {
+        meta.remove(key);
+    }
+    for field in ["labels", "annotations"] {
+        if let Some(map) = meta.get_mut(field).and_then(Value::as_object_mut) {
+            map.retain(|k, _| !k.starts_with(HOST_ANNOTATION_PREFIX) && k != MANAGED_BY_LABEL);
+        }
+    }
+}
+
+/// Why desired children collide with objects that exist but are not this
+/// primary's: one line per child naming it and its current owner. `existing`
+/// holds what the owned kinds' caches show at the desired keys.
+pub fn conflicts(
+    desired: &BTreeMap<ChildKey, ChildApply>,
+    existing: &BTreeMap<ChildKey, Arc<DynamicObject>>,
+    primary_uid: &str,
+) -> Vec<String> {
+    desired
+        .keys()
+        .filter_map(|key| {
+            let obj = existing.get(key)?;
+            let controller = obj
+                .owner_references()
+                .iter()
+                .find(|o| o.controller == Some(true));
+            match controller {
+                Some(owner) if owner.uid == primary_uid => None,
+                Some(owner) => Some(format!(
+                    "{key} exists and is controlled by {} {} (uid {})",
+                    owner.kind, owner.name, owner.uid
+                )),
+                None => Some(format!(
+                    "{key} exists with no controlling owner (created by someone else)"
+                )),
+            }
+        })
+        .collect()
+}
+
+/// The keys the desired children will have once completed (the children
+/// [`complete`] refuses are left out: the plan refuses them anyway). The
+/// controller looks these keys up in the owned kinds' caches for
+/// [`super::Observed::existing`].
+pub fn desired_keys(
+    manifest: &Manifest,
+    primary: &DynamicObject,
+    desired: &[Value],
+) -> Vec<ChildKey> {
+    desired
+        .iter()
+        .filter_map(|child| {
+            let kind =
+                manifest.owned(str_field(child, "/apiVersion"), str_field(child, "/kind"))?;
+            let namespace = match kind.scope {
+                Scope::Namespaced => child
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .or_else(|| primary.namespace()),
+                Scope::Cluster => None,
+            };
+            Some(ChildKey {
+                api_version: kind.api_version(),
+                kind: kind.kind.clone(),
+                namespace,
+                name: str_field(child, "/metadata/name").to_string(),
+            })
+        })
+        .collect()
 }
 
 /// True when `obj` is a child of the primary with uid `primary_uid` managed

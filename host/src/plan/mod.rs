@@ -18,25 +18,29 @@
 pub mod annotations;
 pub mod children;
 pub mod finalizer;
+pub mod limits;
 pub mod names;
 pub mod status;
+pub mod validate;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
 
 pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
 pub use finalizer::{DeletionStep, FinalizerChange};
+pub use limits::{Admission, Breach, Limit, ObjectRates, truncate};
 pub use names::{
     FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
 };
 pub use status::build_status;
 
-use crate::contract::{Condition, Desired, Finalized, Manifest, Reason};
+use crate::contract::{Condition, Desired, Finalized, Manifest, Reason, ReconcileLimits};
 
 /// A child of the primary as a cache shows it.
 #[derive(Debug, Clone)]
@@ -54,6 +58,12 @@ pub struct Observed<'a> {
     pub primary: &'a DynamicObject,
     /// Its owned children in the caches.
     pub children: &'a [OwnedChild],
+    /// What the owned kinds' caches show at the keys the answer desires
+    /// (see [`children::desired_keys`]), owned by this primary or not: the
+    /// takeover check. A child created since the cache last synced is
+    /// missing here; the executor closes that window by creating children
+    /// the cache does not show without forcing (see `apply`).
+    pub existing: &'a BTreeMap<ChildKey, Arc<DynamicObject>>,
 }
 
 /// What a plan is computed for, besides the observed state.
@@ -63,6 +73,8 @@ pub struct PlanContext<'a> {
     pub manifest: &'a Manifest,
     /// The current time: `lastTransitionTime` of conditions that change.
     pub now: DateTime<Utc>,
+    /// The serving version's limits per reconcile.
+    pub limits: ReconcileLimits,
 }
 
 impl PlanContext<'_> {
@@ -172,6 +184,12 @@ pub struct Plan {
     pub finalizer: FinalizerChange,
     /// When to look at the object again.
     pub requeue: Requeue,
+    /// The clamps this plan made (each also in the `LimitExceeded`
+    /// condition), for the breach metric.
+    pub breaches: Vec<Breach>,
+    /// Events the limits dropped (beyond the per-reconcile limit or the
+    /// object's event rate), for the event metric.
+    pub events_dropped: usize,
 }
 
 impl Plan {
@@ -186,6 +204,8 @@ impl Plan {
             annotations: AnnotationChanges::new(),
             finalizer: FinalizerChange::Unchanged,
             requeue,
+            breaches: Vec::new(),
+            events_dropped: 0,
         }
     }
 
@@ -223,6 +243,35 @@ pub enum PlanError {
         child: String,
         problem: String,
     },
+    /// A desired child exists and is not controlled by this primary.
+    #[error(
+        "plugin {plugin} {version} desires children that exist and are not this object's: {conflicts}; nothing was written and they are never pruned. Rename the children in the plugin or delete the existing objects"
+    )]
+    ChildConflict {
+        plugin: String,
+        version: String,
+        conflicts: String,
+    },
+    /// More children than the limit.
+    #[error(
+        "plugin {plugin} {version} desires {count} children, more than its limit of {limit}; nothing was written. Raise spec.limits.maxChildren of the WasmPlugin or fix the plugin"
+    )]
+    TooManyChildren {
+        plugin: String,
+        version: String,
+        count: usize,
+        limit: usize,
+    },
+    /// The status patch is larger than the limit.
+    #[error(
+        "plugin {plugin} {version} answered a status of {size} bytes, more than its limit of {limit}; nothing was written. Raise spec.limits.maxStatusSize of the WasmPlugin or fix the plugin"
+    )]
+    StatusTooLarge {
+        plugin: String,
+        version: String,
+        size: usize,
+        limit: usize,
+    },
 }
 
 impl PlanError {
@@ -231,6 +280,18 @@ impl PlanError {
         match self {
             PlanError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
             PlanError::InvalidChild { .. } => Reason::PluginInvalidOutput.as_str(),
+            PlanError::ChildConflict { .. } => Reason::ChildConflict.as_str(),
+            PlanError::TooManyChildren { .. } => Reason::TooManyChildren.as_str(),
+            PlanError::StatusTooLarge { .. } => Reason::StatusTooLarge.as_str(),
+        }
+    }
+
+    /// The limit a refusal is of, for the breach metric.
+    pub fn limit(&self) -> Option<Limit> {
+        match self {
+            PlanError::TooManyChildren { .. } => Some(Limit::Children),
+            PlanError::StatusTooLarge { .. } => Some(Limit::StatusSize),
+            _ => None,
         }
     }
 }
@@ -246,25 +307,63 @@ fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Condition
 
 /// The plan for a plugin's `reconcile` answer.
 ///
-/// Children are completed and checked against the manifest, observed owned
+/// Children are completed, validated and checked against the manifest and
+/// against what exists ([`PlanError::ChildConflict`]); observed owned
 /// children missing from the answer are pruned (each with a `ChildPruned`
 /// event), the plugin's conditions get the host's `Ready=True` and
 /// `Degraded=False` defaults unless it set them, and the status, version
 /// marks and finalizer are written only when they change.
 ///
+/// The limits ([`ReconcileLimits`] states the rule) are applied here:
+/// refusals are errors, clamps are [`Plan::breaches`] and a
+/// `Degraded=True`/`LimitExceeded` condition. `rates` is the object's
+/// per-object state (events are correlated through it; a hot loop it
+/// recorded is reported by this plan).
+///
 /// # Errors
 ///
-/// [`PlanError`] when the answer names a child the plugin may not write or
-/// cannot own; no plan at all, so nothing is written.
+/// [`PlanError`] when the answer names a child the plugin may not write,
+/// cannot own or that is not its to write, or breaks a refusing limit; no
+/// plan at all, so nothing is written.
 pub fn reconcile(
     observed: &Observed<'_>,
     desired: &Desired,
     ctx: &PlanContext<'_>,
+    rates: &mut ObjectRates,
 ) -> Result<Plan, PlanError> {
     let manifest = ctx.manifest;
+    let limits = &ctx.limits;
     let primary = observed.primary;
-    let apply = children::complete(manifest, primary, &desired.children)?;
+    if desired.children.len() > limits.max_children {
+        return Err(PlanError::TooManyChildren {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            count: desired.children.len(),
+            limit: limits.max_children,
+        });
+    }
+    let mut apply = children::complete(manifest, primary, &desired.children)?;
+    let conflicts = children::conflicts(
+        &apply,
+        observed.existing,
+        &primary.uid().unwrap_or_default(),
+    );
+    if !conflicts.is_empty() {
+        return Err(PlanError::ChildConflict {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            conflicts: conflicts.join("; "),
+        });
+    }
+    for (key, child) in &mut apply {
+        child.exists = observed.existing.contains_key(key)
+            || observed
+                .children
+                .iter()
+                .any(|c| &ChildKey::of(&c.resource, &c.object) == key);
+    }
     let prune = children::unwanted(observed.children, &apply);
+    let mut breaches = Vec::new();
 
     let mut events: Vec<PlannedEvent> = prune
         .keys()
@@ -281,22 +380,109 @@ pub fn reconcile(
             )
         })
         .collect();
-    events.extend(desired.events.iter().map(|event| {
-        PlannedEvent::new(
-            event.warning,
-            &event.reason,
-            event.message.clone(),
-            EventAction::Reconcile,
-        )
-    }));
+    if desired.events.len() > limits.max_events_per_reconcile {
+        breaches.push(Breach {
+            limit: Limit::EventsPerReconcile,
+            detail: format!(
+                "the plugin asked for {} events, the first {} were recorded",
+                desired.events.len(),
+                limits.max_events_per_reconcile
+            ),
+        });
+    }
+    events.extend(
+        desired
+            .events
+            .iter()
+            .take(limits.max_events_per_reconcile)
+            .map(|event| {
+                PlannedEvent::new(
+                    event.warning,
+                    &event.reason,
+                    event.message.clone(),
+                    EventAction::Reconcile,
+                )
+            }),
+    );
+    let (events, dropped) = rates.correlate(events, limits, ctx.now);
+    let events_dropped = dropped
+        + desired
+            .events
+            .len()
+            .saturating_sub(limits.max_events_per_reconcile);
+    if dropped > 0 {
+        breaches.push(Breach {
+            limit: Limit::EventRate,
+            detail: format!(
+                "{dropped} events dropped: the object may receive {} events at once and one more every {} s",
+                limits.event_burst,
+                limits.event_refill.as_secs()
+            ),
+        });
+    }
 
     let mut conditions = desired.conditions.clone();
-    let has = |kind: &str| desired.conditions.iter().any(|c| c.kind == kind);
+    let mut truncated = 0;
+    for c in &mut conditions {
+        if c.message.len() > limits.max_condition_message_bytes {
+            c.message = truncate(&c.message, limits.max_condition_message_bytes);
+            truncated += 1;
+        }
+    }
+    if truncated > 0 {
+        breaches.push(Breach {
+            limit: Limit::ConditionMessage,
+            detail: format!(
+                "{truncated} condition messages truncated to {} bytes",
+                limits.max_condition_message_bytes
+            ),
+        });
+    }
+    let min_requeue_ms = u64::try_from(limits.min_requeue.as_millis()).unwrap_or(u64::MAX);
+    let requeue = match desired.requeue_after_ms {
+        Some(ms) if ms < min_requeue_ms => {
+            breaches.push(Breach {
+                limit: Limit::RequeueAfter,
+                detail: format!("requeue-after {ms} ms raised to {min_requeue_ms} ms"),
+            });
+            Requeue::AfterMs(min_requeue_ms)
+        }
+        Some(ms) => Requeue::AfterMs(ms),
+        None => Requeue::Resync,
+    };
+    let throttled = rates.take_throttled();
+    if throttled > 0 {
+        breaches.push(Breach {
+            limit: Limit::ReconcileRate,
+            detail: format!(
+                "hot loop: the object was due for reconciling {throttled} more times than its limit ({} at once, one more every {} ms); those reconciles were delayed",
+                limits.reconcile_burst,
+                limits.reconcile_refill.as_millis()
+            ),
+        });
+    }
+
     let ok_message = format!(
         "plugin {} {} reconciled the object",
         manifest.name, manifest.version
     );
-    if !has("Ready") {
+    if !breaches.is_empty() {
+        // A breach is never silent: it replaces the plugin's own Degraded.
+        conditions.retain(|c| c.kind != "Degraded");
+        let list: Vec<String> = breaches.iter().map(ToString::to_string).collect();
+        conditions.push(condition(
+            "Degraded",
+            "True",
+            Reason::LimitExceeded.as_str(),
+            &format!(
+                "plugin {} {} exceeded its limits per reconcile, the host clamped the answer and wrote it: {}. Fix the plugin or raise spec.limits of its WasmPlugin",
+                manifest.name,
+                manifest.version,
+                list.join("; ")
+            ),
+        ));
+    }
+    if !conditions.iter().any(|c| c.kind == "Ready") {
         conditions.push(condition(
             "Ready",
             "True",
@@ -304,7 +490,7 @@ pub fn reconcile(
             &ok_message,
         ));
     }
-    if !has("Degraded") {
+    if !conditions.iter().any(|c| c.kind == "Degraded") {
         conditions.push(condition(
             "Degraded",
             "False",
@@ -318,6 +504,17 @@ pub fn reconcile(
         &conditions,
         &ctx.timestamp(),
     );
+    if let Some(body) = &status {
+        let size = serde_json::to_vec(body).map_or(usize::MAX, |b| b.len());
+        if size > limits.max_status_bytes {
+            return Err(PlanError::StatusTooLarge {
+                plugin: manifest.name.clone(),
+                version: manifest.version.clone(),
+                size,
+                limit: limits.max_status_bytes,
+            });
+        }
+    }
 
     Ok(Plan {
         apply,
@@ -327,10 +524,9 @@ pub fn reconcile(
         events,
         annotations: annotations::version_marks(primary, manifest),
         finalizer: finalizer::on_reconcile(primary, manifest),
-        requeue: match desired.requeue_after_ms {
-            Some(ms) => Requeue::AfterMs(ms),
-            None => Requeue::Resync,
-        },
+        requeue,
+        breaches,
+        events_dropped,
     })
 }
 

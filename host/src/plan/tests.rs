@@ -15,8 +15,21 @@ fn ctx(manifest: &Manifest) -> PlanContext<'_> {
     PlanContext {
         manifest,
         now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
+        limits: ReconcileLimits::default(),
     }
 }
+
+/// Fresh per-object rates, as the controller starts them.
+fn rates() -> ObjectRates {
+    ObjectRates::new(
+        &ReconcileLimits::default(),
+        Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
+    )
+}
+
+/// No object at any desired key.
+static NOTHING: std::sync::LazyLock<BTreeMap<ChildKey, Arc<DynamicObject>>> =
+    std::sync::LazyLock::new(BTreeMap::new);
 
 fn service(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name}, "spec": {"ports": [{"port": 80}]}})
@@ -95,7 +108,12 @@ fn plan_of(
     answer: &Desired,
     ctx: &PlanContext<'_>,
 ) -> Result<Plan, PlanError> {
-    reconcile(&Observed { primary, children }, answer, ctx)
+    let observed = Observed {
+        primary,
+        children,
+        existing: &NOTHING,
+    };
+    reconcile(&observed, answer, ctx, &mut rates())
 }
 
 fn desired(children: Vec<Value>) -> Desired {
@@ -113,6 +131,7 @@ fn create_applies_children_adds_the_finalizer_and_marks_the_version() {
     let observed = Observed {
         primary: &obj,
         children: &[],
+        existing: &NOTHING,
     };
     let answer = Desired {
         events: vec![Event {
@@ -123,7 +142,7 @@ fn create_applies_children_adds_the_finalizer_and_marks_the_version() {
         requeue_after_ms: Some(1500),
         ..desired(vec![service("shop"), service("shop-admin")])
     };
-    let plan = reconcile(&observed, &answer, &ctx(&m)).unwrap();
+    let plan = reconcile(&observed, &answer, &ctx(&m), &mut rates()).unwrap();
 
     assert_eq!(
         plan.apply.keys().cloned().collect::<Vec<_>>(),
@@ -163,8 +182,9 @@ fn nothing_changed_plans_no_write() {
     let observed = Observed {
         primary: &first,
         children: &[],
+        existing: &NOTHING,
     };
-    let created = reconcile(&observed, &answer, &ctx(&m)).unwrap();
+    let created = reconcile(&observed, &answer, &ctx(&m), &mut rates()).unwrap();
     let settled = settle(first.clone(), &created);
 
     let again = plan_of(&settled, &[], &answer, &ctx(&m)).unwrap();
@@ -376,19 +396,260 @@ fn equal_inputs_make_equal_plans() {
     let observed = Observed {
         primary: &obj,
         children: &[],
+        existing: &NOTHING,
     };
     // Children come back in any order; plans compare by identity.
     let a = reconcile(
         &observed,
         &desired(vec![service("a"), service("b")]),
         &ctx(&m),
+        &mut rates(),
     )
     .unwrap();
     let b = reconcile(
         &observed,
         &desired(vec![service("b"), service("a")]),
         &ctx(&m),
+        &mut rates(),
     )
     .unwrap();
     assert_eq!(a, b);
+}
+
+fn configmap(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+}
+
+/// An object at `prod/<name>` of kind ConfigMap with `owner` as its
+/// controller (uid), or none.
+fn existing(name: &str, owner: Option<&str>) -> (ChildKey, Arc<DynamicObject>) {
+    let refs = owner.map_or_else(
+        || json!([]),
+        |uid| json!([{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "other", "uid": uid, "controller": true}]),
+    );
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "prod", "ownerReferences": refs},
+    }))
+    .unwrap();
+    (key("ConfigMap", name), Arc::new(object))
+}
+
+#[test]
+fn a_child_that_exists_and_is_not_ours_is_a_conflict_and_nothing_is_planned() {
+    let m = manifest();
+    let obj = primary();
+    for (owner, expected) in [
+        (None, "no controlling owner"),
+        (Some("u-other"), "controlled by WebApp other (uid u-other)"),
+    ] {
+        let found: BTreeMap<_, _> = [existing("users-config", owner)].into_iter().collect();
+        let observed = Observed {
+            primary: &obj,
+            children: &[],
+            existing: &found,
+        };
+        let answer = desired(vec![configmap("users-config"), configmap("mine")]);
+        let err = reconcile(&observed, &answer, &ctx(&m), &mut rates()).unwrap_err();
+        assert_eq!(err.reason(), "ChildConflict");
+        let text = err.to_string();
+        assert!(
+            text.contains("ConfigMap prod/users-config") && text.contains(expected),
+            "{text}"
+        );
+        assert!(!text.contains("prod/mine"), "{text}");
+    }
+    // Ours (controlled by this primary's uid): applied as usual.
+    let found: BTreeMap<_, _> = [existing("mine", Some("u-1"))].into_iter().collect();
+    let observed = Observed {
+        primary: &obj,
+        children: &[],
+        existing: &found,
+    };
+    let plan = reconcile(
+        &observed,
+        &desired(vec![configmap("mine")]),
+        &ctx(&m),
+        &mut rates(),
+    )
+    .unwrap();
+    assert_eq!(plan.apply.len(), 1);
+}
+
+#[test]
+fn the_host_controls_childrens_metadata() {
+    let m = manifest();
+    let child = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "sticky",
+        "finalizers": ["hostile.example.com/never"],
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "kube-system", "uid": "fake", "controller": true}],
+        "labels": {"app": "x", PLUGIN_LABEL: "someone-else", "app.kubernetes.io/managed-by": "me"},
+        "annotations": {"note": "kept", "wasm-operator.dev/managed-by-version": "9.9.9"},
+        "deletionTimestamp": "2025-01-01T00:00:00Z",
+    }});
+    let plan = plan_of(&primary(), &[], &desired(vec![child]), &ctx(&m)).unwrap();
+    let meta = &plan.apply[&key("ConfigMap", "sticky")].document["metadata"];
+    assert!(
+        meta.get("finalizers").is_none() && meta.get("deletionTimestamp").is_none(),
+        "{meta}"
+    );
+    assert_eq!(meta["ownerReferences"].as_array().unwrap().len(), 1);
+    assert_eq!(meta["ownerReferences"][0]["uid"], "u-1");
+    assert_eq!(
+        meta["labels"],
+        json!({"app": "x", PLUGIN_LABEL: "webapp", "app.kubernetes.io/managed-by": "wasm-operator"})
+    );
+    assert_eq!(meta["annotations"], json!({"note": "kept"}));
+}
+
+#[test]
+fn children_the_api_server_would_refuse_are_refused_before_any_write() {
+    let m = manifest();
+    for (child, rule) in [
+        (configmap("Not_A_DNS_Name"), "DNS-1123 subdomain"),
+        (service("web.v1"), "DNS-1035 label"),
+        (
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"k": "not valid!"}}}),
+            "label \"k\"",
+        ),
+    ] {
+        let err = plan_of(
+            &primary(),
+            &[],
+            &desired(vec![configmap("fine"), child]),
+            &ctx(&m),
+        )
+        .unwrap_err();
+        assert_eq!(err.reason(), "PluginInvalidOutput");
+        assert!(err.to_string().contains(rule), "{err}");
+    }
+}
+
+#[test]
+fn refusing_limits_plan_nothing() {
+    let m = manifest();
+    let limits = ReconcileLimits {
+        max_children: 2,
+        max_status_bytes: 1024,
+        ..ReconcileLimits::default()
+    };
+    let c = PlanContext { limits, ..ctx(&m) };
+    let many = desired(vec![configmap("a"), configmap("b"), configmap("c")]);
+    let err = plan_of(&primary(), &[], &many, &c).unwrap_err();
+    assert_eq!(
+        (err.reason(), err.limit()),
+        ("TooManyChildren", Some(Limit::Children))
+    );
+    assert!(
+        err.to_string()
+            .contains("3 children, more than its limit of 2"),
+        "{err}"
+    );
+    let huge = Desired {
+        status: Some(json!({"blob": "x".repeat(2048)})),
+        ..Desired::default()
+    };
+    let err = plan_of(&primary(), &[], &huge, &c).unwrap_err();
+    assert_eq!(
+        (err.reason(), err.limit()),
+        ("StatusTooLarge", Some(Limit::StatusSize))
+    );
+}
+
+#[test]
+fn clamps_write_and_say_so_in_degraded() {
+    let m = manifest();
+    let answer = Desired {
+        conditions: vec![
+            Condition {
+                kind: "Available".into(),
+                status: "True".into(),
+                reason: "Long".into(),
+                message: "y".repeat(40 << 10),
+            },
+            Condition {
+                kind: "Degraded".into(),
+                status: "False".into(),
+                reason: "AllGood".into(),
+                message: "the plugin says all is well".into(),
+            },
+        ],
+        events: (0..30)
+            .map(|i| Event {
+                warning: false,
+                reason: format!("E{i}"),
+                message: "m".into(),
+            })
+            .collect(),
+        requeue_after_ms: Some(0),
+        ..desired(vec![])
+    };
+    let plan = plan_of(&primary(), &[], &answer, &ctx(&m)).unwrap();
+    let limits: Vec<Limit> = plan.breaches.iter().map(|b| b.limit).collect();
+    assert_eq!(
+        limits,
+        [
+            Limit::EventsPerReconcile,
+            Limit::ConditionMessage,
+            Limit::RequeueAfter
+        ]
+    );
+    assert_eq!(plan.events.len(), 20);
+    assert_eq!(plan.requeue, Requeue::AfterMs(1000));
+    let available = plan
+        .conditions
+        .iter()
+        .find(|c| c.kind == "Available")
+        .unwrap();
+    assert!(available.message.len() <= (32 << 10) + '…'.len_utf8());
+    let degraded: Vec<_> = plan
+        .conditions
+        .iter()
+        .filter(|c| c.kind == "Degraded")
+        .collect();
+    assert_eq!(degraded.len(), 1, "the plugin's Degraded is replaced");
+    assert_eq!(
+        (degraded[0].status.as_str(), degraded[0].reason.as_str()),
+        ("True", "LimitExceeded")
+    );
+    for name in ["eventsPerReconcile", "conditionMessage", "requeueAfter"] {
+        assert!(
+            degraded[0].message.contains(name),
+            "{}",
+            degraded[0].message
+        );
+    }
+    // Ready stays the host's default: the write happened.
+    assert!(
+        plan.conditions
+            .iter()
+            .any(|c| c.kind == "Ready" && c.status == "True")
+    );
+}
+
+#[test]
+fn a_hot_loop_is_reported_by_the_next_reconcile_that_runs() {
+    let m = manifest();
+    let c = ctx(&m);
+    let limits = ReconcileLimits {
+        reconcile_burst: 1,
+        ..ReconcileLimits::default()
+    };
+    let mut r = ObjectRates::new(&limits, c.now);
+    assert_eq!(r.admit_reconcile(&limits, c.now), Admission::Run);
+    assert!(matches!(
+        r.admit_reconcile(&limits, c.now),
+        Admission::Delay { first: true, .. }
+    ));
+    let obj = primary();
+    let observed = Observed {
+        primary: &obj,
+        children: &[],
+        existing: &NOTHING,
+    };
+    let plan = reconcile(&observed, &desired(vec![]), &c, &mut r).unwrap();
+    assert_eq!(plan.breaches[0].limit, Limit::ReconcileRate);
+    assert!(plan.breaches[0].detail.contains("hot loop"));
+    let again = reconcile(&observed, &desired(vec![]), &c, &mut r).unwrap();
+    assert!(again.breaches.is_empty());
 }

@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::contract::Reason;
+use crate::contract::{Reason, ReconcileLimits};
 use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
 use crate::telemetry::Metrics;
 
@@ -47,6 +47,8 @@ pub struct ActivationOptions {
     pub limits: Option<CallLimits>,
     /// Reconciles of this plugin that may run at once (default: the registry's).
     pub concurrency: Option<usize>,
+    /// Limits per reconcile (default: [`ReconcileLimits::default`]).
+    pub reconcile_limits: Option<ReconcileLimits>,
 }
 
 /// Instances the registry's engine pools by default: calls in flight across
@@ -488,6 +490,7 @@ impl Registry {
             ActiveVersion {
                 plugin,
                 config,
+                limits: options.reconcile_limits.unwrap_or_default(),
                 info: info.clone(),
                 counters,
             },

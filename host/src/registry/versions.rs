@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::LoadedVersion;
 use super::stats::VersionCounters;
+use crate::contract::ReconcileLimits;
 use crate::engine::LoadedPlugin;
 
 /// One activated version with the deployment's config.
@@ -18,6 +19,8 @@ pub struct ActiveVersion {
     pub plugin: LoadedPlugin,
     /// The `config` handed to every call (`{}` when unset).
     pub config: Value,
+    /// This deployment's limits per reconcile.
+    pub limits: ReconcileLimits,
     /// Name, version, digest and source, as reported by [`super::Registry::loaded`].
     pub info: LoadedVersion,
     /// This version's reconcile/failure counts (see [`super::Registry::stats`]).

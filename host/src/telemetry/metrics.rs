@@ -68,6 +68,63 @@ struct FailureLabels {
     reason: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    plugin: String,
+    limit: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriteLabels {
+    plugin: String,
+    write: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabels {
+    plugin: String,
+    outcome: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RefusalLabels {
+    plugin: String,
+    reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NameLabels {
+    plugin: String,
+}
+
+/// One kind of API write a plan makes (the `write` label of
+/// `wasm_operator_writes_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Server-side apply of a child.
+    Apply,
+    /// Deletion of a child no longer desired.
+    Prune,
+    /// The primary's status patch.
+    Status,
+    /// The primary's version-mark annotations.
+    Annotations,
+    /// Adding or removing the host's finalizer.
+    Finalizer,
+}
+
+impl WriteKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            WriteKind::Apply => "apply",
+            WriteKind::Prune => "prune",
+            WriteKind::Status => "status",
+            WriteKind::Annotations => "annotations",
+            WriteKind::Finalizer => "finalizer",
+        }
+    }
+}
+
 fn seconds_histogram() -> Histogram {
     // 1 ms .. ~65 s: plugin calls are sub-millisecond to a deadline of seconds.
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
@@ -87,6 +144,11 @@ pub struct Metrics {
     traps: Family<PluginLabels, Counter>,
     timeouts: Family<PluginLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
+    limit_breaches: Family<LimitLabels, Counter>,
+    writes: Family<WriteLabels, Counter>,
+    events: Family<EventLabels, Counter>,
+    log_bytes: Family<NameLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -116,6 +178,11 @@ impl Metrics {
         let traps = Family::<PluginLabels, Counter>::default();
         let timeouts = Family::<PluginLabels, Counter>::default();
         let failures = Family::<FailureLabels, Counter>::default();
+        let limit_breaches = Family::<LimitLabels, Counter>::default();
+        let writes = Family::<WriteLabels, Counter>::default();
+        let events = Family::<EventLabels, Counter>::default();
+        let log_bytes = Family::<NameLabels, Counter>::default();
+        let refusals = Family::<RefusalLabels, Counter>::default();
         // Counters get their `_total` suffix from the encoder.
         registry.register(
             "controller_runtime_reconcile",
@@ -162,6 +229,31 @@ impl Metrics {
             "Plugin calls that failed, by reason",
             failures.clone(),
         );
+        registry.register(
+            "wasm_operator_limit_breaches",
+            "Limits per reconcile a plugin's answer breached (refused or clamped), by limit",
+            limit_breaches.clone(),
+        );
+        registry.register(
+            "wasm_operator_writes",
+            "API writes made for a plugin's plans, by kind of write",
+            writes.clone(),
+        );
+        registry.register(
+            "wasm_operator_events",
+            "Events on a plugin's primaries, recorded or dropped by the limits",
+            events.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_log_bytes",
+            "Log bytes a plugin emitted (log import and stdout/stderr, after truncation)",
+            log_bytes.clone(),
+        );
+        registry.register(
+            "wasm_operator_refusals",
+            "Plugin answers refused before any write, by reason",
+            refusals.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -173,7 +265,60 @@ impl Metrics {
             traps,
             timeouts,
             failures,
+            limit_breaches,
+            writes,
+            events,
+            log_bytes,
+            refusals,
         }
+    }
+
+    /// An answer of `plugin` breached `limit` (a `plan::Limit` name).
+    pub fn limit_breach(&self, plugin: &str, limit: &str) {
+        self.limit_breaches
+            .get_or_create(&LimitLabels {
+                plugin: plugin.to_string(),
+                limit: limit.to_string(),
+            })
+            .inc();
+    }
+
+    /// `count` API writes of `kind` for `plugin`.
+    pub fn writes(&self, plugin: &str, kind: WriteKind, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.writes
+            .get_or_create(&WriteLabels {
+                plugin: plugin.to_string(),
+                write: kind.as_str().to_string(),
+            })
+            .inc_by(count as u64);
+    }
+
+    /// Events on `plugin`'s primaries: `recorded` written, `dropped` by the
+    /// limits.
+    pub fn events(&self, plugin: &str, recorded: usize, dropped: usize) {
+        for (outcome, count) in [("recorded", recorded), ("dropped", dropped)] {
+            if count > 0 {
+                self.events
+                    .get_or_create(&EventLabels {
+                        plugin: plugin.to_string(),
+                        outcome: outcome.to_string(),
+                    })
+                    .inc_by(count as u64);
+            }
+        }
+    }
+
+    /// An answer of `plugin` refused before any write, with `reason`.
+    pub fn refusal(&self, plugin: &str, reason: &str) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                plugin: plugin.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     /// The registry in Prometheus text exposition format.
@@ -286,6 +431,23 @@ impl crate::engine::CallObserver for Metrics {
             report.function,
             report.duration.as_secs_f64(),
         );
+        if report.log_bytes > 0 {
+            self.log_bytes
+                .get_or_create(&NameLabels {
+                    plugin: report.plugin.to_string(),
+                })
+                .inc_by(report.log_bytes as u64);
+        }
+        if report.log_dropped > 0 {
+            tracing::warn!(
+                plugin = report.plugin,
+                version = report.version,
+                function = report.function,
+                dropped = report.log_dropped,
+                "the plugin's log of one call was truncated at its limit (spec.limits.logSize)"
+            );
+            self.limit_breach(report.plugin, "logBytes");
+        }
     }
 }
 
@@ -300,6 +462,10 @@ mod tests {
         m.reconcile_finished("webapp", ReconcileResult::Error, 0.01);
         m.plugin_call("webapp", "1.0.0", "reconcile", 0.002);
         m.plugin_failure("webapp", "1.0.0", "PluginTrap");
+        m.limit_breach("webapp", "children");
+        m.writes("webapp", WriteKind::Apply, 3);
+        m.events("webapp", 2, 5);
+        m.refusal("webapp", "ChildConflict");
         let text = m.encode();
         for needle in [
             "controller_runtime_reconcile_total{controller=\"webapp\",result=\"error\"} 1",
@@ -310,6 +476,10 @@ mod tests {
             "wasm_operator_plugin_call_duration_seconds_count{plugin=\"webapp\",version=\"1.0.0\",function=\"reconcile\"} 1",
             "wasm_operator_plugin_traps_total{plugin=\"webapp\",version=\"1.0.0\"} 1",
             "wasm_operator_plugin_failures_total{plugin=\"webapp\",version=\"1.0.0\",reason=\"PluginTrap\"} 1",
+            "wasm_operator_limit_breaches_total{plugin=\"webapp\",limit=\"children\"} 1",
+            "wasm_operator_writes_total{plugin=\"webapp\",write=\"apply\"} 3",
+            "wasm_operator_events_total{plugin=\"webapp\",outcome=\"dropped\"} 5",
+            "wasm_operator_refusals_total{plugin=\"webapp\",reason=\"ChildConflict\"} 1",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -9,5 +9,5 @@ mod metrics;
 mod server;
 
 pub use logging::init_logging;
-pub use metrics::{Metrics, ReconcileResult};
+pub use metrics::{Metrics, ReconcileResult, WriteKind};
 pub use server::serve;

@@ -16,6 +16,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::contract::ReconcileLimits;
 use crate::engine::CallLimits;
 
 /// `spec` of a WasmPlugin. The derive generates the [`WasmPlugin`] object
@@ -144,6 +145,50 @@ pub struct LimitsSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
     pub output_size: Option<String>,
+    /// Log bytes one call may emit (log import and stdout/stderr); the rest
+    /// is truncated. Default 64Ki.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
+    pub log_size: Option<String>,
+    /// Children one answer may desire; more is refused (TooManyChildren).
+    /// Default 500.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100_000))]
+    pub max_children: Option<u32>,
+    /// Largest status patch of one answer; larger is refused
+    /// (StatusTooLarge). Default 256Ki.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
+    pub max_status_size: Option<String>,
+    /// Longest condition message; longer ones are truncated. Default 32Ki.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(Ki|Mi|Gi)?$"))]
+    pub max_condition_message: Option<String>,
+    /// Events one answer may record; the rest are dropped. Default 20.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_events_per_reconcile: Option<u32>,
+    /// Events one object may receive in a burst. Default 25.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000))]
+    pub event_burst: Option<u32>,
+    /// One more event for an object per this interval. Default 5m.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
+    pub event_refill: Option<String>,
+    /// Shortest requeue-after honoured; sooner is delayed to it. Default 1s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
+    pub min_requeue_after: Option<String>,
+    /// Reconciles of one object in a burst before it is a hot loop.
+    /// Default 20.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000))]
+    pub reconcile_burst: Option<u32>,
+    /// One more reconcile of an object per this interval. Default 3s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
+    pub reconcile_refill: Option<String>,
 }
 
 /// `status` of a WasmPlugin, as the WasmPlugin controller writes it: what
@@ -299,6 +344,36 @@ pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     Ok(format!("{CRD_YAML_HEADER}{crd}"))
 }
 
+/// Shortest `limits.callTimeout`: one tick of the epoch ticker; a shorter
+/// deadline would fail every call.
+pub const MIN_CALL_TIMEOUT: Duration = Duration::from_millis(10);
+/// Smallest `limits.memory`: below it no component built with our SDK even
+/// instantiates (its data and a stack take about a megabyte).
+pub const MIN_MEMORY: usize = 1 << 20;
+/// Smallest `limits.outputSize` and `limits.maxStatusSize`: room for an
+/// empty answer.
+pub const MIN_OUTPUT: usize = 1 << 10;
+/// Smallest `limits.maxConditionMessage`.
+pub const MIN_MESSAGE: usize = 64;
+
+/// Refuses a limit below `minimum`.
+fn at_least<T: PartialOrd>(
+    field: &'static str,
+    value: &str,
+    parsed: T,
+    minimum: T,
+    shown: &'static str,
+) -> Result<(), SpecError> {
+    if parsed < minimum {
+        return Err(SpecError::TooSmall {
+            field,
+            value: value.to_string(),
+            minimum: shown,
+        });
+    }
+    Ok(())
+}
+
 /// Default poll interval of an unpinned OCI tag.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -315,6 +390,18 @@ pub enum SpecError {
         field: &'static str,
         /// The value as written.
         value: String,
+    },
+    /// A limit so small that every call would fail.
+    #[error(
+        "{field} {value:?} is below the minimum of {minimum}: every call would fail; raise it (or leave it unset for the default)"
+    )]
+    TooSmall {
+        /// The spec field, e.g. `limits.memory`.
+        field: &'static str,
+        /// The value as written.
+        value: String,
+        /// The smallest accepted value, as written in a spec.
+        minimum: &'static str,
     },
     /// A size such as `memory` is malformed.
     #[error(
@@ -343,12 +430,88 @@ impl WasmPluginSpec {
         };
         if let Some(value) = &spec.call_timeout {
             limits.timeout = parse_duration("limits.callTimeout", value)?;
+            at_least(
+                "limits.callTimeout",
+                value,
+                limits.timeout,
+                MIN_CALL_TIMEOUT,
+                "10ms",
+            )?;
         }
         if let Some(value) = &spec.memory {
             limits.memory_bytes = parse_size("limits.memory", value)?;
+            at_least(
+                "limits.memory",
+                value,
+                limits.memory_bytes,
+                MIN_MEMORY,
+                "1Mi",
+            )?;
         }
         if let Some(value) = &spec.output_size {
             limits.output_bytes = parse_size("limits.outputSize", value)?;
+            at_least(
+                "limits.outputSize",
+                value,
+                limits.output_bytes,
+                MIN_OUTPUT,
+                "1Ki",
+            )?;
+        }
+        if let Some(value) = &spec.log_size {
+            limits.log_bytes = parse_size("limits.logSize", value)?;
+        }
+        Ok(limits)
+    }
+
+    /// The limits per reconcile: the defaults overridden by what the spec
+    /// sets.
+    pub fn reconcile_limits(&self) -> Result<ReconcileLimits, SpecError> {
+        let mut limits = ReconcileLimits::default();
+        let Some(spec) = &self.limits else {
+            return Ok(limits);
+        };
+        let count = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+        if let Some(n) = spec.max_children {
+            limits.max_children = count(n);
+        }
+        if let Some(value) = &spec.max_status_size {
+            limits.max_status_bytes = parse_size("limits.maxStatusSize", value)?;
+            at_least(
+                "limits.maxStatusSize",
+                value,
+                limits.max_status_bytes,
+                MIN_OUTPUT,
+                "1Ki",
+            )?;
+        }
+        if let Some(value) = &spec.max_condition_message {
+            limits.max_condition_message_bytes = parse_size("limits.maxConditionMessage", value)?;
+            at_least(
+                "limits.maxConditionMessage",
+                value,
+                limits.max_condition_message_bytes,
+                MIN_MESSAGE,
+                "64",
+            )?;
+        }
+        if let Some(n) = spec.max_events_per_reconcile {
+            limits.max_events_per_reconcile = count(n);
+        }
+        if let Some(n) = spec.event_burst {
+            limits.event_burst = n.max(1);
+        }
+        if let Some(value) = &spec.event_refill {
+            limits.event_refill = parse_duration("limits.eventRefill", value)?;
+        }
+        if let Some(value) = &spec.min_requeue_after {
+            limits.min_requeue = parse_duration("limits.minRequeueAfter", value)?;
+        }
+        if let Some(n) = spec.reconcile_burst {
+            limits.reconcile_burst = n.max(1);
+        }
+        if let Some(value) = &spec.reconcile_refill {
+            limits.reconcile_refill = parse_duration("limits.reconcileRefill", value)?;
         }
         Ok(limits)
     }
@@ -475,6 +638,73 @@ mod tests {
         .unwrap();
         assert_eq!(cm.source.describe(), "configMap:n/c#k");
         assert!(WasmPluginSpec::from_object(&json!({"spec": {}})).is_err());
+    }
+
+    #[test]
+    fn limits_that_fail_every_call_are_refused() {
+        let spec = |limits: Value| {
+            WasmPluginSpec::from_object(&json!({"spec": {
+                "source": {"file": {"path": "/p.wasm"}}, "limits": limits,
+            }}))
+            .unwrap()
+        };
+        for (limits, field) in [
+            (json!({"memory": "1Ki"}), "limits.memory"),
+            (json!({"callTimeout": "0s"}), "limits.callTimeout"),
+            (json!({"outputSize": "10"}), "limits.outputSize"),
+        ] {
+            let err = spec(limits).call_limits(CallLimits::default()).unwrap_err();
+            assert!(matches!(err, SpecError::TooSmall { .. }), "{err}");
+            assert!(
+                err.to_string().contains(field)
+                    && err.to_string().contains("every call would fail"),
+                "{err}"
+            );
+        }
+        assert!(
+            spec(json!({"memory": "1Mi", "callTimeout": "10ms"}))
+                .call_limits(CallLimits::default())
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn reconcile_limits_default_and_override() {
+        let unset = WasmPluginSpec::from_object(
+            &json!({"spec": {"source": {"file": {"path": "/p.wasm"}}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            unset.reconcile_limits().unwrap(),
+            ReconcileLimits::default()
+        );
+        let set = WasmPluginSpec::from_object(&json!({"spec": {
+            "source": {"file": {"path": "/p.wasm"}},
+            "limits": {"maxChildren": 10, "maxStatusSize": "4Ki", "maxConditionMessage": "1Ki",
+                       "maxEventsPerReconcile": 3, "eventBurst": 5, "eventRefill": "1m",
+                       "minRequeueAfter": "2s", "reconcileBurst": 7, "reconcileRefill": "500ms",
+                       "logSize": "1Ki"},
+        }}))
+        .unwrap();
+        let limits = set.reconcile_limits().unwrap();
+        assert_eq!(
+            limits,
+            ReconcileLimits {
+                max_children: 10,
+                max_status_bytes: 4 << 10,
+                max_condition_message_bytes: 1 << 10,
+                max_events_per_reconcile: 3,
+                event_burst: 5,
+                event_refill: Duration::from_secs(60),
+                min_requeue: Duration::from_secs(2),
+                reconcile_burst: 7,
+                reconcile_refill: Duration::from_millis(500),
+            }
+        );
+        assert_eq!(
+            set.call_limits(CallLimits::default()).unwrap().log_bytes,
+            1 << 10
+        );
     }
 
     #[test]

@@ -199,11 +199,15 @@ impl Worker {
             return;
         };
         let source = spec.source.describe();
-        let options = match spec.call_limits(self.default_limits) {
-            Ok(limits) => ActivationOptions {
+        let limits = spec
+            .call_limits(self.default_limits)
+            .and_then(|call| Ok((call, spec.reconcile_limits()?)));
+        let options = match limits {
+            Ok((limits, reconcile_limits)) => ActivationOptions {
                 config: spec.plugin_config(),
                 limits: Some(limits),
                 concurrency: spec.concurrency,
+                reconcile_limits: Some(reconcile_limits),
             },
             Err(error) => {
                 self.reject(

@@ -59,6 +59,7 @@ impl Host {
                     timeout: Duration::from_secs(1),
                     memory_bytes: 64 << 20,
                     output_bytes: 1 << 20,
+                    ..CallLimits::default()
                 },
                 ..EngineConfig::default()
             },
