@@ -11,6 +11,9 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod children;
+mod limits;
+
 use std::time::Duration;
 
 use devcluster::DevCluster;
@@ -57,6 +60,7 @@ impl Host {
                     timeout: Duration::from_secs(2),
                     memory_bytes: 256 << 20,
                     output_bytes: 16 << 20,
+                    ..CallLimits::default()
                 },
                 ..EngineConfig::default()
             },
