@@ -193,3 +193,51 @@ async fn a_bad_child_name_is_refused_before_any_write() {
         .unwrap();
     assert!(written.items.is_empty(), "{:?}", written.items);
 }
+
+/// An existing ClusterRoleBinding named like a desired child: refused with
+/// `ChildConflict`, the binding unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
+    let host = Host::start().await;
+    let crbs = dynamic_api(
+        &host.client(),
+        &api_resource(
+            "rbac.authorization.k8s.io",
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+        ),
+        None,
+    );
+    let existing: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "users-binding"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "Group", "name": "readers", "apiGroup": "rbac.authorization.k8s.io"}],
+    }))
+    .unwrap();
+    crbs.create(&PostParams::default(), &existing)
+        .await
+        .unwrap();
+    let before = get_json(&crbs, "users-binding").await.unwrap();
+    host.load("hostile").await;
+    host.attack(
+        NS,
+        "escalate",
+        json!({"mode": "cluster-takeover", "target": "users-binding"}),
+    )
+    .await;
+    let attack = degraded(&host, "escalate", "True", "ChildConflict").await;
+    let message = degraded_message(&attack);
+    assert!(
+        message.contains("ClusterRoleBinding users-binding")
+            && message.contains("no controlling owner"),
+        "{message}"
+    );
+    let after = get_json(&crbs, "users-binding").await.unwrap();
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    assert_eq!(after["roleRef"]["name"], "view");
+}

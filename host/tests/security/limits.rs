@@ -197,3 +197,74 @@ async fn a_log_flood_is_truncated_and_counted() {
         "{logged} bytes logged in {calls} calls"
     );
 }
+
+/// An object reconciled faster than its rate limit (here 2 at once, one
+/// more per second, with requeue-after 0 raised to 100 ms) is a hot loop: a
+/// `HotLoop` Warning event, the `reconcileRate` metric, and the next
+/// reconcile that runs says so in `Degraded`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hot_loop_is_reported() {
+    use std::time::Duration;
+    use wasm_operator::contract::ReconcileLimits;
+    use wasm_operator::registry::ActivationOptions;
+
+    let host = Host::start().await;
+    let path = crate::support::plugin_wasm("hostile");
+    let candidate = host
+        .registry
+        .prepare(
+            &format!("file:{}", path.display()),
+            crate::support::plugin_bytes("hostile"),
+            None,
+        )
+        .await
+        .unwrap();
+    let limits = ReconcileLimits {
+        reconcile_burst: 2,
+        reconcile_refill: Duration::from_secs(1),
+        min_requeue: Duration::from_millis(100),
+        ..ReconcileLimits::default()
+    };
+    host.registry
+        .activate(
+            candidate,
+            ActivationOptions {
+                reconcile_limits: Some(limits),
+                ..ActivationOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    host.attack(NS, "spin", json!({"mode": "requeue-zero"}))
+        .await;
+    wait_until("a HotLoop Warning event", CONVERGE, || async {
+        let events = events_for(&host, "spin").await;
+        if events
+            .iter()
+            .any(|(t, r, _)| t == "Warning" && r == "HotLoop")
+        {
+            Ok(())
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    let attacks = dynamic_api(&host.client(), &attack_kind(), Some(NS));
+    wait_until("Degraded to name the hot loop", CONVERGE, || async {
+        let a = get_json(&attacks, "spin").await.ok_or("gone")?;
+        let text = message(&a, "Degraded").to_string();
+        if text.contains("reconcileRate") && text.contains("hot loop") {
+            Ok(())
+        } else {
+            Err(text)
+        }
+    })
+    .await;
+    let metrics = host.metrics.encode();
+    assert!(
+        metrics.contains(
+            "wasm_operator_limit_breaches_total{plugin=\"hostile\",limit=\"reconcileRate\"}"
+        ),
+        "{metrics}"
+    );
+}
