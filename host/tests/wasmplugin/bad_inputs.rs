@@ -4,8 +4,10 @@
 
 use serde_json::json;
 
-use crate::support::{self, condition};
-use crate::{Fixture, digest, file_spec, with_custom_section, write_atomically};
+use crate::support::{self, condition, get_json, wait_until};
+use crate::{
+    CONVERGE, Fixture, condition_is, digest, file_spec, with_custom_section, write_atomically,
+};
 
 /// Serves webapp from a file, then replaces the file with `bad`.
 async fn rejects_bad_file(case: &str, bad: Vec<u8>, reason: &str, message_part: &str) {
@@ -258,4 +260,64 @@ async fn a_load_that_finds_the_pool_full_is_retried() {
     let o = fx.wait_serving("webapp", &digest(&webapp)).await;
     assert!(crate::condition_is(&o, "Degraded", "False"), "{o:#}");
     fx.assert_reconciles("after-pool-full").await;
+}
+
+/// Limits under which every call would fail (1Ki of memory, a 0 ms
+/// deadline) are refused with `InvalidSpec`; the serving version keeps
+/// serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_that_fail_every_call_are_rejected() {
+    let fx = Fixture::start().await;
+    let good = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &good);
+    fx.create("webapp", file_spec(&path)).await;
+    fx.wait_serving("webapp", &digest(&good)).await;
+    for limits in [json!({"memory": "1Ki"}), json!({"callTimeout": "0ms"})] {
+        fx.patch_spec("webapp", json!({"limits": limits})).await;
+        let wp = fx
+            .wait_degraded("webapp", "InvalidSpec", &digest(&good))
+            .await;
+        let message = condition(&wp, "Degraded").unwrap()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains("every call would fail"), "{message}");
+        fx.patch_spec("webapp", json!({"limits": null})).await;
+        fx.wait_for("webapp", "recovered", |o| {
+            condition_is(o, "Degraded", "False")
+        })
+        .await;
+    }
+    fx.assert_reconciles("after").await;
+}
+
+/// `spec.limits` reaches the plugin's reconciles: with `maxChildren: 1` a
+/// WebApp (a Deployment and a Service) is refused with `TooManyChildren`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_limits_come_from_the_spec() {
+    let fx = Fixture::start().await;
+    let good = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("plugin.wasm");
+    write_atomically(&path, &good);
+    let mut spec = file_spec(&path);
+    spec["limits"] = json!({"maxChildren": 1});
+    fx.create("webapp", spec).await;
+    fx.wait_serving("webapp", &digest(&good)).await;
+    fx.create_webapp("small").await;
+    let webapps = support::dynamic_api(
+        &fx.client(),
+        &support::api_resource("example.com", "v1", "WebApp", "webapps"),
+        Some("default"),
+    );
+    wait_until("the WebApp to be refused", CONVERGE, || async {
+        let app = get_json(&webapps, "small").await.ok_or("gone")?;
+        let degraded = condition(&app, "Degraded").cloned().unwrap_or_default();
+        if degraded["reason"] == "TooManyChildren" {
+            Ok(())
+        } else {
+            Err(app.to_string())
+        }
+    })
+    .await;
 }
