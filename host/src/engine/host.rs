@@ -2,19 +2,124 @@
 //! stdout/stderr captured in bounded memory pipes), the memory limiter, and the
 //! `cache` and `log` imports.
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::CacheReader;
 use super::bindings::{cache, log, types};
 use crate::contract;
 
-/// How much of a call's stdout (and, separately, stderr) is kept. A plugin
-/// that writes more traps, which keeps a chatty plugin from exhausting host memory.
+/// The most of a call's stdout (and, separately, stderr) kept in memory;
+/// the call's log limit keeps less when it is smaller. A plugin that writes
+/// more is truncated (the rest is discarded and counted), never trapped,
+/// and cannot exhaust host memory.
 pub(crate) const STDIO_CAPACITY: usize = 1 << 20;
+
+/// A stdout/stderr pipe keeping the first `capacity` bytes a call writes
+/// and discarding (counting) the rest.
+#[derive(Debug, Clone)]
+pub(crate) struct CappedPipe {
+    capacity: usize,
+    state: Arc<Mutex<CappedState>>,
+}
+
+#[derive(Debug, Default)]
+struct CappedState {
+    kept: Vec<u8>,
+    dropped: usize,
+}
+
+impl CappedPipe {
+    pub fn new(capacity: usize) -> CappedPipe {
+        CappedPipe {
+            capacity,
+            state: Arc::default(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, CappedState> {
+        // Plain bytes: a poisoned lock still holds valid ones.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        let mut state = self.state();
+        let room = self.capacity.saturating_sub(state.kept.len());
+        let n = room.min(bytes.len());
+        state.kept.extend_from_slice(&bytes[..n]);
+        state.dropped = state.dropped.saturating_add(bytes.len() - n);
+    }
+
+    /// What was kept, and how many bytes were discarded.
+    pub fn contents(&self) -> (Vec<u8>, usize) {
+        let state = self.state();
+        (state.kept.clone(), state.dropped)
+    }
+}
+
+impl IsTerminal for CappedPipe {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for CappedPipe {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for CappedPipe {
+    async fn ready(&mut self) {}
+}
+
+impl OutputStream for CappedPipe {
+    fn write(&mut self, bytes: bytes::Bytes) -> Result<(), StreamError> {
+        self.push(&bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StreamError> {
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> Result<usize, StreamError> {
+        // Always writable: what does not fit is discarded, not refused.
+        Ok(64 << 10)
+    }
+}
+
+impl tokio::io::AsyncWrite for CappedPipe {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.push(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
 
 /// Records the largest memory a call asked for and refuses growth beyond the
 /// call's limit. The record tells a `MemoryExceeded` from any other trap.
@@ -66,8 +171,8 @@ pub(crate) struct HostState {
     pub cache: Option<Arc<dyn CacheReader>>,
     /// Kinds the plugin tried to read without declaring them, as `v1/Secret`.
     pub denied: Vec<String>,
-    pub stdout: MemoryOutputPipe,
-    pub stderr: MemoryOutputPipe,
+    pub stdout: CappedPipe,
+    pub stderr: CappedPipe,
     /// What is left of the call's log budget, the bytes emitted and cut.
     pub log: LogBudget,
 }
@@ -127,8 +232,9 @@ impl HostState {
         memory_limit: usize,
         log_limit: usize,
     ) -> HostState {
-        let stdout = MemoryOutputPipe::new(STDIO_CAPACITY);
-        let stderr = MemoryOutputPipe::new(STDIO_CAPACITY);
+        let capacity = log_limit.min(STDIO_CAPACITY);
+        let stdout = CappedPipe::new(capacity);
+        let stderr = CappedPipe::new(capacity);
         // Deny-by-default: no preopens, env or args are added; sockets are
         // refused at every layer even though the interfaces are linked (the
         // Rust standard library imports them).
@@ -165,15 +271,22 @@ impl HostState {
             ("stdout", self.stdout.clone()),
             ("stderr", self.stderr.clone()),
         ] {
-            let bytes = pipe.contents();
-            if bytes.is_empty() {
-                continue;
-            }
+            let (bytes, discarded) = pipe.contents();
             for line in String::from_utf8_lossy(&bytes).lines() {
                 let Some(line) = self.log.admit(line) else {
                     continue;
                 };
                 tracing::info!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}");
+            }
+            if discarded > 0 {
+                if self.log.dropped == 0 {
+                    tracing::info!(
+                        target: "plugin", plugin = %self.plugin, version = %self.version, function, stream,
+                        "[log truncated: the plugin exceeded its limit of {} log bytes per call (spec.limits.logSize); {discarded} bytes of {stream} dropped]",
+                        self.log.limit
+                    );
+                }
+                self.log.dropped = self.log.dropped.saturating_add(discarded);
             }
         }
     }
@@ -275,7 +388,15 @@ impl log::Host for HostState {
 
 #[cfg(test)]
 mod tests {
-    use super::LogBudget;
+    use super::{CappedPipe, LogBudget};
+
+    #[test]
+    fn a_capped_pipe_keeps_the_start_and_counts_the_rest() {
+        let pipe = CappedPipe::new(4);
+        pipe.push(b"abc");
+        pipe.push(b"defgh");
+        assert_eq!(pipe.contents(), (b"abcd".to_vec(), 4));
+    }
 
     #[test]
     fn the_log_budget_truncates_once_then_drops() {

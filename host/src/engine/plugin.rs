@@ -555,7 +555,7 @@ impl LoadedPlugin {
             Fault::Wasm(e) => {
                 // A Rust panic prints its message to stderr before it aborts:
                 // that line is what a person needs, the trap tells the rest.
-                let stderr = tail(&state.stderr.contents(), 2);
+                let stderr = tail(&state.stderr.contents().0, 2);
                 let message = if stderr.is_empty() {
                     trap_summary(&e)
                 } else {
