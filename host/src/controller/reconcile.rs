@@ -145,7 +145,7 @@ impl ReconcileError {
                     "plugin {plugin} {version}: the host failed to run the call: {m}; the host retries with backoff, report it if it persists"
                 )
             }
-            ReconcileError::Apply(e @ ApplyError::Api { .. }) => {
+            ReconcileError::Apply(e) => {
                 format!("plugin {plugin} {version}: {e}")
             }
             ReconcileError::Call(e) => e.with_remedy().to_string(),
@@ -607,6 +607,12 @@ async fn report_failure(
     // API write failures are not the plugin's; everything else is.
     if !matches!(error, ReconcileError::Apply(ApplyError::Api { .. })) {
         ctx.metrics.plugin_failure(plugin, version, error.reason());
+    }
+    // The API server refused the plugin's output: a refusal like the plan's.
+    if let ReconcileError::Apply(e @ (ApplyError::Rejected { .. } | ApplyError::Conflict { .. })) =
+        error
+    {
+        ctx.metrics.refusal(plugin, e.reason());
     }
     let mut plan = plan::failure(obj, &report, Utc::now());
     let (events, dropped) = ctx.with_rates(&failure_key(obj), &limits, |rates| {

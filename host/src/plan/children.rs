@@ -374,6 +374,46 @@ mod tests {
     }
 
     #[test]
+    fn only_labelled_and_controlled_objects_are_owned_children() {
+        let object = |labels: Value, refs: Value| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "prod", "labels": labels, "ownerReferences": refs}}))
+            .unwrap()
+        };
+        let ours = json!({PLUGIN_LABEL: "webapp"});
+        let controller = json!([{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "shop", "uid": "u-1", "controller": true}]);
+        let not_controller = json!([{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "shop", "uid": "u-1"}]);
+        assert!(is_owned_child(
+            &object(ours.clone(), controller.clone()),
+            "webapp",
+            "u-1"
+        ));
+        // A user's object labelled like ours, or controlled without the label,
+        // or only referencing the primary, is never pruned.
+        assert!(!is_owned_child(
+            &object(ours.clone(), json!([])),
+            "webapp",
+            "u-1"
+        ));
+        assert!(!is_owned_child(
+            &object(json!({}), controller.clone()),
+            "webapp",
+            "u-1"
+        ));
+        assert!(!is_owned_child(
+            &object(ours.clone(), not_controller),
+            "webapp",
+            "u-1"
+        ));
+        assert!(!is_owned_child(
+            &object(json!({PLUGIN_LABEL: "other"}), controller.clone()),
+            "webapp",
+            "u-1"
+        ));
+        assert!(!is_owned_child(&object(ours, controller), "webapp", "u-2"));
+    }
+
+    #[test]
     fn refuses_unowned_kinds_entirely() {
         let ok = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"}});
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "b"}});
