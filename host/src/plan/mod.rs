@@ -364,6 +364,9 @@ pub fn reconcile(
     }
     let prune = children::unwanted(observed.children, &apply);
     let mut breaches = Vec::new();
+    // Rate state changes only with a plan: a refused answer records nothing
+    // and takes no event tokens.
+    let mut next = rates.clone();
 
     let mut events: Vec<PlannedEvent> = prune
         .keys()
@@ -404,7 +407,7 @@ pub fn reconcile(
                 )
             }),
     );
-    let (events, dropped) = rates.correlate(events, limits, ctx.now);
+    let (events, dropped) = next.correlate(events, limits, ctx.now);
     let events_dropped = dropped
         + desired
             .events
@@ -450,7 +453,7 @@ pub fn reconcile(
         Some(ms) => Requeue::AfterMs(ms),
         None => Requeue::Resync,
     };
-    let throttled = rates.take_throttled();
+    let throttled = next.take_throttled();
     if throttled > 0 {
         breaches.push(Breach {
             limit: Limit::ReconcileRate,
@@ -516,6 +519,7 @@ pub fn reconcile(
         }
     }
 
+    *rates = next;
     Ok(Plan {
         apply,
         prune,

@@ -653,3 +653,38 @@ fn a_hot_loop_is_reported_by_the_next_reconcile_that_runs() {
     let again = reconcile(&observed, &desired(vec![]), &c, &mut r).unwrap();
     assert!(again.breaches.is_empty());
 }
+
+#[test]
+fn a_refused_answer_takes_no_event_tokens() {
+    let m = manifest();
+    let limits = ReconcileLimits {
+        max_status_bytes: 1024,
+        event_burst: 1,
+        ..ReconcileLimits::default()
+    };
+    let c = PlanContext { limits, ..ctx(&m) };
+    let mut r = ObjectRates::new(&limits, c.now);
+    let obj = primary();
+    let observed = Observed {
+        primary: &obj,
+        children: &[],
+        existing: &NOTHING,
+    };
+    let event = Event {
+        warning: false,
+        reason: "E".into(),
+        message: "m".into(),
+    };
+    let refused = Desired {
+        status: Some(json!({"blob": "x".repeat(2048)})),
+        events: vec![event.clone()],
+        ..Desired::default()
+    };
+    assert!(reconcile(&observed, &refused, &c, &mut r).is_err());
+    let fine = Desired {
+        events: vec![event],
+        ..desired(vec![])
+    };
+    let plan = reconcile(&observed, &fine, &c, &mut r).unwrap();
+    assert_eq!(plan.events.len(), 1, "{:?}", plan.breaches);
+}
