@@ -4,7 +4,7 @@
 //!
 //! The values live here (before the engine and the registry in the data
 //! flow) so a WasmPlugin's spec can set them and every version carries them;
-//! [`crate::plan::limits`] decides with them.
+//! `plan::limits` decides with them.
 //!
 //! # The rule
 //!
