@@ -57,7 +57,7 @@ impl EventSink {
             },
             reason: reason.to_string(),
             // The API limits notes to 1 kB.
-            note: Some(truncate(message, 1000)),
+            note: Some(crate::plan::truncate(message, 1000)),
             action: action.to_string(),
             secondary: None,
         };
@@ -65,15 +65,4 @@ impl EventSink {
             tracing::warn!(%error, reason, object = ?reference.name, "cannot record event");
         }
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
