@@ -47,11 +47,12 @@ pub struct ReconcileLimits {
     pub event_refill: Duration,
     /// Shortest requeue-after the host honours. Default 1 s.
     pub min_requeue: Duration,
-    /// Reconciles of one object in a burst before it counts as a hot loop.
-    /// Default 20.
+    /// Reconciles of one object without a spec change (same `generation`)
+    /// in a burst before it counts as a hot loop. Default 50 (a rollout's
+    /// children changing, version swaps and a few requeues stay below it).
     pub reconcile_burst: u32,
-    /// One more reconcile token per this interval. Default 3 s (20 a minute
-    /// sustained).
+    /// One more reconcile token per this interval. Default 2 s (30 a minute
+    /// sustained: a requeue every second is a hot loop).
     pub reconcile_refill: Duration,
 }
 
@@ -73,8 +74,8 @@ impl Default for ReconcileLimits {
             event_burst: 25,
             event_refill: Duration::from_secs(300),
             min_requeue: Duration::from_secs(1),
-            reconcile_burst: 20,
-            reconcile_refill: Duration::from_secs(3),
+            reconcile_burst: 50,
+            reconcile_refill: Duration::from_secs(2),
         }
     }
 }

@@ -289,9 +289,9 @@ async fn run(
     let obj = upgraded.as_deref().unwrap_or(obj);
     let key = failure_key(obj);
     let limits = active.limits;
-    if let Admission::Delay { wait, first } =
-        ctx.with_rates(&key, &limits, |r| r.admit_reconcile(&limits, Utc::now()))
-    {
+    if let Admission::Delay { wait, first } = ctx.with_rates(&key, &limits, |r| {
+        r.admit_reconcile(&limits, Utc::now(), obj.metadata.generation)
+    }) {
         return Ok(hot_loop(obj, ctx, &limits, wait, first).await);
     }
     let Observation {

@@ -141,6 +141,8 @@ pub struct ObjectRates {
     similar: HashMap<(bool, String), (u32, DateTime<Utc>)>,
     /// Reconciles delayed by the rate limit since the last one that ran.
     throttled: u32,
+    /// The primary's `metadata.generation` at the last admitted reconcile.
+    generation: Option<i64>,
 }
 
 /// What [`ObjectRates::admit_reconcile`] decided.
@@ -166,11 +168,25 @@ impl ObjectRates {
             events: TokenBucket::full(limits.event_burst, now),
             similar: HashMap::new(),
             throttled: 0,
+            generation: None,
         }
     }
 
-    /// The per-object reconcile rate limit.
-    pub fn admit_reconcile(&mut self, limits: &ReconcileLimits, now: DateTime<Utc>) -> Admission {
+    /// The per-object reconcile rate limit. A hot loop is an object
+    /// reconciled over and over *without changing*: a reconcile of a new
+    /// `generation` (someone edited the spec) always runs and takes no
+    /// token; the others (requeues, children changing, resyncs) take one.
+    /// Kinds without a generation are always counted.
+    pub fn admit_reconcile(
+        &mut self,
+        limits: &ReconcileLimits,
+        now: DateTime<Utc>,
+        generation: Option<i64>,
+    ) -> Admission {
+        if generation.is_some() && generation != self.generation {
+            self.generation = generation;
+            return Admission::Run;
+        }
         match self
             .reconciles
             .take(limits.reconcile_burst, limits.reconcile_refill, now)
@@ -279,21 +295,47 @@ mod tests {
     fn a_hot_loop_is_delayed_and_reported_once_per_streak() {
         let limits = ReconcileLimits {
             reconcile_burst: 2,
+            reconcile_refill: Duration::from_secs(3),
             ..ReconcileLimits::default()
         };
         let mut rates = ObjectRates::new(&limits, t(0));
-        assert_eq!(rates.admit_reconcile(&limits, t(0)), Admission::Run);
-        assert_eq!(rates.admit_reconcile(&limits, t(0)), Admission::Run);
-        let Admission::Delay { wait, first: true } = rates.admit_reconcile(&limits, t(0)) else {
+        // The first sight of a generation is a change: no token taken.
+        assert_eq!(
+            rates.admit_reconcile(&limits, t(0), Some(1)),
+            Admission::Run
+        );
+        assert_eq!(
+            rates.admit_reconcile(&limits, t(0), Some(1)),
+            Admission::Run
+        );
+        assert_eq!(
+            rates.admit_reconcile(&limits, t(0), Some(1)),
+            Admission::Run
+        );
+        let Admission::Delay { wait, first: true } = rates.admit_reconcile(&limits, t(0), Some(1))
+        else {
             panic!("not delayed")
         };
         assert_eq!(wait, limits.reconcile_refill);
         assert!(matches!(
-            rates.admit_reconcile(&limits, t(1)),
+            rates.admit_reconcile(&limits, t(1), Some(1)),
             Admission::Delay { first: false, .. }
         ));
-        assert_eq!(rates.admit_reconcile(&limits, t(4)), Admission::Run);
+        assert_eq!(
+            rates.admit_reconcile(&limits, t(4), Some(1)),
+            Admission::Run
+        );
         assert_eq!(rates.take_throttled(), 2);
+        // An edit runs even with an empty bucket.
+        assert!(matches!(
+            rates.admit_reconcile(&limits, t(4), Some(1)),
+            Admission::Delay { .. }
+        ));
+        assert_eq!(
+            rates.admit_reconcile(&limits, t(4), Some(2)),
+            Admission::Run
+        );
+        rates.take_throttled();
         assert_eq!(rates.take_throttled(), 0);
         assert!(!rates.is_idle(&limits, t(4)));
         assert!(rates.is_idle(&limits, t(1000)));

@@ -442,7 +442,7 @@ pub fn reconcile(
         });
     }
     let min_requeue_ms = u64::try_from(limits.min_requeue.as_millis()).unwrap_or(u64::MAX);
-    let requeue = match desired.requeue_after_ms {
+    let mut requeue = match desired.requeue_after_ms {
         Some(ms) if ms < min_requeue_ms => {
             breaches.push(Breach {
                 limit: Limit::RequeueAfter,
@@ -455,6 +455,13 @@ pub fn reconcile(
     };
     let throttled = next.take_throttled();
     if throttled > 0 {
+        // Look again once a token is back: a loop that stopped meanwhile
+        // then clears the report instead of leaving it until the resync.
+        if requeue == Requeue::Resync {
+            requeue = Requeue::AfterMs(
+                u64::try_from(limits.reconcile_refill.as_millis()).unwrap_or(u64::MAX),
+            );
+        }
         breaches.push(Breach {
             limit: Limit::ReconcileRate,
             detail: format!(

@@ -636,9 +636,9 @@ fn a_hot_loop_is_reported_by_the_next_reconcile_that_runs() {
         ..ReconcileLimits::default()
     };
     let mut r = ObjectRates::new(&limits, c.now);
-    assert_eq!(r.admit_reconcile(&limits, c.now), Admission::Run);
+    assert_eq!(r.admit_reconcile(&limits, c.now, None), Admission::Run);
     assert!(matches!(
-        r.admit_reconcile(&limits, c.now),
+        r.admit_reconcile(&limits, c.now, None),
         Admission::Delay { first: true, .. }
     ));
     let obj = primary();
@@ -650,6 +650,8 @@ fn a_hot_loop_is_reported_by_the_next_reconcile_that_runs() {
     let plan = reconcile(&observed, &desired(vec![]), &c, &mut r).unwrap();
     assert_eq!(plan.breaches[0].limit, Limit::ReconcileRate);
     assert!(plan.breaches[0].detail.contains("hot loop"));
+    // Looked at again once a token is back, so a loop that stopped clears.
+    assert_eq!(plan.requeue, Requeue::AfterMs(2000));
     let again = reconcile(&observed, &desired(vec![]), &c, &mut r).unwrap();
     assert!(again.breaches.is_empty());
 }

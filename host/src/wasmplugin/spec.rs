@@ -180,12 +180,12 @@ pub struct LimitsSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
     pub min_requeue_after: Option<String>,
-    /// Reconciles of one object in a burst before it is a hot loop.
-    /// Default 20.
+    /// Reconciles of one object without a spec change in a burst before
+    /// it is a hot loop. Default 50.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000))]
     pub reconcile_burst: Option<u32>,
-    /// One more reconcile of an object per this interval. Default 3s.
+    /// One more reconcile of an object per this interval. Default 2s.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
     pub reconcile_refill: Option<String>,
