@@ -319,16 +319,17 @@ async fn run(
         limits,
     };
     // A refused child means no plan, hence no write at all.
-    let plan = ctx
-        .with_rates(&key, &limits, |rates| {
-            plan::reconcile(&observed, &desired, &plan_ctx, rates)
-        })
-        .inspect_err(|error| {
+    // Planned on a copy, outside the lock (kube-runtime never reconciles
+    // one object twice at once, so nothing else changes this entry).
+    let mut rates = ctx.with_rates(&key, &limits, |r| r.clone());
+    let plan =
+        plan::reconcile(&observed, &desired, &plan_ctx, &mut rates).inspect_err(|error| {
             ctx.metrics.refusal(&ctx.plugin, error.reason());
             if let Some(limit) = error.limit() {
                 ctx.metrics.limit_breach(&ctx.plugin, limit.as_str());
             }
         })?;
+    ctx.with_rates(&key, &limits, |r| *r = rates);
     for breach in &plan.breaches {
         ctx.metrics.limit_breach(&ctx.plugin, breach.limit.as_str());
     }
