@@ -241,3 +241,53 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
     );
     assert_eq!(after["roleRef"]["name"], "view");
 }
+
+/// A write the API server refuses with a status retrying cannot fix (422)
+/// is `ApplyRejected` carrying the server's message, not retried until the
+/// object changes; the change then converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unfixable_api_refusal_is_permanent_with_the_servers_message() {
+    let host = Host::start().await;
+    host.load("hostile").await;
+    host.attack(NS, "refused", json!({"mode": "ok"})).await;
+    // Settled first: adding the finalizer retriggers the first reconcile.
+    degraded(&host, "refused", "False", "ReconcileSucceeded").await;
+    let attacks = dynamic_api(&host.client(), &attack_kind(), Some(NS));
+    host.cluster
+        .faults()
+        .fail_next(&format!("/api/v1/namespaces/{NS}/configmaps"), 1, 422);
+    attacks
+        .patch(
+            "refused",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"target": "first"}})),
+        )
+        .await
+        .unwrap();
+    let attack = degraded(&host, "refused", "True", "ApplyRejected").await;
+    let message = degraded_message(&attack);
+    assert!(
+        message.contains("ConfigMap default/refused-ok")
+            && message.contains("422")
+            && message.contains("injected fault")
+            && message.contains("does not retry"),
+        "{message}"
+    );
+    let metrics = host.metrics.encode();
+    assert!(
+        metrics
+            .contains("wasm_operator_refusals_total{plugin=\"hostile\",reason=\"ApplyRejected\"}"),
+        "{metrics}"
+    );
+    // A change of the object is reconciled again, and converges.
+    attacks
+        .patch(
+            "refused",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"target": "again"}})),
+        )
+        .await
+        .unwrap();
+    degraded(&host, "refused", "False", "ReconcileSucceeded").await;
+    assert!(get_json(&configmaps(&host), "refused-ok").await.is_some());
+}
