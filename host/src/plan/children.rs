@@ -165,7 +165,7 @@ pub fn complete(
             kind.kind,
             display_name(namespace.as_deref(), &name)
         );
-        if let Some(problem) = name_problem(&kind.kind, &name)
+        if let Some(problem) = name_problem(&kind.api_version(), &kind.kind, &name)
             .or_else(|| namespace.as_deref().and_then(namespace_problem))
         {
             return Err(invalid(shown, problem));

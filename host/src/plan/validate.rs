@@ -3,8 +3,9 @@
 //! the child and the rule) instead of half-applied and retried forever.
 //!
 //! The rules are those of apimachinery's `validation` package: names are
-//! DNS-1123 subdomains (DNS-1035 labels for Services, DNS-1123 labels for
-//! Namespaces) and valid path segments, namespaces DNS-1123 labels, label
+//! valid path segments and DNS-1123 subdomains (DNS-1035 labels for
+//! Services, DNS-1123 labels for Namespaces, path segments only for RBAC
+//! kinds), namespaces DNS-1123 labels, label
 //! keys qualified names with values of at most 63 characters, and all
 //! annotations of one object at most 256 KiB.
 
@@ -52,13 +53,20 @@ fn path_segment_problem(name: &str) -> Option<&'static str> {
     None
 }
 
-/// Why `name` cannot name an object of `kind`, or `None`.
-pub fn name_problem(kind: &str, name: &str) -> Option<String> {
+/// The RBAC API group: its names need only be valid path segments
+/// (`system:basic-user` is a ClusterRoleBinding's name).
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io/";
+
+/// Why `name` cannot name an object of `kind` in `api_version`, or `None`.
+pub fn name_problem(api_version: &str, kind: &str, name: &str) -> Option<String> {
     if name.is_empty() {
         return Some("metadata.name is empty".into());
     }
     if let Some(p) = path_segment_problem(name) {
         return Some(format!("metadata.name {name:?} {p}"));
+    }
+    if api_version.starts_with(RBAC_GROUP) {
+        return None;
     }
     let (ok, rule) = match kind {
         "Service" => (
@@ -162,17 +170,30 @@ mod tests {
 
     #[test]
     fn names_follow_the_api_server() {
-        assert!(name_problem("ConfigMap", "web-config.v1").is_none());
+        assert!(name_problem("v1", "ConfigMap", "web-config.v1").is_none());
         for bad in ["Not_A_DNS_Name", "-a", "a-", "", "a..b", &"a".repeat(254)] {
-            assert!(name_problem("ConfigMap", bad).is_some(), "{bad:?}");
+            assert!(name_problem("v1", "ConfigMap", bad).is_some(), "{bad:?}");
         }
-        assert!(name_problem("ConfigMap", "..").unwrap().contains("'..'"));
-        assert!(name_problem("Thing", "a/b").unwrap().contains("'/'"));
+        assert!(
+            name_problem("v1", "ConfigMap", "..")
+                .unwrap()
+                .contains("'..'")
+        );
+        assert!(
+            name_problem("example.com/v1", "Thing", "a/b")
+                .unwrap()
+                .contains("'/'")
+        );
         // Services are DNS-1035 labels: no dots, no leading digit.
-        assert!(name_problem("Service", "web.x").is_some());
-        assert!(name_problem("Service", "1web").is_some());
-        assert!(name_problem("Service", "web-1").is_none());
-        assert!(name_problem("Namespace", "a.b").is_some());
+        assert!(name_problem("v1", "Service", "web.x").is_some());
+        assert!(name_problem("v1", "Service", "1web").is_some());
+        assert!(name_problem("v1", "Service", "web-1").is_none());
+        assert!(name_problem("v1", "Namespace", "a.b").is_some());
+        // RBAC names are path segments only.
+        let rbac = "rbac.authorization.k8s.io/v1";
+        assert!(name_problem(rbac, "ClusterRoleBinding", "system:basic-user").is_none());
+        assert!(name_problem(rbac, "ClusterRole", "a/b").is_some());
+        assert!(name_problem("v1", "ConfigMap", "system:basic-user").is_some());
         assert!(namespace_problem("prod").is_none());
         assert!(namespace_problem("Prod").is_some());
         assert!(namespace_problem(&"a".repeat(64)).is_some());

@@ -211,7 +211,7 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
     );
     let existing: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "users-binding"},
+        "metadata": {"name": "system:readers"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
         "subjects": [{"kind": "Group", "name": "readers", "apiGroup": "rbac.authorization.k8s.io"}],
     }))
@@ -219,22 +219,22 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
     crbs.create(&PostParams::default(), &existing)
         .await
         .unwrap();
-    let before = get_json(&crbs, "users-binding").await.unwrap();
+    let before = get_json(&crbs, "system:readers").await.unwrap();
     host.load("hostile").await;
     host.attack(
         NS,
         "escalate",
-        json!({"mode": "cluster-takeover", "target": "users-binding"}),
+        json!({"mode": "cluster-takeover", "target": "system:readers"}),
     )
     .await;
     let attack = degraded(&host, "escalate", "True", "ChildConflict").await;
     let message = degraded_message(&attack);
     assert!(
-        message.contains("ClusterRoleBinding users-binding")
+        message.contains("ClusterRoleBinding system:readers")
             && message.contains("no controlling owner"),
         "{message}"
     );
-    let after = get_json(&crbs, "users-binding").await.unwrap();
+    let after = get_json(&crbs, "system:readers").await.unwrap();
     assert_eq!(
         after["metadata"]["resourceVersion"],
         before["metadata"]["resourceVersion"]
