@@ -355,12 +355,13 @@ pub fn reconcile(
             conflicts: conflicts.join("; "),
         });
     }
+    let owned: std::collections::BTreeSet<ChildKey> = observed
+        .children
+        .iter()
+        .map(|c| ChildKey::of(&c.resource, &c.object))
+        .collect();
     for (key, child) in &mut apply {
-        child.exists = observed.existing.contains_key(key)
-            || observed
-                .children
-                .iter()
-                .any(|c| &ChildKey::of(&c.resource, &c.object) == key);
+        child.exists = observed.existing.contains_key(key) || owned.contains(key);
     }
     let prune = children::unwanted(observed.children, &apply);
     let mut breaches = Vec::new();
