@@ -690,3 +690,20 @@ fn a_refused_answer_takes_no_event_tokens() {
     let plan = reconcile(&observed, &fine, &c, &mut r).unwrap();
     assert_eq!(plan.events.len(), 1, "{:?}", plan.breaches);
 }
+
+#[test]
+fn only_children_the_caches_show_as_ours_are_force_applied() {
+    let m = manifest();
+    let children = [observed_child("services", "Service", "shop")];
+    let plan = plan_of(
+        &primary(),
+        &children,
+        &desired(vec![service("shop"), service("fresh")]),
+        &ctx(&m),
+    )
+    .unwrap();
+    assert!(plan.apply[&key("Service", "shop")].exists);
+    // Not cached: created without force, so an object someone created
+    // meanwhile is refused by the API server instead of taken over.
+    assert!(!plan.apply[&key("Service", "fresh")].exists);
+}
