@@ -57,7 +57,9 @@ use super::{Manifest, ResourceKind, Scope};
 pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
 
 /// A kind named by group and kind, version-agnostic.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 pub struct GroupKind {
     /// API group; empty (the default) for the core group.
     #[serde(default)]
@@ -298,7 +300,9 @@ pub fn sensitivity(kind: &ResourceKind) -> Option<&'static str> {
         ("", "Namespace") => "Namespaces bound every other permission",
         ("", "Node") => "Nodes run every workload",
         ("rbac.authorization.k8s.io", _) => "RBAC kinds grant permissions",
-        ("admissionregistration.k8s.io", _) => "admission configuration sees and changes every write",
+        ("admissionregistration.k8s.io", _) => {
+            "admission configuration sees and changes every write"
+        }
         ("apiextensions.k8s.io", _) => "CRDs define APIs and their conversion webhooks",
         ("apiregistration.k8s.io", _) => "APIServices route API groups to other servers",
         ("certificates.k8s.io", _) => "certificate signing mints cluster credentials",
@@ -503,7 +507,11 @@ mod tests {
         )
     }
 
-    fn manifest(primary: ResourceKind, owns: Vec<ResourceKind>, watches: Vec<ResourceKind>) -> Manifest {
+    fn manifest(
+        primary: ResourceKind,
+        owns: Vec<ResourceKind>,
+        watches: Vec<ResourceKind>,
+    ) -> Manifest {
         Manifest {
             name: "p".into(),
             version: "1.0.0".into(),
@@ -547,11 +555,18 @@ mod tests {
                     "Secret".into(),
                     ExcessKind::Sensitive("Secrets hold credentials")
                 ),
-                (Access::Own, "ClusterRoleBinding".into(), ExcessKind::ClusterScoped),
+                (
+                    Access::Own,
+                    "ClusterRoleBinding".into(),
+                    ExcessKind::ClusterScoped
+                ),
             ]
         );
         let message = Grant::default().check(&m)[1].to_string();
-        assert!(message.contains("owns rbac.authorization.k8s.io/v1 ClusterRoleBinding"), "{message}");
+        assert!(
+            message.contains("owns rbac.authorization.k8s.io/v1 ClusterRoleBinding"),
+            "{message}"
+        );
         assert!(message.contains("clusterScoped: true"), "{message}");
     }
 
@@ -561,7 +576,11 @@ mod tests {
         let got = problems(&Grant::default(), &m);
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, Access::Read);
-        assert!(Grant::default().check(&m)[0].to_string().contains("reads v1 Secret"));
+        assert!(
+            Grant::default().check(&m)[0]
+                .to_string()
+                .contains("reads v1 Secret")
+        );
     }
 
     #[test]
@@ -592,7 +611,11 @@ mod tests {
         };
         assert_eq!(
             problems(&grant, &m),
-            vec![(Access::Own, "ClusterRoleBinding".into(), ExcessKind::ClusterScoped)]
+            vec![(
+                Access::Own,
+                "ClusterRoleBinding".into(),
+                ExcessKind::ClusterScoped
+            )]
         );
     }
 
@@ -673,7 +696,11 @@ mod tests {
 
     #[test]
     fn a_built_in_primary_needs_an_own_entry_naming_it() {
-        for (group, k) in [("", "ConfigMap"), ("apps", "Deployment"), ("networking.k8s.io", "Ingress")] {
+        for (group, k) in [
+            ("", "ConfigMap"),
+            ("apps", "Deployment"),
+            ("networking.k8s.io", "Ingress"),
+        ] {
             let primary = kind(group, "v1", k, "x", Scope::Namespaced);
             let m = manifest(primary, vec![], vec![]);
             assert_eq!(
@@ -707,16 +734,38 @@ mod tests {
             ("", "Namespace", Scope::Cluster),
             ("", "Node", Scope::Cluster),
             ("rbac.authorization.k8s.io", "RoleBinding", ns),
-            ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", Scope::Cluster),
-            ("apiextensions.k8s.io", "CustomResourceDefinition", Scope::Cluster),
+            (
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                Scope::Cluster,
+            ),
+            (
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                Scope::Cluster,
+            ),
             ("apiregistration.k8s.io", "APIService", Scope::Cluster),
-            ("certificates.k8s.io", "CertificateSigningRequest", Scope::Cluster),
+            (
+                "certificates.k8s.io",
+                "CertificateSigningRequest",
+                Scope::Cluster,
+            ),
             ("example.com", "ClusterThing", Scope::Cluster),
         ] {
-            assert!(sensitivity(&kind(group, "v1", k, "x", scope)).is_some(), "{group}/{k}");
+            assert!(
+                sensitivity(&kind(group, "v1", k, "x", scope)).is_some(),
+                "{group}/{k}"
+            );
         }
-        for (group, k) in [("", "ConfigMap"), ("apps", "Deployment"), ("example.com", "WebApp")] {
-            assert!(sensitivity(&kind(group, "v1", k, "x", ns)).is_none(), "{group}/{k}");
+        for (group, k) in [
+            ("", "ConfigMap"),
+            ("apps", "Deployment"),
+            ("example.com", "WebApp"),
+        ] {
+            assert!(
+                sensitivity(&kind(group, "v1", k, "x", ns)).is_none(),
+                "{group}/{k}"
+            );
         }
         assert!(is_built_in_group(""));
         assert!(is_built_in_group("batch"));
@@ -767,13 +816,22 @@ mod tests {
             ..Grant::default()
         };
         let labels = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
         };
         assert!(grant.namespace_allowed("x", Some(&labels(&[("team", "a")]))));
         assert!(!grant.namespace_allowed("x", Some(&labels(&[("team", "b")]))));
         assert!(!grant.namespace_allowed("x", Some(&labels(&[("team", "a"), ("frozen", "")]))));
-        assert!(!grant.namespace_allowed("x", None), "unknown labels select nothing");
-        assert!(grant.namespace_allowed("listed", None), "listed or selected");
+        assert!(
+            !grant.namespace_allowed("x", None),
+            "unknown labels select nothing"
+        );
+        assert!(
+            grant.namespace_allowed("listed", None),
+            "listed or selected"
+        );
         assert!(grant.needs_namespace_labels());
     }
 
@@ -816,6 +874,9 @@ mod tests {
             grant.service_account.unwrap().user_name(),
             "system:serviceaccount:ops:hostile"
         );
-        assert!(serde_yaml::from_str::<Grant>("owns: []").is_err(), "typos are errors");
+        assert!(
+            serde_yaml::from_str::<Grant>("owns: []").is_err(),
+            "typos are errors"
+        );
     }
 }

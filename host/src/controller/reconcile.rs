@@ -13,7 +13,7 @@ use kube::{Client, ResourceExt};
 
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
-use crate::cache::{CacheLease, object_text};
+use crate::cache::{CacheLease, NamespaceGate, object_text};
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
@@ -37,6 +37,8 @@ pub(super) struct Context {
     pub primary: ApiResource,
     pub owned: Vec<CacheLease>,
     pub cache: Arc<dyn CacheReader>,
+    /// The namespaces of the plugin's grant.
+    pub gate: NamespaceGate,
     pub events: EventSink,
     pub metrics: Metrics,
     pub failures: Failures,
@@ -197,6 +199,15 @@ pub(super) async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    if !ctx.gate.allows_object(&obj) {
+        // Outside the grant (e.g. queued by a reconcile-all, or a related
+        // object's event): never written to, not even a condition.
+        tracing::debug!(
+            plugin = %ctx.plugin, object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
+            granted = %ctx.gate.describe(), "skipping a primary outside the plugin's granted namespaces"
+        );
+        return Ok(Action::await_change());
+    }
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
     let active = ctx.versions.serving_for(&obj);

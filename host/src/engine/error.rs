@@ -236,6 +236,25 @@ pub enum CallError {
         /// The first undeclared kind it read, as `apiVersion/kind`.
         kind: String,
     },
+    /// The plugin read a namespace its grant does not include (reason
+    /// `CapabilityDenied`).
+    #[error(
+        "plugin {plugin} {version}: {function} tried to read {kind} in namespace {namespace}, outside its grant ({granted}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it"
+    )]
+    NamespaceDenied {
+        /// The plugin's name, from its manifest.
+        plugin: String,
+        /// The plugin's version, from its manifest.
+        version: String,
+        /// The plugin function that was called.
+        function: String,
+        /// The kind it read, as `apiVersion/kind`.
+        kind: String,
+        /// The namespace outside its grant.
+        namespace: String,
+        /// The namespaces its grant allows, in words.
+        granted: String,
+    },
     /// The plugin answered with a transient or permanent failure.
     #[error("{0}")]
     Failed(Failure),
@@ -278,7 +297,9 @@ impl CallError {
             CallError::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
             CallError::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
             CallError::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
-            CallError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
+            CallError::CapabilityDenied { .. } | CallError::NamespaceDenied { .. } => {
+                Reason::CapabilityDenied.as_str()
+            }
             CallError::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
             CallError::Failed(Failure::Permanent(_)) => Reason::ReconcilePermanentFailure.as_str(),
             CallError::NotImplemented { .. } => Reason::NotImplemented.as_str(),
@@ -296,6 +317,7 @@ impl CallError {
             self,
             CallError::Failed(Failure::Permanent(_))
                 | CallError::CapabilityDenied { .. }
+                | CallError::NamespaceDenied { .. }
                 | CallError::NotImplemented { .. }
         )
     }

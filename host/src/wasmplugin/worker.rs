@@ -204,6 +204,7 @@ impl Worker {
                 config: spec.plugin_config(),
                 limits: Some(limits),
                 concurrency: spec.concurrency,
+                grant: spec.permissions.clone().unwrap_or_default(),
             },
             Err(error) => {
                 self.reject(
