@@ -1,0 +1,108 @@
+//! `wasm-operator run --plugin` with grants: two components of one plugin
+//! name are an error naming both files; a plugin asking for more than its
+//! grant (`--grant FILE`, or the restricted default) is refused naming each
+//! excess.
+
+use devcluster::{DevCluster, DevClusterOptions};
+use wasm_operator::dev::manifests::install_crds;
+
+use crate::common::{plugin_wasm, run_binary, workspace};
+
+/// Runs `wasm-operator run` against a fresh devcluster with the webapp and
+/// Attack CRDs, with `args` after `run`; returns stderr of the failed run.
+async fn run_failing(args: Vec<String>) -> String {
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .unwrap();
+    for crd in ["examples/webapp/crd.yaml", "examples/hostile/crd.yaml"] {
+        install_crds(&cluster.client(), &workspace().join(crd))
+            .await
+            .unwrap();
+    }
+    let kubeconfig = cluster.kubeconfig_path().to_str().unwrap().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut all: Vec<&str> = vec!["run"];
+        all.extend(args.iter().map(String::as_str));
+        all.extend(["--kubeconfig", &kubeconfig, "--metrics-addr", "127.0.0.1:0"]);
+        run_binary(&all)
+    })
+    .await
+    .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_two_components_of_one_plugin_name() {
+    let v1 = plugin_wasm("webapp").display().to_string();
+    let v2 = plugin_wasm("webapp_v2").display().to_string();
+    let stderr = run_failing(vec![
+        "--plugin".into(),
+        v1.clone(),
+        "--plugin".into(),
+        v2.clone(),
+    ])
+    .await;
+    assert!(
+        stderr.contains(&format!(
+            "--plugin {v1} and --plugin {v2} are both plugin webapp"
+        )),
+        "{stderr}"
+    );
+    // The same file twice is the same mistake.
+    let stderr = run_failing(vec![
+        "--plugin".into(),
+        v1.clone(),
+        "--plugin".into(),
+        v1.clone(),
+    ])
+    .await;
+    assert!(stderr.contains("are both plugin webapp"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_refuses_a_plugin_beyond_its_grant() {
+    let hostile = plugin_wasm("hostile").display().to_string();
+    // The restricted default.
+    let stderr = run_failing(vec!["--plugin".into(), hostile.clone()]).await;
+    assert!(
+        stderr.contains("asks for more than its grant")
+            && stderr.contains("owns v1 Secret")
+            && stderr.contains("ClusterRoleBinding"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("wasm32-wasip2"),
+        "not a build problem: {stderr}"
+    );
+    // A grant file that names Secrets but no cluster-scoped kinds.
+    let dir = tempfile::tempdir().unwrap();
+    let grant = dir.path().join("grant.yaml");
+    std::fs::write(
+        &grant,
+        "own:\n- {group: test.wasm-operator.dev, kind: Attack}\n- {kind: ConfigMap}\n- {kind: Secret}\n- {group: rbac.authorization.k8s.io, kind: ClusterRoleBinding}\n",
+    )
+    .unwrap();
+    let stderr = run_failing(vec![
+        "--plugin".into(),
+        hostile,
+        "--grant".into(),
+        grant.display().to_string(),
+    ])
+    .await;
+    assert!(
+        stderr.contains("ClusterRoleBinding") && !stderr.contains("owns v1 Secret"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn grant_without_plugins_is_an_error() {
+    let output = run_binary(&["run", "--grant", "/nonexistent/grant.yaml"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--grant only applies to --plugin"),
+        "{stderr}"
+    );
+}
