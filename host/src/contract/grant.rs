@@ -842,7 +842,7 @@ mod tests {
             match_expressions: vec![SelectorRequirement {
                 key: "env".into(),
                 operator,
-                values: values.iter().map(|v| v.to_string()).collect(),
+                values: values.iter().map(ToString::to_string).collect(),
             }],
         };
         let prod = BTreeMap::from([("env".to_string(), "prod".to_string())]);

@@ -239,22 +239,10 @@ pub enum CallError {
     /// The plugin read a namespace its grant does not include (reason
     /// `CapabilityDenied`).
     #[error(
-        "plugin {plugin} {version}: {function} tried to read {kind} in namespace {namespace}, outside its grant ({granted}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it"
+        "plugin {} {}: {} tried to read {} in namespace {}, outside its grant ({}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it",
+        .0.plugin, .0.version, .0.function, .0.kind, .0.namespace, .0.granted
     )]
-    NamespaceDenied {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called.
-        function: String,
-        /// The kind it read, as `apiVersion/kind`.
-        kind: String,
-        /// The namespace outside its grant.
-        namespace: String,
-        /// The namespaces its grant allows, in words.
-        granted: String,
-    },
+    NamespaceDenied(Box<NamespaceDenied>),
     /// The plugin answered with a transient or permanent failure.
     #[error("{0}")]
     Failed(Failure),
@@ -288,6 +276,24 @@ pub enum CallError {
     Internal(String),
 }
 
+/// A read into a namespace outside the plugin's grant
+/// ([`CallError::NamespaceDenied`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceDenied {
+    /// The plugin's name, from its manifest.
+    pub plugin: String,
+    /// The plugin's version, from its manifest.
+    pub version: String,
+    /// The plugin function that was called.
+    pub function: String,
+    /// The kind it read, as `apiVersion/kind`.
+    pub kind: String,
+    /// The namespace outside its grant.
+    pub namespace: String,
+    /// The namespaces its grant allows, in words.
+    pub granted: String,
+}
+
 impl CallError {
     /// The condition/event reason an on-call engineer can search for.
     pub fn reason(&self) -> &'static str {
@@ -297,7 +303,7 @@ impl CallError {
             CallError::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
             CallError::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
             CallError::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
-            CallError::CapabilityDenied { .. } | CallError::NamespaceDenied { .. } => {
+            CallError::CapabilityDenied { .. } | CallError::NamespaceDenied(_) => {
                 Reason::CapabilityDenied.as_str()
             }
             CallError::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
@@ -317,7 +323,7 @@ impl CallError {
             self,
             CallError::Failed(Failure::Permanent(_))
                 | CallError::CapabilityDenied { .. }
-                | CallError::NamespaceDenied { .. }
+                | CallError::NamespaceDenied(_)
                 | CallError::NotImplemented { .. }
         )
     }

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use compile::LoadStats;
-pub use error::{CallError, EngineError, WithRemedy};
+pub use error::{CallError, EngineError, NamespaceDenied, WithRemedy};
 pub use plugin::LoadedPlugin;
 
 use crate::contract;

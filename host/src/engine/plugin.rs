@@ -467,14 +467,14 @@ impl LoadedPlugin {
                 }
             })),
             (None, Some(denial)) => Err(self.call_error(function, |plugin, version, function| {
-                CallError::NamespaceDenied {
+                CallError::NamespaceDenied(Box::new(super::error::NamespaceDenied {
                     plugin,
                     version,
                     function,
                     kind: denial.kind.clone(),
                     namespace: denial.namespace.clone(),
                     granted: denial.granted.clone(),
-                }
+                }))
             })),
             (None, None) => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
