@@ -66,6 +66,12 @@ impl ControllerHandle {
     ) -> ControllerHandle {
         let manifest = versions.current().stable.plugin.manifest().clone();
         let grant = versions.current().stable.grant.clone();
+        // Writes as the plugin's own identity when the grant names one, so
+        // the API server's RBAC enforces the grant too.
+        let client = match &grant.service_account {
+            Some(account) => crate::apply::impersonating(client, account),
+            None => client,
+        };
         // Namespace labels, only when the grant selects namespaces by them.
         let namespace_lease = grant
             .needs_namespace_labels()
