@@ -16,7 +16,7 @@ mod status;
 pub use children::owned_children;
 pub use events::EventSink;
 pub use execute::{Writer, execute};
-pub use impersonation::{IMPERSONATE_USER, impersonating};
+pub use impersonation::impersonating;
 
 use crate::contract::Reason;
 
