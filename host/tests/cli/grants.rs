@@ -106,3 +106,97 @@ fn grant_without_plugins_is_an_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plugin_rbac_prints_the_rbac_of_a_grant_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let grant = dir.path().join("grant.yaml");
+    std::fs::write(
+        &grant,
+        "own: [{group: example.com, kind: WebApp}, {group: apps, kind: Deployment}]\nnamespaces: [team-a]\nserviceAccount: {namespace: ops, name: webapp}\n",
+    )
+    .unwrap();
+    let output = run_binary(&[
+        "plugin",
+        "rbac",
+        "--grant",
+        grant.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let kinds: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["ServiceAccount", "Role", "Role", "RoleBinding"]);
+    assert_eq!(list["items"][2]["metadata"]["namespace"], "team-a");
+
+    // The restricted default cannot be written as RBAC: refused, saying why.
+    std::fs::write(&grant, "serviceAccount: {namespace: ops, name: webapp}\n").unwrap();
+    let output = run_binary(&["plugin", "rbac", "--grant", grant.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no `own` list"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_rbac_reads_the_grant_of_a_wasmplugin() {
+    use kube::api::{Api, DynamicObject, PostParams};
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .unwrap();
+    install_crds(
+        &cluster.client(),
+        &workspace().join("deploy/crds/wasmplugin.yaml"),
+    )
+    .await
+    .unwrap();
+    let object: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wasm-operator.dev/v1alpha1", "kind": "WasmPlugin",
+        "metadata": {"name": "webapp"},
+        "spec": {
+            "source": {"file": {"path": "/plugins/webapp.wasm"}},
+            "permissions": {
+                "own": [{"group": "example.com", "kind": "WebApp"}],
+                "namespaces": ["*"],
+                "serviceAccount": {"namespace": "ops", "name": "webapp"},
+            },
+        },
+    }))
+    .unwrap();
+    Api::<DynamicObject>::all_with(cluster.client(), &wasm_operator::wasmplugin::api_resource())
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap();
+    let kubeconfig = cluster.kubeconfig_path().to_str().unwrap().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        run_binary(&[
+            "plugin",
+            "rbac",
+            "--wasm-plugin",
+            "webapp",
+            "--kubeconfig",
+            &kubeconfig,
+        ])
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        stdout.contains("kind: ClusterRoleBinding") && stdout.contains("webapps"),
+        "{stdout}"
+    );
+}

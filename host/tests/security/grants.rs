@@ -411,3 +411,31 @@ async fn a_second_plugin_for_a_served_primary_kind_is_refused() {
     let loaded: Vec<String> = host.registry.loaded().into_iter().map(|l| l.name).collect();
     assert_eq!(loaded, ["hostile"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_of_a_plugin_with_a_service_account_go_through_its_impersonating_client() {
+    // The devcluster enforces no RBAC and ignores Impersonate-User: this
+    // proves the impersonating client carries every write over real HTTP;
+    // that RBAC then enforces the grant waits for a real control plane.
+    let host = Host::start().await;
+    let grant = Grant {
+        service_account: Some(wasm_operator::contract::ServiceAccountRef {
+            namespace: "default".into(),
+            name: "hostile".into(),
+        }),
+        ..full_hostile_grant()
+    };
+    load_with(&host, "hostile", grant).await.unwrap();
+    host.attack("default", "as-itself", json!({"mode": "ok"}))
+        .await;
+    let o = wait_attack(&host, "default", "as-itself", "Ready on as-itself", |o| {
+        condition(o, "Ready").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert!(o.pointer("/metadata/finalizers").is_some(), "{o}");
+    let child = Api::<ConfigMap>::namespaced(host.client(), "default")
+        .get_opt("as-itself-ok")
+        .await
+        .unwrap();
+    assert!(child.is_some());
+}
