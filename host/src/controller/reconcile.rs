@@ -60,6 +60,17 @@ pub enum ReconcileError {
     /// Upgrading the object written by an older version failed.
     #[error("{0}")]
     Upgrade(#[from] MigrationError),
+    /// The plan would write a child in a namespace outside the plugin's
+    /// grant (possible under a cluster-scoped primary); nothing was written.
+    #[error(
+        "plugin {plugin} {version} returned children outside its granted namespaces ({granted}): {children}; nothing was written. The cluster operator can grant the namespaces (spec.permissions.namespaces), or the plugin must not write there"
+    )]
+    ChildOutsideGrant {
+        plugin: String,
+        version: String,
+        children: String,
+        granted: String,
+    },
     /// A newer version declared the serving one unable to handle the object.
     #[error(
         "plugin {plugin} {version} may not reconcile {object}: version {managed_by} managed it and declared min-compatible-version {min_compatible}; nothing was written. Deploy {plugin} {min_compatible} or newer"
@@ -83,6 +94,7 @@ impl ReconcileError {
             ReconcileError::Upgrade(MigrationError::Api { .. }) => Reason::ApplyFailed.as_str(),
             ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
             ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
+            ReconcileError::ChildOutsideGrant { .. } => Reason::CapabilityDenied.as_str(),
         }
     }
 
@@ -98,6 +110,8 @@ impl ReconcileError {
             ReconcileError::Upgrade(_) => false,
             // Only another plugin version can help; a swap reconciles all.
             ReconcileError::Incompatible { .. } => true,
+            // The same answer is refused again: wait for a change.
+            ReconcileError::ChildOutsideGrant { .. } => true,
         }
     }
 
@@ -286,8 +300,39 @@ async fn run(
     };
     // A refused child means no plan, hence no write at all.
     let plan = plan::reconcile(&observed, &desired, &plan_ctx)?;
+    check_namespaces(&plan, ctx, manifest)?;
     execute(obj, ctx, &plan).await?;
     Ok(Outcome::of(plan.requeue))
+}
+
+/// Refuses a plan writing a child outside the grant's namespaces. Children
+/// of a namespaced primary live in its (granted) namespace; a cluster-scoped
+/// primary's namespaced children are the case this catches.
+fn check_namespaces(
+    plan: &Plan,
+    ctx: &Context,
+    manifest: &crate::contract::Manifest,
+) -> Result<(), ReconcileError> {
+    let outside = children_outside(plan.apply.keys(), &ctx.gate);
+    if outside.is_empty() {
+        return Ok(());
+    }
+    Err(ReconcileError::ChildOutsideGrant {
+        plugin: manifest.name.clone(),
+        version: manifest.version.clone(),
+        children: outside.join(", "),
+        granted: ctx.gate.describe(),
+    })
+}
+
+/// The children (as `Kind namespace/name`) in namespaces `gate` does not allow.
+fn children_outside<'a>(
+    keys: impl Iterator<Item = &'a plan::ChildKey>,
+    gate: &NamespaceGate,
+) -> Vec<String> {
+    keys.filter(|key| key.namespace.as_deref().is_some_and(|ns| !gate.allows(ns)))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Carries out `plan`, logging what was written.
@@ -478,5 +523,30 @@ async fn report_failure(
     let plan = plan::failure(obj, &report, Utc::now());
     if let Err(e) = apply::execute(&writer(ctx), obj, &plan).await {
         tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_outside_the_granted_namespaces_are_named() {
+        let key = |ns: Option<&str>, name: &str| plan::ChildKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        };
+        let keys = [
+            key(Some("team-a"), "fine"),
+            key(Some("kube-system"), "sneaky"),
+            key(None, "cluster-wide"),
+        ];
+        let gate = NamespaceGate::new(Arc::default(), None);
+        assert_eq!(
+            children_outside(keys.iter(), &gate),
+            ["ConfigMap kube-system/sneaky"]
+        );
     }
 }
