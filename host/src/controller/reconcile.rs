@@ -300,29 +300,19 @@ async fn run(
     };
     // A refused child means no plan, hence no write at all.
     let plan = plan::reconcile(&observed, &desired, &plan_ctx)?;
-    check_namespaces(&plan, ctx, manifest)?;
+    // Children of a namespaced primary live in its (granted) namespace; a
+    // cluster-scoped primary's namespaced children are what this catches.
+    let outside = children_outside(plan.apply.keys(), &ctx.gate);
+    if !outside.is_empty() {
+        return Err(ReconcileError::ChildOutsideGrant {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            children: outside.join(", "),
+            granted: ctx.gate.describe(),
+        });
+    }
     execute(obj, ctx, &plan).await?;
     Ok(Outcome::of(plan.requeue))
-}
-
-/// Refuses a plan writing a child outside the grant's namespaces. Children
-/// of a namespaced primary live in its (granted) namespace; a cluster-scoped
-/// primary's namespaced children are the case this catches.
-fn check_namespaces(
-    plan: &Plan,
-    ctx: &Context,
-    manifest: &crate::contract::Manifest,
-) -> Result<(), ReconcileError> {
-    let outside = children_outside(plan.apply.keys(), &ctx.gate);
-    if outside.is_empty() {
-        return Ok(());
-    }
-    Err(ReconcileError::ChildOutsideGrant {
-        plugin: manifest.name.clone(),
-        version: manifest.version.clone(),
-        children: outside.join(", "),
-        granted: ctx.gate.describe(),
-    })
 }
 
 /// The children (as `Kind namespace/name`) in namespaces `gate` does not allow.
