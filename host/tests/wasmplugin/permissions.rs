@@ -94,3 +94,43 @@ async fn the_default_grant_refuses_a_plugin_asking_for_secrets() {
     );
     assert!(fx.registry.loaded().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_wasmplugin_for_a_served_primary_kind_is_refused() {
+    let fx = Fixture::start().await;
+    let hostile = support::plugin_bytes("hostile");
+    let liar = support::plugin_bytes("hostile_liar");
+    let hostile_path = fx.dir.path().join("hostile.wasm");
+    let liar_path = fx.dir.path().join("liar.wasm");
+    write_atomically(&hostile_path, &hostile);
+    write_atomically(&liar_path, &liar);
+    let mut spec = file_spec(&hostile_path);
+    spec["permissions"] = json!({
+        "own": [
+            {"group": "test.wasm-operator.dev", "kind": "Attack"},
+            {"kind": "ConfigMap"}, {"kind": "Secret"},
+            {"group": "rbac.authorization.k8s.io", "kind": "ClusterRoleBinding"},
+        ],
+        "clusterScoped": true,
+    });
+    fx.create("attacks", spec).await;
+    fx.wait_serving("attacks", &digest(&hostile)).await;
+
+    fx.create("liar", file_spec(&liar_path)).await;
+    let o = fx
+        .wait_for("liar", "Degraded PrimaryKindConflict", |o| {
+            condition(o, "Degraded").and_then(|c| c.get("reason"))
+                == Some(&json!("PrimaryKindConflict"))
+        })
+        .await;
+    let message = condition(&o, "Degraded").unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("hostile-liar") && message.contains("plugin hostile already serves"),
+        "{message}"
+    );
+    assert!(fx.registry.current("hostile-liar").is_none());
+    assert!(fx.registry.current("hostile").is_some());
+}
