@@ -68,6 +68,7 @@ impl ControllerHandle {
         let grant = versions.current().stable.grant.clone();
         // Writes as the plugin's own identity when the grant names one, so
         // the API server's RBAC enforces the grant too.
+        let host_client = client.clone();
         let client = match &grant.service_account {
             Some(account) => crate::apply::impersonating(client, account),
             None => client,
@@ -160,6 +161,7 @@ impl ControllerHandle {
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
         let ctx = Arc::new(reconcile::Context {
             client: client.clone(),
+            host_client,
             plugin: manifest.name.clone(),
             versions,
             primary: primary_ar,

@@ -31,7 +31,11 @@ const RESYNC: Duration = Duration::from_secs(600);
 
 /// Everything a reconcile of one plugin needs; shared by its calls.
 pub(super) struct Context {
+    /// Writes as the plugin (impersonating its grant's ServiceAccount, if any).
     pub client: Client,
+    /// The host's own identity: releases its finalizer from primaries
+    /// outside the grant.
+    pub host_client: Client,
     pub plugin: String,
     pub versions: Arc<ServingVersions>,
     pub primary: ApiResource,
@@ -214,13 +218,7 @@ pub(super) async fn reconcile(
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
     if !ctx.gate.allows_object(&obj) {
-        // Outside the grant (e.g. queued by a reconcile-all, or a related
-        // object's event): never written to, not even a condition.
-        tracing::debug!(
-            plugin = %ctx.plugin, object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
-            granted = %ctx.gate.describe(), "skipping a primary outside the plugin's granted namespaces"
-        );
-        return Ok(Action::await_change());
+        return Ok(outside_grant(&obj, &ctx).await);
     }
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
@@ -248,6 +246,42 @@ pub(super) async fn reconcile(
                 .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
             active.counters.record(true);
             Err(error)
+        }
+    }
+}
+
+/// A primary outside the grant (e.g. queued by a reconcile-all, or a related
+/// object's event): the plugin is never called and nothing is written to it,
+/// not even a condition. One exception: a deleting primary that still holds
+/// the host's finalizer (added before the grant narrowed) is released, with
+/// the host's own identity and without calling `finalize` (the plugin may no
+/// longer act there), so nothing is left Terminating.
+async fn outside_grant(obj: &DynamicObject, ctx: &Context) -> Action {
+    let name = display_name(obj.namespace().as_deref(), &obj.name_any());
+    if !super::trigger::holds_host_finalizer_while_deleting(obj) {
+        tracing::debug!(
+            plugin = %ctx.plugin, object = %name, granted = %ctx.gate.describe(),
+            "skipping a primary outside the plugin's granted namespaces"
+        );
+        return Action::await_change();
+    }
+    let api = match obj.namespace() {
+        Some(ns) => {
+            kube::Api::<DynamicObject>::namespaced_with(ctx.host_client.clone(), &ns, &ctx.primary)
+        }
+        None => kube::Api::<DynamicObject>::all_with(ctx.host_client.clone(), &ctx.primary),
+    };
+    match apply::finalizer::remove(&api, obj, plan::FINALIZER).await {
+        Ok(_) => {
+            tracing::warn!(
+                target: "audit", plugin = %ctx.plugin, object = %name, granted = %ctx.gate.describe(),
+                "released the host's finalizer from a deleting primary outside the plugin's grant; finalize was not called"
+            );
+            Action::await_change()
+        }
+        Err(error) => {
+            tracing::warn!(plugin = %ctx.plugin, object = %name, %error, "cannot release the host's finalizer; retrying");
+            Action::requeue(backoff::delay(1))
         }
     }
 }

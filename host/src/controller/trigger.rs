@@ -10,6 +10,7 @@ use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
 use crate::cache::{CacheEvent, NamespaceGate};
+use crate::plan::FINALIZER;
 
 /// What must change on a primary for it to be reconciled again: its identity
 /// (a recreated object gets a new uid), its generation (spec changes),
@@ -35,9 +36,11 @@ pub(super) fn primaries(
     let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
     events.filter_map(move |event| {
         let obj = event.object();
-        if !gate.allows_object(obj) {
+        if !gate.allows_object(obj) && !holds_host_finalizer_while_deleting(obj) {
             // Not fingerprinted: once its namespace is granted, the next
-            // event (or the Namespace's) lets it through.
+            // event (or the Namespace's) lets it through. A deleting one
+            // that still carries the host's finalizer (from before the grant
+            // narrowed) passes: the reconcile releases it.
             return future::ready(None);
         }
         let key = (obj.namespace(), obj.name_any());
@@ -53,6 +56,11 @@ pub(super) fn primaries(
         };
         future::ready(out)
     })
+}
+
+/// True when `obj` is being deleted and still carries the host's finalizer.
+pub(super) fn holds_host_finalizer_while_deleting(obj: &DynamicObject) -> bool {
+    obj.metadata.deletion_timestamp.is_some() && obj.finalizers().iter().any(|f| f == FINALIZER)
 }
 
 /// Every change (including deletions) of a related kind, as objects.

@@ -439,3 +439,56 @@ async fn writes_of_a_plugin_with_a_service_account_go_through_its_impersonating_
         .unwrap();
     assert!(child.is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_left_outside_a_narrowed_grant_is_released_not_stuck() {
+    let host = Host::start().await;
+    create_namespace(&host, "team-a", &[]).await;
+    create_namespace(&host, "team-b", &[]).await;
+    let grant = |namespaces: &[&str]| Grant {
+        own: Some(vec![gk("", "ConfigMap")]),
+        namespaces: Some(namespaces.iter().map(ToString::to_string).collect()),
+        ..Grant::default()
+    };
+    load_with(&host, "hostile_core", grant(&["team-a", "team-b"]))
+        .await
+        .unwrap();
+    create_config_map(&host, "team-b", "was-granted").await;
+    let team_b = Api::<ConfigMap>::namespaced(host.client(), "team-b");
+    support::wait_for_value(
+        "the host's finalizer on team-b/was-granted",
+        CONVERGE,
+        || {
+            let api = team_b.clone();
+            async move {
+                api.get("was-granted")
+                    .await
+                    .ok()
+                    .and_then(|cm| cm.metadata.finalizers)
+                    .unwrap_or_default()
+            }
+        },
+        |finalizers| !finalizers.is_empty(),
+    )
+    .await;
+
+    // The grant narrows to team-a; then the team-b object is deleted: the
+    // host releases its finalizer instead of leaving it Terminating.
+    load_with(&host, "hostile_core", grant(&["team-a"]))
+        .await
+        .unwrap();
+    team_b
+        .delete("was-granted", &Default::default())
+        .await
+        .unwrap();
+    support::wait_for_value(
+        "team-b/was-granted to be gone",
+        CONVERGE,
+        || {
+            let api = team_b.clone();
+            async move { api.get_opt("was-granted").await.ok().flatten().is_none() }
+        },
+        |gone| *gone,
+    )
+    .await;
+}
