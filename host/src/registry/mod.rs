@@ -51,7 +51,10 @@ pub struct ActivationOptions {
     /// the restricted default). Checked by [`Registry::activate`] under its
     /// lock, for every version, so a new version can never escalate; it
     /// travels with the serving version ([`ActiveVersion::grant`]) to the
-    /// controller (namespaces) and the cache reads.
+    /// controller (namespaces) and the cache reads. A refused activation
+    /// leaves the serving version with its own grant; a caller whose grant
+    /// was narrowed (a WasmPlugin's `spec.permissions` edit) stops a serving
+    /// version the new grant no longer covers first.
     pub grant: Grant,
 }
 
