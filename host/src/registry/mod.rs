@@ -733,4 +733,45 @@ mod tests {
         assert!(invalid.is_rejection());
         assert_eq!(invalid.reason(), "InvalidPlugin");
     }
+
+    #[test]
+    fn grant_and_kind_refusals_are_verdicts_that_name_everything() {
+        use crate::contract::{Access, ExcessKind, ResourceKind, Scope};
+        let denied = RegistryError::PermissionDenied(Box::new(PermissionDenial {
+            name: "hostile".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/hostile.wasm".into(),
+            excesses: vec![Excess {
+                access: Access::Own,
+                kind: ResourceKind {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Secret".into(),
+                    plural: "secrets".into(),
+                    scope: Scope::Namespaced,
+                },
+                problem: ExcessKind::Sensitive("Secrets hold credentials"),
+            }],
+            serving: Some("0.9.0".into()),
+        }));
+        assert!(denied.is_rejection() && !denied.is_transient());
+        assert_eq!(denied.reason(), "PermissionDenied");
+        let text = denied.to_string();
+        assert!(
+            text.contains("plugin hostile 1.0.0")
+                && text.contains("owns v1 Secret")
+                && text.contains("version 0.9.0 keeps serving"),
+            "{text}"
+        );
+        let conflict = RegistryError::PrimaryKindConflict {
+            name: "b".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/b.wasm".into(),
+            kind: "example.com/WebApp".into(),
+            serving: "a".into(),
+        };
+        assert!(conflict.is_rejection());
+        assert_eq!(conflict.reason(), "PrimaryKindConflict");
+        assert!(conflict.to_string().contains("plugin a already serves"));
+    }
 }
