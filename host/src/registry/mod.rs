@@ -528,6 +528,11 @@ impl Registry {
             None => Ok(()),
         });
         verdict.inspect_err(|refusal| {
+            self.inner.metrics.version_refused(
+                candidate.name(),
+                &candidate.manifest().version,
+                refusal.reason(),
+            );
             tracing::warn!(
                 target: "audit", plugin = %candidate.name(),
                 from = %running.map(|r| r.info.version.as_str()).unwrap_or_default(),

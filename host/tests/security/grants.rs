@@ -160,6 +160,15 @@ async fn cluster_admin_binding_is_refused_at_load_and_nothing_is_written() {
     }
     assert!(message.contains("plugin hostile"), "{message}");
     assert!(host.registry.loaded().is_empty());
+    let metrics = host.metrics.encode();
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("wasm_operator_plugin_version_refusals_total{")
+                && l.contains("plugin=\"hostile\"")
+                && l.contains("reason=\"PermissionDenied\"")
+        ),
+        "{metrics}"
+    );
 
     // Nothing serves Attacks: the binding is never written, the Attack is
     // never touched.
