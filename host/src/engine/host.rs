@@ -172,7 +172,7 @@ impl HostState {
                 namespace: namespace.to_string(),
                 granted: cache
                     .granted_namespaces()
-                    .unwrap_or_else(|| "no namespaces".into()),
+                    .unwrap_or_else(|| "other namespaces only".into()),
             };
             let message = format!(
                 "capability denied: plugin {} may not read namespace {namespace}: its grant allows {}",
