@@ -6,7 +6,7 @@ use serde_json::Value;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef as StoreRef;
 
-use super::{LabelSelector, SharedCache, object_text};
+use super::{LabelSelector, NamespaceGate, SharedCache, object_text};
 use crate::contract::ObjectRef;
 use crate::engine::CacheReader;
 
@@ -14,15 +14,31 @@ use crate::engine::CacheReader;
 /// server. The engine checks the manifest's capabilities before asking; a kind
 /// without a running reflector reads as empty (get) or as an error naming the
 /// kind (list), so a plugin can tell "absent" from "not cached".
+///
+/// A view confined to a plugin's grant ([`CacheView::confined_to`]) answers
+/// only for objects in granted namespaces: a list over all namespaces leaves
+/// the others out, a read in one of them is refused by the engine.
 #[derive(Debug, Clone)]
 pub struct CacheView {
     cache: SharedCache,
+    gate: Option<NamespaceGate>,
 }
 
 impl CacheView {
     /// A view over every reflector of `cache`.
     pub fn new(cache: SharedCache) -> CacheView {
-        CacheView { cache }
+        CacheView { cache, gate: None }
+    }
+
+    /// The same view, answering only for namespaces `gate` allows.
+    #[must_use]
+    pub fn confined_to(mut self, gate: NamespaceGate) -> CacheView {
+        self.gate = Some(gate);
+        self
+    }
+
+    fn granted(&self, obj: &kube::api::DynamicObject) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.allows_object(obj))
     }
 }
 
@@ -47,7 +63,16 @@ impl CacheReader for CacheView {
         reflection
             .store()
             .get(&key)
+            .filter(|obj| self.granted(obj))
             .map(|obj| object_text(&obj, &ar))
+    }
+
+    fn may_read_namespace(&self, namespace: &str) -> bool {
+        self.gate.as_ref().is_none_or(|g| g.allows(namespace))
+    }
+
+    fn granted_namespaces(&self) -> Option<String> {
+        self.gate.as_ref().map(NamespaceGate::describe)
     }
 
     fn list(
@@ -68,6 +93,7 @@ impl CacheReader for CacheView {
             .state()
             .into_iter()
             .filter(|obj| namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns)))
+            .filter(|obj| self.granted(obj))
             .filter(|obj| {
                 selector.matches(obj.metadata.labels.as_ref().unwrap_or(&Default::default()))
             })

@@ -107,6 +107,11 @@ reasons! {
     PluginNameConflict => WasmPlugin,
     /// A rollback below the serving version's min-compatible-version.
     RollbackRefused => WasmPlugin,
+    /// The manifest asks for more than the plugin's grant
+    /// (`WasmPlugin.spec.permissions`, `run --grant`); each excess is named.
+    PermissionDenied => WasmPlugin,
+    /// Another plugin already serves this primary kind.
+    PrimaryKindConflict => WasmPlugin,
     /// Loading failed for a reason not listed above.
     LoadFailed => WasmPlugin,
     /// The engine refused a component given with `run --plugin` (a

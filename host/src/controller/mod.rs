@@ -4,6 +4,14 @@
 //! primaries of the same namespace). Which version serves an object is read
 //! per reconcile from the plugin's [`ServingVersions`]; who starts and stops
 //! controllers is the manager's business.
+//!
+//! The serving version's grant bounds the controller to its namespaces
+//! (read once at start; the manager restarts the controller when the grant
+//! changes): primaries elsewhere never enter the trigger stream and are
+//! never reconciled (nothing is written to them, no finalizer, no
+//! annotation), and the plugin's cache reads answer only for granted
+//! namespaces. With a `namespaceSelector`, the Namespace objects come from
+//! the shared cache, and a Namespace change re-triggers its primaries.
 
 mod backoff;
 mod reconcile;
@@ -22,7 +30,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::EventSink;
-use crate::cache::{CacheLease, CacheView, SharedCache, api_resource};
+use crate::cache::{
+    CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
+};
 use crate::registry::ServingVersions;
 use crate::telemetry::Metrics;
 
@@ -55,6 +65,19 @@ impl ControllerHandle {
         options: &ControllerOptions,
     ) -> ControllerHandle {
         let manifest = versions.current().stable.plugin.manifest().clone();
+        let grant = versions.current().stable.grant.clone();
+        // Writes as the plugin's own identity when the grant names one, so
+        // the API server's RBAC enforces the grant too.
+        let host_client = client.clone();
+        let client = match &grant.service_account {
+            Some(account) => crate::apply::impersonating(client, account),
+            None => client,
+        };
+        // Namespace labels, only when the grant selects namespaces by them.
+        let namespace_lease = grant
+            .needs_namespace_labels()
+            .then(|| cache.acquire(&namespace_kind(), None));
+        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store));
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = manifest
             .owns
@@ -74,7 +97,7 @@ impl ControllerHandle {
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
         let mut controller = Controller::for_stream_with(
-            trigger::primaries(primary_lease.subscribe()),
+            trigger::primaries(primary_lease.subscribe(), gate.clone()),
             primary_store.clone(),
             primary_ar.clone(),
         )
@@ -114,15 +137,37 @@ impl ControllerHandle {
             );
         }
 
+        if let Some(lease) = &namespace_lease {
+            let store = primary_store.clone();
+            let ar = primary_ar.clone();
+            // A Namespace relabelled into (or out of) the grant: its
+            // primaries are reconciled (or skipped) again.
+            controller = controller.watches_stream_with(
+                trigger::related(lease.subscribe()),
+                move |ns| {
+                    let name = ns.name_any();
+                    store
+                        .state()
+                        .iter()
+                        .filter(|p| p.namespace().as_deref() == Some(name.as_str()))
+                        .map(|p| ObjectRef::new_with(&p.name_any(), ar.clone()).within(&name))
+                        .collect::<Vec<_>>()
+                },
+                lease.api_resource().clone(),
+            );
+        }
+
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
         let ctx = Arc::new(reconcile::Context {
             client: client.clone(),
+            host_client,
             plugin: manifest.name.clone(),
             versions,
             primary: primary_ar,
             owned: owned.clone(),
-            cache: Arc::new(CacheView::new(cache.clone())),
+            cache: Arc::new(CacheView::new(cache.clone()).confined_to(gate.clone())),
+            gate,
             events: EventSink::new(client, &manifest.name),
             metrics,
             failures: Default::default(),
@@ -145,6 +190,7 @@ impl ControllerHandle {
         let mut leases = vec![primary_lease];
         leases.extend(owned);
         leases.extend(watched);
+        leases.extend(namespace_lease);
         ControllerHandle {
             shutdown,
             task: Some(task),

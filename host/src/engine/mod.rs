@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use compile::LoadStats;
-pub use error::{CallError, EngineError, WithRemedy};
+pub use error::{CallError, EngineError, NamespaceDenied, WithRemedy};
 pub use plugin::LoadedPlugin;
 
 use crate::contract;
@@ -125,6 +125,16 @@ pub trait CacheReader: Send + Sync {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, String>;
+    /// True when the plugin may read objects in `namespace` (its grant's
+    /// namespaces); the engine refuses reads naming another one. Default:
+    /// every namespace.
+    fn may_read_namespace(&self, _namespace: &str) -> bool {
+        true
+    }
+    /// The namespaces the plugin may read, for messages (`None`: all).
+    fn granted_namespaces(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A [`CacheReader`] that knows no objects (manifest-only tools, tests).

@@ -456,9 +456,9 @@ impl LoadedPlugin {
         };
         let state = store.data();
         state.flush_stdio(function);
-        let result = match state.denied.first() {
+        let result = match (state.denied.first(), state.denied_namespaces.first()) {
             // Reported even when the plugin swallowed the refusal and answered.
-            Some(kind) => Err(self.call_error(function, |plugin, version, function| {
+            (Some(kind), _) => Err(self.call_error(function, |plugin, version, function| {
                 CallError::CapabilityDenied {
                     plugin,
                     version,
@@ -466,7 +466,17 @@ impl LoadedPlugin {
                     kind: kind.clone(),
                 }
             })),
-            None => outcome.map_err(|fault| self.classify(function, fault, state)),
+            (None, Some(denial)) => Err(self.call_error(function, |plugin, version, function| {
+                CallError::NamespaceDenied(Box::new(super::error::NamespaceDenied {
+                    plugin,
+                    version,
+                    function,
+                    kind: denial.kind.clone(),
+                    namespace: denial.namespace.clone(),
+                    granted: denial.granted.clone(),
+                }))
+            })),
+            (None, None) => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
         if let Some(observer) = &inner.engine.inner.config.observer {
             observer.observe(&CallReport {

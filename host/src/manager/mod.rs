@@ -396,7 +396,11 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
 fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
     let old = previous.stable.plugin.manifest();
     let new = next.stable.plugin.manifest();
-    old.owns != new.owns || old.watches != new.watches || previous.concurrency != next.concurrency
+    // The controller reads the grant's namespaces when it starts.
+    old.owns != new.owns
+        || old.watches != new.watches
+        || previous.concurrency != next.concurrency
+        || previous.stable.grant != next.stable.grant
 }
 
 #[cfg(test)]

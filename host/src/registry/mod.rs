@@ -29,7 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::contract::Reason;
+use crate::contract::{Excess, Grant, Reason};
 use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
 use crate::telemetry::Metrics;
 
@@ -47,6 +47,15 @@ pub struct ActivationOptions {
     pub limits: Option<CallLimits>,
     /// Reconciles of this plugin that may run at once (default: the registry's).
     pub concurrency: Option<usize>,
+    /// What the cluster operator grants the plugin (`Grant::default()` is
+    /// the restricted default). Checked by [`Registry::activate`] under its
+    /// lock, for every version, so a new version can never escalate; it
+    /// travels with the serving version ([`ActiveVersion::grant`]) to the
+    /// controller (namespaces) and the cache reads. A refused activation
+    /// leaves the serving version with its own grant; a caller whose grant
+    /// was narrowed (a WasmPlugin's `spec.permissions` edit) stops a serving
+    /// version the new grant no longer covers first.
+    pub grant: Grant,
 }
 
 /// Instances the registry's engine pools by default: calls in flight across
@@ -148,6 +157,30 @@ pub enum RegistryError {
         /// version that may replace it.
         min_compatible: String,
     },
+    /// The manifest asks for more than the plugin's grant.
+    #[error(
+        "plugin {} {} from {} asks for more than its grant: {}. Nothing of it was loaded{}. If the cluster operator agrees, widen the grant (WasmPlugin spec.permissions, or `run --grant FILE`); otherwise remove these kinds from the plugin's manifest",
+        .0.name, .0.version, .0.source_name,
+        .0.excesses.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        .0.serving.as_ref().map(|v| format!("; version {v} keeps serving")).unwrap_or_default()
+    )]
+    PermissionDenied(Box<PermissionDenial>),
+    /// Another plugin already serves the candidate's primary kind.
+    #[error(
+        "plugin {name} {version} from {source_name} reconciles {kind}, which plugin {serving} already serves; one primary kind is served by one plugin. Unload {serving} first, or give {name} its own kind"
+    )]
+    PrimaryKindConflict {
+        /// The refused plugin's name.
+        name: String,
+        /// The refused plugin's version.
+        version: String,
+        /// Where the refused component came from.
+        source_name: String,
+        /// `group/Kind` of the primary.
+        kind: String,
+        /// The plugin that serves that kind and keeps serving it.
+        serving: String,
+    },
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
     NotLoaded(String),
@@ -170,7 +203,9 @@ impl RegistryError {
             RegistryError::Load { error, .. } => !error.is_transient(),
             RegistryError::PrimaryKindChanged(_)
             | RegistryError::PluginNameChanged { .. }
-            | RegistryError::RollbackRefused { .. } => true,
+            | RegistryError::RollbackRefused { .. }
+            | RegistryError::PermissionDenied(_)
+            | RegistryError::PrimaryKindConflict { .. } => true,
             _ => false,
         }
     }
@@ -191,6 +226,8 @@ impl RegistryError {
             RegistryError::PrimaryKindChanged(_) => Reason::PrimaryKindChanged.as_str(),
             RegistryError::PluginNameChanged { .. } => Reason::PluginNameChanged.as_str(),
             RegistryError::RollbackRefused { .. } => Reason::RollbackRefused.as_str(),
+            RegistryError::PermissionDenied(_) => Reason::PermissionDenied.as_str(),
+            RegistryError::PrimaryKindConflict { .. } => Reason::PrimaryKindConflict.as_str(),
             RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
             RegistryError::Internal { .. } => Reason::InternalError.as_str(),
         }
@@ -215,6 +252,21 @@ pub struct PrimaryKindChange {
     pub running_version: String,
     /// `apiVersion Kind` the serving version reconciles.
     pub running_kind: String,
+}
+
+/// A manifest refused by its grant: the plugin and every excess.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionDenial {
+    /// The plugin's name.
+    pub name: String,
+    /// The refused version.
+    pub version: String,
+    /// Where the refused component came from.
+    pub source_name: String,
+    /// Everything the manifest asks for beyond the grant.
+    pub excesses: Vec<Excess>,
+    /// The version that serves under the plugin's name and keeps serving.
+    pub serving: Option<String>,
 }
 
 /// A change of one plugin's version set.
@@ -418,17 +470,69 @@ impl Registry {
             replaces: replaces.map(str::to_string),
         };
         let running = self.current(candidate.target());
-        self.admit(&candidate, running.as_deref())?;
+        self.admit(&candidate, running.as_deref(), None)?;
         Ok(candidate)
     }
 
-    /// Runs the candidate's checks against `running`, logging a refusal.
+    /// The plugin other than `candidate`'s target that serves its primary
+    /// kind (same group and kind, any version), if any.
+    fn primary_kind_conflict(&self, candidate: &Candidate) -> Option<RegistryError> {
+        let target = candidate.target();
+        let primary = &candidate.manifest().primary;
+        let plugins = self.plugins();
+        let mut serving: Vec<&String> = plugins
+            .iter()
+            .filter(|(name, versions)| {
+                let current = versions.current();
+                let theirs = &current.stable.plugin.manifest().primary;
+                name.as_str() != target
+                    && theirs.group == primary.group
+                    && theirs.kind == primary.kind
+            })
+            .map(|(name, _)| name)
+            .collect();
+        serving.sort();
+        let serving = serving.first()?;
+        let new = candidate.manifest();
+        Some(RegistryError::PrimaryKindConflict {
+            name: new.name.clone(),
+            version: new.version.clone(),
+            source_name: candidate.source().to_string(),
+            kind: format!(
+                "{}/{}",
+                if primary.group.is_empty() {
+                    "core"
+                } else {
+                    primary.group.as_str()
+                },
+                primary.kind
+            ),
+            serving: (*serving).clone(),
+        })
+    }
+
+    /// Runs the candidate's checks against `running` and the other plugins'
+    /// primary kinds, and against `grant` when given, logging a refusal.
     fn admit(
         &self,
         candidate: &Candidate,
         running: Option<&ActiveVersion>,
+        grant: Option<&Grant>,
     ) -> Result<(), RegistryError> {
-        candidate.admit(running).inspect_err(|refusal| {
+        let verdict = match self.primary_kind_conflict(candidate) {
+            Some(conflict) => Err(conflict),
+            None => candidate.admit(running),
+        }
+        .and_then(|()| match grant {
+            Some(grant) => candidate.check_grant(grant, running),
+            None => Ok(()),
+        });
+        verdict.inspect_err(|refusal| {
+            self.inner.metrics.version_refused(
+                candidate.name(),
+                &candidate.manifest().version,
+                refusal.reason(),
+            );
             tracing::warn!(
                 target: "audit", plugin = %candidate.name(),
                 from = %running.map(|r| r.info.version.as_str()).unwrap_or_default(),
@@ -456,7 +560,11 @@ impl Registry {
         let target = candidate.target().to_string();
         let holder = self.plugins().get(&target).cloned();
         let previous = holder.as_ref().map(|h| h.current());
-        self.admit(&candidate, previous.as_ref().map(|p| p.stable.as_ref()))?;
+        self.admit(
+            &candidate,
+            previous.as_ref().map(|p| p.stable.as_ref()),
+            Some(&options.grant),
+        )?;
 
         let plugin = match options.limits {
             Some(limits) => candidate.plugin.with_limits(limits),
@@ -490,6 +598,7 @@ impl Registry {
                 config,
                 info: info.clone(),
                 counters,
+                grant: Arc::new(options.grant),
             },
             concurrency,
         );
@@ -628,5 +737,46 @@ mod tests {
         assert!(!invalid.is_transient());
         assert!(invalid.is_rejection());
         assert_eq!(invalid.reason(), "InvalidPlugin");
+    }
+
+    #[test]
+    fn grant_and_kind_refusals_are_verdicts_that_name_everything() {
+        use crate::contract::{Access, ExcessKind, ResourceKind, Scope};
+        let denied = RegistryError::PermissionDenied(Box::new(PermissionDenial {
+            name: "hostile".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/hostile.wasm".into(),
+            excesses: vec![Excess {
+                access: Access::Own,
+                kind: ResourceKind {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Secret".into(),
+                    plural: "secrets".into(),
+                    scope: Scope::Namespaced,
+                },
+                problem: ExcessKind::Sensitive("Secrets hold credentials"),
+            }],
+            serving: Some("0.9.0".into()),
+        }));
+        assert!(denied.is_rejection() && !denied.is_transient());
+        assert_eq!(denied.reason(), "PermissionDenied");
+        let text = denied.to_string();
+        assert!(
+            text.contains("plugin hostile 1.0.0")
+                && text.contains("owns v1 Secret")
+                && text.contains("version 0.9.0 keeps serving"),
+            "{text}"
+        );
+        let conflict = RegistryError::PrimaryKindConflict {
+            name: "b".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/b.wasm".into(),
+            kind: "example.com/WebApp".into(),
+            serving: "a".into(),
+        };
+        assert!(conflict.is_rejection());
+        assert_eq!(conflict.reason(), "PrimaryKindConflict");
+        assert!(conflict.to_string().contains("plugin a already serves"));
     }
 }

@@ -87,6 +87,7 @@ pub struct Metrics {
     traps: Family<PluginLabels, Counter>,
     timeouts: Family<PluginLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
+    refusals: Family<FailureLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -116,6 +117,7 @@ impl Metrics {
         let traps = Family::<PluginLabels, Counter>::default();
         let timeouts = Family::<PluginLabels, Counter>::default();
         let failures = Family::<FailureLabels, Counter>::default();
+        let refusals = Family::<FailureLabels, Counter>::default();
         // Counters get their `_total` suffix from the encoder.
         registry.register(
             "controller_runtime_reconcile",
@@ -162,6 +164,11 @@ impl Metrics {
             "Plugin calls that failed, by reason",
             failures.clone(),
         );
+        registry.register(
+            "wasm_operator_plugin_version_refusals",
+            "Plugin versions the registry refused to serve, by reason (PermissionDenied, PrimaryKindConflict, RollbackRefused, ...)",
+            refusals.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -173,7 +180,20 @@ impl Metrics {
             traps,
             timeouts,
             failures,
+            refusals,
         }
+    }
+
+    /// The registry refused version `version` of plugin `plugin` with
+    /// `reason` (a `RegistryError::reason()` string).
+    pub fn version_refused(&self, plugin: &str, version: &str, reason: &str) {
+        self.refusals
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_string(),
+                version: version.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
     }
 
     /// The registry in Prometheus text exposition format.

@@ -204,6 +204,7 @@ impl Worker {
                 config: spec.plugin_config(),
                 limits: Some(limits),
                 concurrency: spec.concurrency,
+                grant: spec.permissions.clone().unwrap_or_default(),
             },
             Err(error) => {
                 self.reject(
@@ -216,6 +217,7 @@ impl Worker {
                 return;
             }
         };
+        self.revoke_if_no_longer_granted(&options).await;
         let fetched = match super::source::fetch(&self.client, &spec.source).await {
             Ok(fetched) => fetched,
             Err(error) => {
@@ -447,6 +449,54 @@ impl Worker {
         }
         self.unload().await;
         self.remove_finalizer().await;
+    }
+
+    /// The grant changed and no longer covers what the serving version
+    /// asks for: a revocation takes effect, so the serving version stops
+    /// (it never keeps powers the cluster operator took back). The source
+    /// is still watched; the load that follows reports `PermissionDenied`.
+    async fn revoke_if_no_longer_granted(&mut self, options: &ActivationOptions) {
+        let Some(loaded) = &self.loaded else {
+            return;
+        };
+        if loaded.options.grant == options.grant {
+            return;
+        }
+        let Some(serving) = self.registry.current(&loaded.serving.plugin) else {
+            return;
+        };
+        let excesses = options.grant.check(serving.plugin.manifest());
+        if excesses.is_empty() {
+            return;
+        }
+        let Some(loaded) = self.loaded.take() else {
+            return;
+        };
+        self.release(&loaded.serving.plugin);
+        let s = &loaded.serving;
+        if let Err(error) = self.registry.unload(&s.plugin).await {
+            tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
+        }
+        let excesses: Vec<String> = excesses.iter().map(ToString::to_string).collect();
+        let transition = Transition {
+            reason: Reason::PermissionDenied.as_str().into(),
+            warning: true,
+            retrying: false,
+            plugin: s.plugin.clone(),
+            from: s.version.clone(),
+            to: String::new(),
+            digest: s.digest.clone(),
+            source: s.source.clone(),
+            message: format!(
+                "spec.permissions no longer grants what {} {} asks for ({}): it stopped serving",
+                s.plugin,
+                s.version,
+                excesses.join("; ")
+            ),
+        };
+        self.audit
+            .record(&self.name, &self.object_ref(), &transition)
+            .await;
     }
 
     async fn unload(&mut self) {

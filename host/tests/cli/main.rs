@@ -6,6 +6,7 @@ mod support;
 
 mod common;
 mod dev_binary;
+mod grants;
 mod hot_reload;
 mod inspect;
 mod run;

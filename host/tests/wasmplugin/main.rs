@@ -12,6 +12,7 @@ mod bad_inputs;
 mod cli;
 mod crd;
 mod oci;
+mod permissions;
 mod sources;
 mod versions;
 
