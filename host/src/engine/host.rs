@@ -170,7 +170,7 @@ impl cache::Host for HostState {
             namespace: r.namespace,
             name: r.name,
         };
-        Ok(reader.get(&r))
+        reader.get(&r)
     }
 
     fn list(
