@@ -7,6 +7,7 @@
 //! streams, deletions are fanned out too: a child deleted by hand must
 //! re-trigger its owner.
 
+pub mod discovery;
 mod object;
 mod reflection;
 mod selector;
@@ -23,6 +24,7 @@ use kube::runtime::reflector::Store;
 use crate::contract::ResourceKind;
 use reflection::Reflection;
 
+pub use discovery::{Discovery, DiscoveryError, KindProblem, KindRole};
 pub use object::{object_text, prepare_for_cache};
 pub use selector::{LabelSelector, SelectorError};
 pub use view::{CacheView, object_json};

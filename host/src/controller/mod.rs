@@ -161,6 +161,19 @@ impl ControllerHandle {
         self.leases.iter().all(CacheLease::synced)
     }
 
+    /// The caches of this controller that have not synced yet, as
+    /// `apiVersion Kind (plural)`.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.leases
+            .iter()
+            .filter(|lease| !lease.synced())
+            .map(|lease| {
+                let ar = lease.api_resource();
+                format!("{} {} ({})", ar.api_version, ar.kind, ar.plural)
+            })
+            .collect()
+    }
+
     /// Queues every primary for a reconcile (after a version swap).
     pub fn reconcile_all(&self) {
         // Fails only when the controller already stopped.

@@ -27,7 +27,8 @@ use crate::registry::{ActivationOptions, Registry, RegistryError};
 const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 
 /// How long a load that failed for a passing reason (the engine's instance
-/// pool was full) waits before it is tried again.
+/// pool was full, a kind is not served yet, discovery could not be read)
+/// waits before it is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(5);
 
 /// How often the per-version counts in status are refreshed.
@@ -323,7 +324,9 @@ impl Worker {
     /// Records a version the registry refused or could not load (yet).
     async fn refuse(&mut self, error: &RegistryError, digest: &str) {
         let refusal = problem(condition_reason(error), refusal_message(error, digest));
-        self.reject(refusal, error.is_transient(), Some(digest))
+        // A kind not served yet (its CRD comes later), a busy engine or
+        // unreadable discovery pass by themselves: load again later.
+        self.reject(refusal, error.may_pass(), Some(digest))
             .await;
     }
 
