@@ -11,6 +11,7 @@ use super::{CliError, connect};
 use crate::engine::InstanceAllocation;
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
+use crate::wasmplugin::source::{FileError, read_plugin_file};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -87,14 +88,15 @@ pub enum RunError {
         /// The manifest names of the plugins that were loaded, comma-separated.
         loaded: String,
     },
-    /// A `--plugin` file cannot be read.
-    #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
+    /// A `--plugin` file cannot be read: missing, unreadable, not a
+    /// regular file, or larger than a component can be.
+    #[error("{source}; check the --plugin path")]
     ReadPlugin {
         /// The `--plugin` path.
         path: PathBuf,
-        /// What the operating system said.
+        /// Why it cannot be read.
         #[source]
-        source: std::io::Error,
+        source: FileError,
     },
     /// A `--plugin` file was read but could not be prepared or activated.
     #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
@@ -136,7 +138,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {
-        let bytes = tokio::fs::read(path)
+        let bytes = read_plugin_file(path)
             .await
             .map_err(|source| RunError::ReadPlugin {
                 path: path.clone(),
