@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
@@ -49,6 +50,22 @@ pub struct RunArgs {
     /// (slower calls, no upper bound).
     #[arg(long, value_name = "N", default_value_t = crate::registry::DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
+    /// Seconds a SIGTERM/SIGINT waits for reconciles in flight before the
+    /// host exits anyway (a second signal exits at once). Keep it below the
+    /// pod's terminationGracePeriodSeconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+    pub shutdown_grace: u64,
+}
+
+/// The first pause between tries to reach the API server.
+const REACH_FIRST_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between tries to reach the API server.
+const REACH_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// The pause after `delay` when the API server still cannot be reached:
+/// doubled, at most [`REACH_MAX_DELAY`].
+fn next_delay(delay: Duration) -> Duration {
+    (delay * 2).min(REACH_MAX_DELAY)
 }
 
 /// Why `run` failed.
@@ -148,7 +165,8 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     }
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
-    // Ctrl-C while connecting or compiling stops right away.
+    // A signal while connecting, waiting for the API server or compiling
+    // stops right away.
     let manager = tokio::select! {
         started = start(&args, plugins, configs) => started?,
         signal = &mut shutdown => {
@@ -157,10 +175,53 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         }
     };
     let signal = shutdown.await;
-    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
-    manager.shutdown().await;
-    tracing::info!("stopped");
+    let grace = Duration::from_secs(args.shutdown_grace);
+    tracing::info!(
+        signal,
+        grace_seconds = args.shutdown_grace,
+        "shutting down: letting in-flight reconciles finish"
+    );
+    // Stopping must never depend on the cluster: whatever the API server
+    // does, the host exits within the grace period, or at a second signal.
+    let again = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    tokio::select! {
+        () = manager.shutdown() => tracing::info!("stopped"),
+        () = tokio::time::sleep(grace) => tracing::warn!(
+            grace_seconds = args.shutdown_grace,
+            "reconciles in flight did not finish within the grace period; exiting anyway"
+        ),
+        signal = again => tracing::warn!(signal, "second signal: exiting without waiting"),
+    }
     Ok(())
+}
+
+/// Waits until the API server at `url` answers (any HTTP answer counts:
+/// it is reachable), retrying with backoff and saying which server and why
+/// at every try. Cancelled by dropping it (the caller selects on signals).
+async fn wait_for_api_server(client: &kube::Client, url: &str) {
+    let mut delay = REACH_FIRST_DELAY;
+    let mut tries = 0u32;
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                if tries > 0 {
+                    tracing::info!(server = %url, "reached the Kubernetes API server");
+                }
+                return;
+            }
+            Err(error) => {
+                tries += 1;
+                tracing::warn!(
+                    server = %url,
+                    tries,
+                    retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    "cannot reach the Kubernetes API server at {url}: {error}; retrying with backoff (check the kubeconfig's server and the network; SIGTERM or Ctrl-C stops the host)"
+                );
+                tokio::time::sleep(delay).await;
+                delay = next_delay(delay);
+            }
+        }
+    }
 }
 
 /// Connects, serves telemetry and loads every plugin: the `--plugin` files,
@@ -170,9 +231,10 @@ async fn start(
     plugins: Vec<(PathBuf, Vec<u8>)>,
     configs: BTreeMap<String, Value>,
 ) -> Result<Manager, CliError> {
-    let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let (client, url) =
+        connect::connect_with_url(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let manager = Manager::start(
-        client,
+        client.clone(),
         ManagerOptions {
             registry: registry_options(args),
             // Until leader election exists every replica writes.
@@ -183,6 +245,8 @@ async fn start(
     )
     .await
     .map_err(RunError::Start)?;
+    // Telemetry serves (/healthz answers) while the API server is waited for.
+    wait_for_api_server(&client, &url).await;
     let loaded = if plugins.is_empty() {
         manager.serve_wasmplugins().await.map_err(RunError::Start)
     } else {
@@ -216,10 +280,19 @@ async fn load_all(
             path: path.clone(),
             source: Box::new(source),
         };
-        let candidate = registry
-            .prepare(&source, bytes, None)
-            .await
-            .map_err(load_error)?;
+        // Discovery that cannot be read (the API server went away since it
+        // answered) is retried with backoff; every other refusal is final.
+        let mut delay = REACH_FIRST_DELAY;
+        let candidate = loop {
+            match registry.prepare(&source, bytes.clone(), None).await {
+                Err(error @ RegistryError::Discovery { .. }) => {
+                    tracing::warn!("{error}; retrying with backoff");
+                    tokio::time::sleep(delay).await;
+                    delay = next_delay(delay);
+                }
+                other => break other.map_err(load_error)?,
+            }
+        };
         let config = configs
             .remove(&stem)
             .or_else(|| configs.remove(candidate.name()))
@@ -283,6 +356,19 @@ fn default_cache_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reaching_the_api_server_backs_off_to_a_ceiling() {
+        let mut delay = REACH_FIRST_DELAY;
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            delays.push(delay);
+            delay = next_delay(delay);
+        }
+        assert_eq!(delays[1], REACH_FIRST_DELAY * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*delays.last().unwrap(), REACH_MAX_DELAY);
+    }
 
     #[test]
     fn parses_config_for() {
