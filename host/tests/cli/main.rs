@@ -9,3 +9,4 @@ mod dev_binary;
 mod hot_reload;
 mod inspect;
 mod run;
+mod unreachable;
