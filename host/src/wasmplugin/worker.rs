@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditTrail, Transition};
+use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
@@ -461,8 +462,44 @@ impl Worker {
         };
         self.release(&loaded.serving.plugin);
         let s = &loaded.serving;
+        // Read before unloading: whether the plugin holds its primaries.
+        let manifest = self
+            .registry
+            .current(&s.plugin)
+            .map(|active| active.plugin.manifest().clone());
         match self.registry.unload(&s.plugin).await {
             Ok(()) | Err(RegistryError::NotLoaded(_)) => {
+                // The controller has stopped: nothing adds the finalizer
+                // again. Nothing can finalize any more either, so the host
+                // lets go of the primaries (see `release`).
+                let mut note = String::new();
+                if self.may_write
+                    && let Some(manifest) = manifest.filter(|m| m.finalizer)
+                {
+                    let outcome = release::release_primaries(
+                        &self.client,
+                        &self.name,
+                        &s.plugin,
+                        &s.version,
+                        &manifest.primary,
+                    )
+                    .await;
+                    note = format!(
+                        "; its finalizer was removed from {} {} (FinalizeSkipped: finalize did not run)",
+                        outcome.released, manifest.primary.plural
+                    );
+                    if !outcome.failed.is_empty() {
+                        tracing::warn!(
+                            wasmplugin = %self.name, plugin = %s.plugin,
+                            failed = %outcome.failed.join("; "),
+                            "cannot remove the host's finalizer from some primaries of a deleted plugin; remove wasm-operator.dev/finalizer from them by hand"
+                        );
+                        note.push_str(&format!(
+                            "; could not remove it from: {}",
+                            outcome.failed.join("; ")
+                        ));
+                    }
+                }
                 let transition = Transition {
                     reason: Reason::Unloaded.as_str().into(),
                     warning: false,
@@ -473,7 +510,7 @@ impl Worker {
                     digest: s.digest.clone(),
                     source: s.source.clone(),
                     message: format!(
-                        "WasmPlugin {} deleted: {} {} stopped",
+                        "WasmPlugin {} deleted: {} {} stopped{note}",
                         self.name, s.plugin, s.version
                     ),
                 };
