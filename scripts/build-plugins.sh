@@ -2,7 +2,7 @@
 # Builds the first-party plugins as WebAssembly components (wasm32-wasip2).
 # A cdylib built for wasm32-wasip2 already is a component; no post-processing.
 #
-# Output: target/wasm32-wasip2/release/{webapp,faulty}.wasm (or under
+# Output: target/wasm32-wasip2/release/{webapp,faulty,...}.wasm (or under
 # $CARGO_TARGET_DIR). Extra arguments go to cargo.
 #
 # Size: the workspace release profile strips DWARF (strip = "debuginfo"),
@@ -20,7 +20,7 @@ if ! rustup target add wasm32-wasip2 >/dev/null 2>&1; then
     exit 1
 fi
 
-plugins=(webapp faulty webapp-v2 webapp-v3)
+plugins=(webapp faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core)
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
 

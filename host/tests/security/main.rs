@@ -1,0 +1,158 @@
+//! Security tests: the hostile test plugins (`plugins/hostile`,
+//! `plugins/hostile-liar`, `plugins/hostile-core`) attack the host through
+//! the API it writes for them, on a real devcluster over HTTP. Every attack
+//! must end in a refusal or a clear condition, with nothing written that
+//! should not be, and the host serving everything else.
+//!
+//! Build the plugins first: `bash scripts/build-plugins.sh`.
+
+#![allow(dead_code)] // each attack module uses a part of the harness
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use devcluster::DevCluster;
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use wasm_operator::engine::{CallLimits, EngineConfig};
+use wasm_operator::manager::{Manager, ManagerOptions};
+use wasm_operator::registry::{LoadedVersion, Registry, RegistryError, RegistryOptions};
+use wasm_operator::telemetry::Metrics;
+
+/// How long a test waits for the host to converge before failing.
+pub const CONVERGE: Duration = Duration::from_secs(60);
+
+/// A devcluster with the host (manager, registry, controllers) running
+/// against it, and the Attack CRD installed.
+pub struct Host {
+    pub cluster: DevCluster,
+    pub manager: Manager,
+    /// The manager's registry.
+    pub registry: Registry,
+    pub metrics: Metrics,
+    _cache_dir: tempfile::TempDir,
+}
+
+impl Host {
+    /// A host with short limits (1 s per call, 256 MiB: the flood attacks
+    /// need room to build their answers) and the Attack CRD installed.
+    pub async fn start() -> Host {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+        let cluster = support::start_cluster().await;
+        let cache_dir = tempfile::tempdir().unwrap();
+        let metrics = Metrics::new();
+        let options = RegistryOptions {
+            concurrency: 4,
+            engine: EngineConfig {
+                cache_dir: Some(cache_dir.path().to_path_buf()),
+                limits: CallLimits {
+                    timeout: Duration::from_secs(2),
+                    memory_bytes: 256 << 20,
+                    output_bytes: 16 << 20,
+                },
+                ..EngineConfig::default()
+            },
+            metrics: metrics.clone(),
+        };
+        let manager = Manager::start(
+            cluster.client(),
+            ManagerOptions {
+                registry: options,
+                ..ManagerOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        support::install_crd(&cluster.client(), &support::example_crd("hostile")).await;
+        Host {
+            cluster,
+            registry: manager.registry().clone(),
+            manager,
+            metrics,
+            _cache_dir: cache_dir,
+        }
+    }
+
+    pub fn client(&self) -> kube::Client {
+        self.cluster.client()
+    }
+
+    /// Loads the built plugin `plugin` (e.g. `hostile`, `hostile_liar`)
+    /// with the default settings; the registry's verdict.
+    pub async fn try_load(&self, plugin: &str) -> Result<LoadedVersion, RegistryError> {
+        let path = support::plugin_wasm(plugin);
+        self.registry
+            .load(
+                &format!("file:{}", path.display()),
+                &support::plugin_bytes(plugin),
+                json!({}),
+            )
+            .await
+    }
+
+    /// Like [`Host::try_load`], panicking on a refusal.
+    pub async fn load(&self, plugin: &str) -> LoadedVersion {
+        self.try_load(plugin)
+            .await
+            .unwrap_or_else(|e| panic!("loading {plugin}: {e}"))
+    }
+
+    /// Creates an Attack `name` in `namespace` with `spec`.
+    pub async fn attack(&self, namespace: &str, name: &str, spec: Value) -> DynamicObject {
+        let attack: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "test.wasm-operator.dev/v1", "kind": "Attack",
+            "metadata": {"name": name, "namespace": namespace}, "spec": spec,
+        }))
+        .unwrap();
+        support::dynamic_api(&self.client(), &attack_kind(), Some(namespace))
+            .create(&PostParams::default(), &attack)
+            .await
+            .unwrap_or_else(|e| panic!("creating Attack {namespace}/{name}: {e}"))
+    }
+}
+
+/// The `Attack` kind of the hostile plugins.
+pub fn attack_kind() -> ApiResource {
+    support::api_resource("test.wasm-operator.dev", "v1", "Attack", "attacks")
+}
+
+/// The hostile plugins ask for what the attacks need: the tests below rely
+/// on these manifests, so a change to them must show up here first.
+#[test]
+fn hostile_manifests_ask_for_dangerous_kinds() {
+    use wasm_operator::engine::inspect::inspect;
+    let kinds = |plugin: &str| {
+        let manifest = inspect(&support::plugin_bytes(plugin))
+            .unwrap_or_else(|e| panic!("inspecting {plugin}: {e}"))
+            .manifest;
+        let owns: Vec<String> = manifest.owns.iter().map(|k| k.kind.clone()).collect();
+        let watches: Vec<(String, String)> = manifest
+            .watches
+            .iter()
+            .map(|k| (k.kind.clone(), k.plural.clone()))
+            .collect();
+        (manifest.primary.kind, owns, watches)
+    };
+    let (primary, owns, watches) = kinds("hostile");
+    assert_eq!(primary, "Attack");
+    assert_eq!(owns, ["ConfigMap", "Secret", "ClusterRoleBinding"]);
+    assert_eq!(watches, [("Secret".to_string(), "secrets".to_string())]);
+    let (primary, owns, watches) = kinds("hostile_liar");
+    assert_eq!(primary, "Attack");
+    assert_eq!(owns, ["Ghost"]);
+    assert_eq!(
+        watches,
+        [("ConfigMap".to_string(), "secrets".to_string())],
+        "the liar must name Secrets' plural under the ConfigMap kind"
+    );
+    let (primary, _, _) = kinds("hostile_core");
+    assert_eq!(primary, "ConfigMap");
+}
