@@ -75,7 +75,10 @@ impl fmt::Display for KindProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KindProblem::NotServed { role, kind, detail } => {
-                write!(f, "{role} kind {kind} is not served by the cluster ({detail})")
+                write!(
+                    f,
+                    "{role} kind {kind} is not served by the cluster ({detail})"
+                )
             }
             KindProblem::Mismatch {
                 role,
@@ -102,7 +105,11 @@ pub struct DiscoveryError {
 }
 
 fn scope_name(namespaced: bool) -> &'static str {
-    if namespaced { "namespaced" } else { "cluster-scoped" }
+    if namespaced {
+        "namespaced"
+    } else {
+        "cluster-scoped"
+    }
 }
 
 /// The resources of each group/version as discovery lists them; `None`
@@ -135,7 +142,10 @@ pub fn manifest_kinds(manifest: &Manifest) -> Vec<(KindRole, &ResourceKind)> {
 /// hold every group/version of `kinds`; a missing entry counts as not
 /// served). Empty when every kind is served with the declared plural and
 /// scope. Subresources (`deployments/scale`) are never a kind's resource.
-pub fn check_kinds(kinds: &[(KindRole, &ResourceKind)], served: &ServedResources) -> Vec<KindProblem> {
+pub fn check_kinds(
+    kinds: &[(KindRole, &ResourceKind)],
+    served: &ServedResources,
+) -> Vec<KindProblem> {
     let mut problems = Vec::new();
     for (role, kind) in kinds {
         let api_version = kind.api_version();
@@ -216,7 +226,10 @@ impl Discovery {
 
     /// The resource list of `api_version` (`v1` is the core group), `None`
     /// when the cluster does not serve it.
-    async fn resources(&self, api_version: &str) -> Result<Option<Vec<APIResource>>, DiscoveryError> {
+    async fn resources(
+        &self,
+        api_version: &str,
+    ) -> Result<Option<Vec<APIResource>>, DiscoveryError> {
         let listed = if api_version.contains('/') {
             self.client.list_api_group_resources(api_version).await
         } else {
@@ -240,7 +253,10 @@ impl Discovery {
     ///
     /// [`DiscoveryError`] when a resource list cannot be read (other than
     /// "not served").
-    pub async fn check_manifest(&self, manifest: &Manifest) -> Result<Vec<KindProblem>, DiscoveryError> {
+    pub async fn check_manifest(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<Vec<KindProblem>, DiscoveryError> {
         let kinds = manifest_kinds(manifest);
         let mut served = ServedResources::new();
         for (_, kind) in &kinds {
@@ -298,7 +314,13 @@ mod tests {
     fn an_honest_manifest_passes() {
         let cm = kind("", "ConfigMap", "configmaps", Scope::Namespaced);
         let ns = kind("", "Namespace", "namespaces", Scope::Cluster);
-        assert!(check_kinds(&[(KindRole::Primary, &cm), (KindRole::Watches, &ns)], &core()).is_empty());
+        assert!(
+            check_kinds(
+                &[(KindRole::Primary, &cm), (KindRole::Watches, &ns)],
+                &core()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -310,7 +332,10 @@ mod tests {
         assert!(!problems[0].is_not_served());
         assert!(text.contains("watches kind v1 ConfigMap"), "{text}");
         assert!(text.contains("\"secrets\""), "{text}");
-        assert!(text.contains("cluster serves it as plural \"configmaps\", namespaced"), "{text}");
+        assert!(
+            text.contains("cluster serves it as plural \"configmaps\", namespaced"),
+            "{text}"
+        );
 
         let scope = kind("", "Namespace", "namespaces", Scope::Namespaced);
         let text = check_kinds(&[(KindRole::Owns, &scope)], &core())[0].to_string();
@@ -338,8 +363,16 @@ mod tests {
         );
         assert_eq!(problems.len(), 3);
         assert!(problems.iter().all(KindProblem::is_not_served));
-        assert!(problems[0].to_string().contains("owns kind nowhere.example.com/v1 Ghost"));
-        assert!(problems[1].to_string().contains("v1 serves no kind Widget"), "{}", problems[1]);
+        assert!(
+            problems[0]
+                .to_string()
+                .contains("owns kind nowhere.example.com/v1 Ghost")
+        );
+        assert!(
+            problems[1].to_string().contains("v1 serves no kind Widget"),
+            "{}",
+            problems[1]
+        );
         // A subresource is not a kind's resource.
         let pod = kind("", "Pod", "pods", Scope::Namespaced);
         assert!(check_kinds(&[(KindRole::Watches, &pod)], &core())[0].is_not_served());

@@ -76,8 +76,9 @@ impl Reflection {
                 while let Some(event) = events.next().await {
                     let event = match event {
                         Ok(event) => {
-                            *unserved.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                                None;
+                            *unserved
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                             event
                         }
                         Err(error) => {

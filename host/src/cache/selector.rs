@@ -139,8 +139,7 @@ fn is_dns_subdomain(s: &str) -> bool {
             !b.is_empty()
                 && (b[0].is_ascii_lowercase() || b[0].is_ascii_digit())
                 && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-                && b
-                    .iter()
+                && b.iter()
                     .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         })
 }

@@ -162,9 +162,18 @@ mod tests {
         let early = read_verdict(false, None, "v1", "ConfigMap", "configmaps").unwrap_err();
         assert!(early.contains("v1 ConfigMap (configmaps)"), "{early}");
         assert!(early.contains("initial list"), "{early}");
-        let gone = read_verdict(true, Some("404 not found"), "example.com/v1", "Ghost", "ghosts")
-            .unwrap_err();
-        assert!(gone.contains("no longer serves example.com/v1 Ghost"), "{gone}");
+        let gone = read_verdict(
+            true,
+            Some("404 not found"),
+            "example.com/v1",
+            "Ghost",
+            "ghosts",
+        )
+        .unwrap_err();
+        assert!(
+            gone.contains("no longer serves example.com/v1 Ghost"),
+            "{gone}"
+        );
         // Gone wins over synced-or-not: the store is stale either way.
         let both = read_verdict(false, Some("404"), "v1", "Secret", "secrets").unwrap_err();
         assert!(both.contains("no longer serves"), "{both}");

@@ -122,10 +122,7 @@ impl ControllerHandle {
             versions,
             primary: primary_ar,
             owned: owned.clone(),
-            cache: Arc::new(CacheView::new(
-                cache.clone(),
-                manifest.readable().cloned(),
-            )),
+            cache: Arc::new(CacheView::new(cache.clone(), manifest.readable().cloned())),
             events: EventSink::new(client, &manifest.name),
             metrics,
             failures: Default::default(),

@@ -536,15 +536,14 @@ impl Registry {
             return Ok(());
         };
         let manifest = candidate.manifest();
-        let problems = discovery
-            .check_manifest(manifest)
-            .await
-            .map_err(|source| RegistryError::Discovery {
+        let problems = discovery.check_manifest(manifest).await.map_err(|source| {
+            RegistryError::Discovery {
                 name: manifest.name.clone(),
                 version: manifest.version.clone(),
                 source_name: candidate.source().to_string(),
                 source,
-            })?;
+            }
+        })?;
         if problems.is_empty() {
             return Ok(());
         }

@@ -40,7 +40,10 @@ type ChecksFn = Arc<dyn Fn() -> Vec<ReadinessCheck> + Send + Sync>;
 /// `/readyz`'s status and body for `checks`: 200 when every host check
 /// passes, whatever the plugins; the body lists every check when `verbose`.
 pub fn readiness_report(checks: &[ReadinessCheck], verbose: bool) -> (StatusCode, String) {
-    let ready = checks.iter().filter(|c| c.plugin.is_none()).all(|c| c.ready);
+    let ready = checks
+        .iter()
+        .filter(|c| c.plugin.is_none())
+        .all(|c| c.ready);
     let status = if ready {
         StatusCode::OK
     } else {
@@ -145,9 +148,10 @@ pub async fn serve_checks(
             get(move |RawQuery(query): RawQuery| {
                 let checks = checks.clone();
                 async move {
-                    let verbose = query
-                        .as_deref()
-                        .is_some_and(|q| q.split('&').any(|p| p == "verbose" || p.starts_with("verbose=")));
+                    let verbose = query.as_deref().is_some_and(|q| {
+                        q.split('&')
+                            .any(|p| p == "verbose" || p.starts_with("verbose="))
+                    });
                     readiness_report(&checks(), verbose).into_response()
                 }
             }),
@@ -171,7 +175,12 @@ mod tests {
             name: name.into(),
             plugin: plugin.map(str::to_string),
             ready,
-            detail: if ready { "ok" } else { "caches not synced: v1 Secret" }.into(),
+            detail: if ready {
+                "ok"
+            } else {
+                "caches not synced: v1 Secret"
+            }
+            .into(),
         }
     }
 
@@ -200,6 +209,10 @@ mod tests {
         let (status, body) = readiness_report(&checks, false);
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("host: caches not synced"), "{body}");
-        assert!(readiness_report(&checks, true).1.ends_with("readyz check failed\n"));
+        assert!(
+            readiness_report(&checks, true)
+                .1
+                .ends_with("readyz check failed\n")
+        );
     }
 }

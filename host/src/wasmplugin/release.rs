@@ -143,12 +143,21 @@ mod tests {
     #[test]
     fn the_message_says_finalize_did_not_run_and_why() {
         let deleting = skipped_message("webapp-wp", "webapp", "1.2.0", true);
-        assert!(deleting.contains("WasmPlugin webapp-wp was deleted"), "{deleting}");
+        assert!(
+            deleting.contains("WasmPlugin webapp-wp was deleted"),
+            "{deleting}"
+        );
         assert!(deleting.contains("webapp 1.2.0"), "{deleting}");
-        assert!(deleting.contains("goes away without finalize"), "{deleting}");
+        assert!(
+            deleting.contains("goes away without finalize"),
+            "{deleting}"
+        );
         assert!(deleting.contains(FINALIZER), "{deleting}");
         let live = skipped_message("webapp-wp", "webapp", "1.2.0", false);
-        assert!(live.contains("deleting this object later will not run finalize"), "{live}");
+        assert!(
+            live.contains("deleting this object later will not run finalize"),
+            "{live}"
+        );
     }
 
     #[test]

@@ -245,8 +245,9 @@ impl SourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             SourceError::File(error) => error.reason().as_str(),
-            SourceError::ConfigMapMissing { .. }
-            | SourceError::KeyMissing { .. } => Reason::SourceNotFound.as_str(),
+            SourceError::ConfigMapMissing { .. } | SourceError::KeyMissing { .. } => {
+                Reason::SourceNotFound.as_str()
+            }
             SourceError::ConfigMapApi { .. } => Reason::SourceUnavailable.as_str(),
             SourceError::Gzip { .. } | SourceError::TooLarge { .. } => {
                 Reason::InvalidComponent.as_str()
@@ -366,11 +367,19 @@ mod tests {
         let big = dir.path().join("big.wasm");
         std::fs::write(&big, vec![0u8; 17]).unwrap();
         let error = read_plugin_file_blocking(&big, 16).unwrap_err();
-        assert!(matches!(error, FileError::TooLarge { size: 17, .. }), "{error}");
+        assert!(
+            matches!(error, FileError::TooLarge { size: 17, .. }),
+            "{error}"
+        );
         assert_eq!(error.reason(), Reason::InvalidComponent);
 
         let error = read_plugin_file_blocking(dir.path(), 16).unwrap_err();
-        assert!(error.to_string().contains("is a directory, not a regular file"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("is a directory, not a regular file"),
+            "{error}"
+        );
         assert_eq!(error.reason(), Reason::SourceNotAFile);
 
         let missing = read_plugin_file_blocking(&dir.path().join("none.wasm"), 16).unwrap_err();
@@ -384,7 +393,10 @@ mod tests {
         assert!(error.to_string().contains("a character device"), "{error}");
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("pipe.wasm");
-        let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(status.success());
         let error = read_plugin_file_blocking(&fifo, 16).unwrap_err();
         assert!(error.to_string().contains("a FIFO"), "{error}");

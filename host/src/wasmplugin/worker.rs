@@ -327,8 +327,7 @@ impl Worker {
         let refusal = problem(condition_reason(error), refusal_message(error, digest));
         // A kind not served yet (its CRD comes later), a busy engine or
         // unreadable discovery pass by themselves: load again later.
-        self.reject(refusal, error.may_pass(), Some(digest))
-            .await;
+        self.reject(refusal, error.may_pass(), Some(digest)).await;
     }
 
     /// True when some WasmPlugin other than this one serves plugin `name`.

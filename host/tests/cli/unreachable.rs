@@ -76,11 +76,15 @@ async fn names_the_server_then_stops_on(signal: &'static str) {
     let child = spawn_run(&kubeconfig, &log);
     let expected = format!("cannot reach the Kubernetes API server at {server}/");
     // Two tries logged: it retries rather than giving up.
-    eventually(Duration::from_secs(60), "two tries naming the server", || {
-        let text = log_text(&log);
-        let expected = expected.clone();
-        async move { (text.matches(&expected).count() >= 2).then_some(()) }
-    })
+    eventually(
+        Duration::from_secs(60),
+        "two tries naming the server",
+        || {
+            let text = log_text(&log);
+            let expected = expected.clone();
+            async move { (text.matches(&expected).count() >= 2).then_some(()) }
+        },
+    )
     .await;
     let text = log_text(&log);
     assert!(text.contains("retrying with backoff"), "{text}");

@@ -11,6 +11,8 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod discovery;
+
 use std::time::Duration;
 
 use devcluster::DevCluster;

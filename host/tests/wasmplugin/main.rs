@@ -13,6 +13,7 @@ mod cli;
 mod crd;
 mod oci;
 mod sources;
+mod survival;
 mod versions;
 
 use std::path::Path;
