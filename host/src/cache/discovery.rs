@@ -260,10 +260,11 @@ impl Discovery {
         let kinds = manifest_kinds(manifest);
         let mut served = ServedResources::new();
         for (_, kind) in &kinds {
-            let api_version = kind.api_version();
-            if !served.contains_key(&api_version) {
-                let resources = self.resources(&api_version).await?;
-                served.insert(api_version, resources);
+            if let std::collections::btree_map::Entry::Vacant(slot) =
+                served.entry(kind.api_version())
+            {
+                let resources = self.resources(slot.key()).await?;
+                slot.insert(resources);
             }
         }
         Ok(check_kinds(&kinds, &served))

@@ -166,7 +166,7 @@ pub enum RegistryError {
         source_name: String,
         /// Why discovery failed.
         #[source]
-        source: DiscoveryError,
+        source: Box<DiscoveryError>,
     },
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
@@ -541,7 +541,7 @@ impl Registry {
                 name: manifest.name.clone(),
                 version: manifest.version.clone(),
                 source_name: candidate.source().to_string(),
-                source,
+                source: Box::new(source),
             }
         })?;
         if problems.is_empty() {
