@@ -4,6 +4,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bad_plugin_files;
 mod common;
 mod dev_binary;
 mod hot_reload;
