@@ -156,3 +156,46 @@ async fn a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list() {
     .await;
     assert!(names.iter().any(|o| o.contains("\"present\"")), "{names:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_a_kind_the_cluster_stopped_serving_is_an_error() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::DeleteParams;
+    let host = Host::start().await;
+    let client = host.client();
+    host.attack("default", "present", json!({"mode": "ok"}))
+        .await;
+    let attacks = ResourceKind {
+        group: "test.wasm-operator.dev".into(),
+        version: "v1".into(),
+        kind: "Attack".into(),
+        plural: "attacks".into(),
+        scope: Scope::Namespaced,
+    };
+    let cache = SharedCache::new(client.clone());
+    let _lease = cache.acquire(&attacks, None);
+    let view = CacheView::new(cache.clone(), [attacks]);
+    let listed = wait_until("the Attack cache to answer", CONVERGE, || async {
+        view.list("test.wasm-operator.dev/v1", "Attack", None, None)
+    })
+    .await;
+    assert_eq!(listed.len(), 1, "{listed:?}");
+
+    // The CRD goes away; the API server ends the watches of its resource.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.delete("attacks.test.wasm-operator.dev", &DeleteParams::default())
+        .await
+        .unwrap();
+    host.cluster.faults().close_watches();
+    let error = wait_until("reads of the gone kind to fail", CONVERGE, || async {
+        match view.list("test.wasm-operator.dev/v1", "Attack", None, None) {
+            Err(error) => Ok(error),
+            Ok(items) => Err(format!("still answered {} items", items.len())),
+        }
+    })
+    .await;
+    assert!(
+        error.contains("no longer serves test.wasm-operator.dev/v1 Attack (attacks)"),
+        "{error}"
+    );
+}
