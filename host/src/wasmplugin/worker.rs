@@ -32,6 +32,22 @@ const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 /// waits before it is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(5);
 
+/// The longest pause between retries of a load whose problem persists (a
+/// CRD that stays missing is looked for again at least this often; each
+/// retry fetches and compiles again, so it must not spin).
+const LOAD_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The pause before the next retry of a load that failed for a passing
+/// reason: `LOAD_RETRY` after a new problem, doubled (up to
+/// `LOAD_RETRY_MAX`) while the same problem repeats.
+fn next_retry(previous: Duration, same_problem: bool) -> Duration {
+    if same_problem {
+        (previous * 2).min(LOAD_RETRY_MAX)
+    } else {
+        LOAD_RETRY
+    }
+}
+
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
 
@@ -57,8 +73,10 @@ pub(super) struct Worker {
     settle: Duration,
     /// A plugin name another WasmPlugin serves, which this one waits for.
     blocked_on: Option<String>,
-    /// The last problem passes by itself: load again after `LOAD_RETRY`.
+    /// The last problem passes by itself: load again after `retry_delay`.
     retry_load: bool,
+    /// The pause before that retry (see [`next_retry`]).
+    retry_delay: Duration,
     default_limits: CallLimits,
     api: Api<DynamicObject>,
     object: Arc<DynamicObject>,
@@ -94,6 +112,7 @@ impl Worker {
             settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
+            retry_delay: LOAD_RETRY,
             default_limits,
             api,
             object,
@@ -148,7 +167,7 @@ impl Worker {
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(LOAD_RETRY), if self.retry_load => self.sync().await,
+                _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
                 _ = refresh.tick() => self.write_status().await,
             }
         }
@@ -355,7 +374,9 @@ impl Worker {
     /// retry is scheduled). Once per distinct problem.
     async fn reject(&mut self, problem: Problem, retrying: bool, digest: Option<&str>) {
         self.retry_load = retrying;
-        if self.problem.as_ref() == Some(&problem) {
+        let same = self.problem.as_ref() == Some(&problem);
+        self.retry_delay = next_retry(self.retry_delay, same);
+        if same {
             return;
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
@@ -636,6 +657,23 @@ fn engine_reason(error: &EngineError) -> &'static str {
         | EngineError::InvalidManifest { .. } => Reason::InvalidComponent.as_str(),
         EngineError::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
         _ => Reason::LoadFailed.as_str(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_persisting_passing_problem_is_retried_less_and_less_often() {
+        assert_eq!(next_retry(LOAD_RETRY, false), LOAD_RETRY);
+        let mut delay = LOAD_RETRY;
+        for _ in 0..10 {
+            delay = next_retry(delay, true);
+        }
+        assert_eq!(delay, LOAD_RETRY_MAX);
+        // A new problem starts over.
+        assert_eq!(next_retry(LOAD_RETRY_MAX, false), LOAD_RETRY);
     }
 }
 
