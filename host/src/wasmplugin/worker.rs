@@ -660,6 +660,10 @@ fn engine_reason(error: &EngineError) -> &'static str {
     }
 }
 
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,8 +679,4 @@ mod tests {
         // A new problem starts over.
         assert_eq!(next_retry(LOAD_RETRY_MAX, false), LOAD_RETRY);
     }
-}
-
-fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
