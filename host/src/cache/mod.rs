@@ -216,7 +216,7 @@ impl CacheLease {
 
     /// Every change from now on, preceded by the current contents when the
     /// store has already synced (so a late subscriber sees existing objects).
-    pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
+    pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {
         self.reflection.subscribe()
     }
 }

@@ -155,7 +155,7 @@ impl Reflection {
         self.task.abort();
     }
 
-    pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
+    pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {
         let (rx, snapshot) = {
             let _guard = self
                 .gate

@@ -4,8 +4,11 @@
 
 use std::net::SocketAddr;
 
-use crate::support::wait_until;
-use crate::{CONVERGE, Host};
+use kube::api::PostParams;
+use serde_json::json;
+
+use crate::support::{dynamic_api, wait_until};
+use crate::{CONVERGE, Host, deployment_kind, webapp_kind};
 
 async fn http_get(url: &str) -> Result<(u16, String), String> {
     let response = reqwest::get(url).await.map_err(|e| e.to_string())?;
@@ -47,7 +50,24 @@ async fn a_plugin_whose_caches_never_sync_does_not_make_the_host_unready() {
         "{metrics}"
     );
 
-    // Once Deployments can be listed the plugin is ready too.
+    // Its reconciles wait for its caches: a WebApp created now is not
+    // reconciled against a Deployment cache that has not loaded.
+    let webapps = dynamic_api(&host.client(), &webapp_kind(), Some("default"));
+    let app = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "WebApp",
+        "metadata": {"name": "waiting"}, "spec": {"replicas": 1, "image": "nginx"},
+    }))
+    .unwrap();
+    webapps.create(&PostParams::default(), &app).await.unwrap();
+    let deployments = dynamic_api(&host.client(), &deployment_kind(), Some("default"));
+    let (_, verbose) = http_get(&format!("{base}/readyz?verbose")).await.unwrap();
+    assert!(verbose.contains("[-]plugin webapp"), "{verbose}");
+    assert!(
+        deployments.get_opt("waiting").await.unwrap().is_none(),
+        "reconciled before the Deployment cache synced"
+    );
+
+    // Once Deployments can be listed the plugin is ready too, and serves.
     faults.fail_next("/apis/apps/v1/deployments", 0, 503);
     wait_until("the webapp plugin to be ready", CONVERGE, || async {
         let (_, verbose) = http_get(&format!("{base}/readyz?verbose")).await?;
@@ -63,5 +83,13 @@ async fn a_plugin_whose_caches_never_sync_does_not_make_the_host_unready() {
         metrics.contains("wasm_operator_plugin_ready{plugin=\"webapp\"} 1"),
         "{metrics}"
     );
+    wait_until("the waiting WebApp's Deployment", CONVERGE, || async {
+        deployments
+            .get_opt("waiting")
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "no Deployment yet".to_string())
+    })
+    .await;
     server.abort();
 }
