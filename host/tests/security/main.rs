@@ -11,6 +11,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod deletion;
 mod discovery;
 
 use std::time::Duration;
