@@ -750,6 +750,54 @@ mod tests {
         }
     }
 
+    fn kind_refusal(problems: Vec<KindProblem>) -> RegistryError {
+        RegistryError::Kinds(Box::new(KindRefusal {
+            name: "liar".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/liar.wasm".into(),
+            problems,
+        }))
+    }
+
+    #[test]
+    fn a_kind_not_served_yet_passes_a_lie_does_not() {
+        use crate::cache::KindRole;
+        let not_served = KindProblem::NotServed {
+            role: KindRole::Primary,
+            kind: "example.com/v1 Widget".into(),
+            detail: "the cluster serves no group/version example.com/v1".into(),
+        };
+        let lie = KindProblem::Mismatch {
+            role: KindRole::Watches,
+            kind: "v1 ConfigMap".into(),
+            declared: "plural \"secrets\", namespaced".into(),
+            served: "plural \"configmaps\", namespaced".into(),
+        };
+        let waiting = kind_refusal(vec![not_served.clone()]);
+        assert_eq!(waiting.reason(), "KindNotServed");
+        assert!(waiting.is_rejection() && waiting.may_pass());
+        let text = waiting.to_string();
+        assert!(
+            text.contains("plugin liar 1.0.0 from file:/plugins/liar.wasm"),
+            "{text}"
+        );
+        assert!(text.contains("Install the CRDs"), "{text}");
+
+        let lying = kind_refusal(vec![not_served, lie]);
+        assert_eq!(lying.reason(), "KindMismatch");
+        assert!(lying.is_rejection() && !lying.may_pass());
+        let text = lying.to_string();
+        assert!(
+            text.contains("example.com/v1 Widget is not served"),
+            "{text}"
+        );
+        assert!(
+            text.contains("serves it as plural \"configmaps\""),
+            "{text}"
+        );
+        assert!(text.contains("kubectl api-resources"), "{text}");
+    }
+
     #[test]
     fn a_busy_engine_is_not_a_verdict_on_the_plugin() {
         let busy = load_error(EngineError::InstancePoolFull {
