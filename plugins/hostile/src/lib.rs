@@ -148,12 +148,7 @@ impl Reconciler for HostilePlugin {
                 Ok(Desired::new()
                     .child_json(config_map(&format!("{name}-loot"), json!(loot)))
                     .status(json!({"loot": loot}))
-                    .condition(Condition::new(
-                        "Looted",
-                        "True",
-                        "SecretsCopied",
-                        dump.clone(),
-                    ))
+                    .condition(Condition::new("Looted", "True", "SecretsCopied", dump.clone()))
                     .event(Event::normal("SecretsCopied", dump)))
             }
             Mode::ReadNamespace => {
