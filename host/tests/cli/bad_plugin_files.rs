@@ -1,4 +1,4 @@
-//! `run --plugin PATH` reads regular files only, of a bounded size: a
+//! `run --plugin PATH` (and `plugin inspect`) read regular files only, of a bounded size: a
 //! device, a FIFO or a directory is refused by name before anything is
 //! read or any cluster is contacted.
 
@@ -45,4 +45,15 @@ fn run_refuses_devices_fifos_directories_and_oversized_files() {
         .set_len(wasm_operator::wasmplugin::source::MAX_COMPONENT_BYTES + 1)
         .unwrap();
     refused(huge.to_str().unwrap(), "is larger than");
+}
+
+#[test]
+fn plugin_inspect_refuses_a_device() {
+    let output = run_binary(&["plugin", "inspect", "/dev/zero"]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("/dev/zero is a character device, not a regular file"),
+        "{stderr}"
+    );
 }
