@@ -480,7 +480,6 @@ impl Worker {
         let Some(loaded) = self.loaded.take() else {
             return;
         };
-        self.release(&loaded.serving.plugin);
         let s = &loaded.serving;
         // Read before unloading: whether the plugin holds its primaries.
         let manifest = self
@@ -542,6 +541,9 @@ impl Worker {
                 tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
             }
         }
+        // Only now may another WasmPlugin waiting for this plugin name load
+        // it: its controller must not hold primaries this one releases.
+        self.release(&loaded.serving.plugin);
     }
 
     fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
