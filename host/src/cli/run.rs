@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
@@ -12,6 +13,7 @@ use crate::contract::Grant;
 use crate::engine::InstanceAllocation;
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
+use crate::wasmplugin::source::{FileError, read_plugin_file};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -59,6 +61,22 @@ pub struct RunArgs {
     /// (slower calls, no upper bound).
     #[arg(long, value_name = "N", default_value_t = crate::registry::DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
+    /// Seconds a SIGTERM/SIGINT waits for reconciles in flight before the
+    /// host exits anyway (a second signal exits at once). Keep it below the
+    /// pod's terminationGracePeriodSeconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+    pub shutdown_grace: u64,
+}
+
+/// The first pause between tries to reach the API server.
+const REACH_FIRST_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between tries to reach the API server.
+const REACH_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// The pause after `delay` when the API server still cannot be reached:
+/// doubled, at most [`REACH_MAX_DELAY`].
+fn next_delay(delay: Duration) -> Duration {
+    (delay * 2).min(REACH_MAX_DELAY)
 }
 
 /// Why `run` failed.
@@ -139,14 +157,15 @@ pub enum RunError {
         /// The manifest names of the plugins that were loaded, comma-separated.
         loaded: String,
     },
-    /// A `--plugin` file cannot be read.
-    #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
+    /// A `--plugin` file cannot be read: missing, unreadable, not a
+    /// regular file, or larger than a component can be.
+    #[error("{source}; check the --plugin path")]
     ReadPlugin {
         /// The `--plugin` path.
         path: PathBuf,
-        /// What the operating system said.
+        /// Why it cannot be read.
         #[source]
-        source: std::io::Error,
+        source: FileError,
     },
     /// A `--plugin` file was read but could not be prepared or activated.
     #[error("cannot load plugin {}: {source}{}", path.display(), load_hint(source, path))]
@@ -228,7 +247,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {
-        let bytes = tokio::fs::read(path)
+        let bytes = read_plugin_file(path)
             .await
             .map_err(|source| RunError::ReadPlugin {
                 path: path.clone(),
@@ -238,7 +257,8 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     }
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
-    // Ctrl-C while connecting or compiling stops right away.
+    // A signal while connecting, waiting for the API server or compiling
+    // stops right away.
     let manager = tokio::select! {
         started = start(&args, plugins, configs, grant) => started?,
         signal = &mut shutdown => {
@@ -247,10 +267,53 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         }
     };
     let signal = shutdown.await;
-    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
-    manager.shutdown().await;
-    tracing::info!("stopped");
+    let grace = Duration::from_secs(args.shutdown_grace);
+    tracing::info!(
+        signal,
+        grace_seconds = args.shutdown_grace,
+        "shutting down: letting in-flight reconciles finish"
+    );
+    // Stopping must never depend on the cluster: whatever the API server
+    // does, the host exits within the grace period, or at a second signal.
+    let again = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    tokio::select! {
+        () = manager.shutdown() => tracing::info!("stopped"),
+        () = tokio::time::sleep(grace) => tracing::warn!(
+            grace_seconds = args.shutdown_grace,
+            "reconciles in flight did not finish within the grace period; exiting anyway"
+        ),
+        signal = again => tracing::warn!(signal, "second signal: exiting without waiting"),
+    }
     Ok(())
+}
+
+/// Waits until the API server at `url` answers (any HTTP answer counts:
+/// it is reachable), retrying with backoff and saying which server and why
+/// at every try. Cancelled by dropping it (the caller selects on signals).
+async fn wait_for_api_server(client: &kube::Client, url: &str) {
+    let mut delay = REACH_FIRST_DELAY;
+    let mut tries = 0u32;
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                if tries > 0 {
+                    tracing::info!(server = %url, "reached the Kubernetes API server");
+                }
+                return;
+            }
+            Err(error) => {
+                tries += 1;
+                tracing::warn!(
+                    server = %url,
+                    tries,
+                    retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    "cannot reach the Kubernetes API server at {url}: {error}; retrying with backoff (check the kubeconfig's server and the network; SIGTERM or Ctrl-C stops the host)"
+                );
+                tokio::time::sleep(delay).await;
+                delay = next_delay(delay);
+            }
+        }
+    }
 }
 
 /// Connects, serves telemetry and loads every plugin: the `--plugin` files,
@@ -261,9 +324,10 @@ async fn start(
     configs: BTreeMap<String, Value>,
     grant: Grant,
 ) -> Result<Manager, CliError> {
-    let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let (client, url) =
+        connect::connect_with_url(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let manager = Manager::start(
-        client,
+        client.clone(),
         ManagerOptions {
             registry: registry_options(args),
             // Until leader election exists every replica writes.
@@ -274,6 +338,8 @@ async fn start(
     )
     .await
     .map_err(RunError::Start)?;
+    // Telemetry serves (/healthz answers) while the API server is waited for.
+    wait_for_api_server(&client, &url).await;
     let loaded = if plugins.is_empty() {
         manager.serve_wasmplugins().await.map_err(RunError::Start)
     } else {
@@ -310,10 +376,19 @@ async fn load_all(
             path: path.clone(),
             source: Box::new(source),
         };
-        let candidate = registry
-            .prepare(&source, bytes, None)
-            .await
-            .map_err(load_error)?;
+        // Discovery that cannot be read (the API server went away since it
+        // answered) is retried with backoff; every other refusal is final.
+        let mut delay = REACH_FIRST_DELAY;
+        let candidate = loop {
+            match registry.prepare(&source, bytes.clone(), None).await {
+                Err(error @ RegistryError::Discovery { .. }) => {
+                    tracing::warn!("{error}; retrying with backoff");
+                    tokio::time::sleep(delay).await;
+                    delay = next_delay(delay);
+                }
+                other => break other.map_err(load_error)?,
+            }
+        };
         if let Some(first) = files.get(candidate.name()) {
             return Err(RunError::DuplicatePlugin {
                 name: candidate.name().to_string(),
@@ -386,6 +461,19 @@ fn default_cache_dir() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reaching_the_api_server_backs_off_to_a_ceiling() {
+        let mut delay = REACH_FIRST_DELAY;
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            delays.push(delay);
+            delay = next_delay(delay);
+        }
+        assert_eq!(delays[1], REACH_FIRST_DELAY * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*delays.last().unwrap(), REACH_MAX_DELAY);
+    }
 
     #[test]
     fn parses_config_for() {

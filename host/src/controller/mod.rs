@@ -36,6 +36,27 @@ use crate::cache::{
 use crate::registry::ServingVersions;
 use crate::telemetry::Metrics;
 
+/// How often a starting controller looks whether its caches have synced.
+const SYNC_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `lease`'s events, starting once every cache of `all` has synced (with
+/// what the cache holds then, see [`CacheLease::subscribe`]). A cache that
+/// never syncs holds this plugin's reconciles, and only this plugin's; the
+/// readiness checks name it.
+fn after_sync(
+    all: &Arc<Vec<CacheLease>>,
+    lease: &CacheLease,
+) -> impl futures::Stream<Item = crate::cache::CacheEvent> + Send + 'static {
+    let all = all.clone();
+    let lease = lease.clone();
+    futures::stream::once(async move {
+        while !all.iter().all(CacheLease::synced) {
+            tokio::time::sleep(SYNC_POLL).await;
+        }
+    })
+    .flat_map(move |()| lease.subscribe())
+}
+
 /// A running controller. Dropping it without [`ControllerHandle::stop`]
 /// cancels it abruptly; `stop` lets calls in flight finish.
 #[derive(Debug)]
@@ -92,12 +113,21 @@ impl ControllerHandle {
             .collect();
         let primary_ar = api_resource(&manifest.primary);
         let primary_store = primary_lease.store();
+        // Every cache this controller reads; reconciles wait until all have
+        // synced (like controller-runtime's WaitForCacheSync), so a plugin
+        // is never called with a half-loaded view of its children.
+        let all: Arc<Vec<CacheLease>> = Arc::new(
+            std::iter::once(primary_lease.clone())
+                .chain(owned.iter().cloned())
+                .chain(watched.iter().cloned())
+                .collect(),
+        );
 
         let shutdown = CancellationToken::new();
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
         let mut controller = Controller::for_stream_with(
-            trigger::primaries(primary_lease.subscribe(), gate.clone()),
+            trigger::primaries(after_sync(&all, &primary_lease), gate.clone()),
             primary_store.clone(),
             primary_ar.clone(),
         )
@@ -106,7 +136,7 @@ impl ControllerHandle {
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         for lease in &owned {
             controller = controller.owns_stream_with(
-                trigger::related(lease.subscribe()),
+                trigger::related(after_sync(&all, lease)),
                 lease.api_resource().clone(),
             );
         }
@@ -117,7 +147,7 @@ impl ControllerHandle {
             // primaries that read it; the primaries of its namespace (all of
             // them for cluster-scoped objects) are the safe over-approximation.
             controller = controller.watches_stream_with(
-                trigger::related(lease.subscribe()),
+                trigger::related(after_sync(&all, lease)),
                 move |other| {
                     let ns = other.namespace();
                     store
@@ -166,7 +196,10 @@ impl ControllerHandle {
             versions,
             primary: primary_ar,
             owned: owned.clone(),
-            cache: Arc::new(CacheView::new(cache.clone()).confined_to(gate.clone())),
+            cache: Arc::new(
+                CacheView::new(cache.clone(), manifest.readable().cloned())
+                    .confined_to(gate.clone()),
+            ),
             gate,
             events: EventSink::new(client, &manifest.name),
             metrics,
@@ -202,6 +235,19 @@ impl ControllerHandle {
     /// True once every cache this controller reads has synced.
     pub fn synced(&self) -> bool {
         self.leases.iter().all(CacheLease::synced)
+    }
+
+    /// The caches of this controller that have not synced yet, as
+    /// `apiVersion Kind (plural)`.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.leases
+            .iter()
+            .filter(|lease| !lease.synced())
+            .map(|lease| {
+                let ar = lease.api_resource();
+                format!("{} {} ({})", ar.api_version, ar.kind, ar.plural)
+            })
+            .collect()
     }
 
     /// Queues every primary for a reconcile (after a version swap).

@@ -210,7 +210,7 @@ impl cache::Host for HostState {
             namespace: r.namespace,
             name: r.name,
         };
-        Ok(reader.get(&r))
+        reader.get(&r)
     }
 
     fn list(

@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::cache::{Discovery, DiscoveryError, KindProblem};
 use crate::contract::{Excess, Grant, Reason};
 use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
 use crate::telemetry::Metrics;
@@ -181,6 +182,25 @@ pub enum RegistryError {
         /// The plugin that serves that kind and keeps serving it.
         serving: String,
     },
+    /// The cluster disagrees with the manifest's kinds: one it does not
+    /// serve, or one it serves under another plural or scope.
+    #[error("{0}")]
+    Kinds(Box<KindRefusal>),
+    /// API discovery could not be read to check the manifest's kinds.
+    #[error(
+        "cannot check the kinds of plugin {name} {version} from {source_name} against the cluster: {source}"
+    )]
+    Discovery {
+        /// The manifest's plugin name.
+        name: String,
+        /// The manifest's version.
+        version: String,
+        /// Where the component came from.
+        source_name: String,
+        /// Why discovery failed.
+        #[source]
+        source: Box<DiscoveryError>,
+    },
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
     NotLoaded(String),
@@ -205,7 +225,8 @@ impl RegistryError {
             | RegistryError::PluginNameChanged { .. }
             | RegistryError::RollbackRefused { .. }
             | RegistryError::PermissionDenied(_)
-            | RegistryError::PrimaryKindConflict { .. } => true,
+            | RegistryError::PrimaryKindConflict { .. }
+            | RegistryError::Kinds(_) => true,
             _ => false,
         }
     }
@@ -213,6 +234,18 @@ impl RegistryError {
     /// True when the same load may succeed later (the engine was busy).
     pub fn is_transient(&self) -> bool {
         matches!(self, RegistryError::Load { error, .. } if error.is_transient())
+    }
+
+    /// True when loading the same component again later may succeed
+    /// without anyone changing it: the engine was busy, discovery could not
+    /// be read, or the only problem is a kind the cluster does not serve yet
+    /// (its CRD may be installed after the plugin is deployed).
+    pub fn may_pass(&self) -> bool {
+        match self {
+            RegistryError::Discovery { .. } => true,
+            RegistryError::Kinds(refusal) => refusal.only_not_served(),
+            other => other.is_transient(),
+        }
     }
 
     /// A short CamelCase reason for conditions and events.
@@ -228,6 +261,8 @@ impl RegistryError {
             RegistryError::RollbackRefused { .. } => Reason::RollbackRefused.as_str(),
             RegistryError::PermissionDenied(_) => Reason::PermissionDenied.as_str(),
             RegistryError::PrimaryKindConflict { .. } => Reason::PrimaryKindConflict.as_str(),
+            RegistryError::Kinds(refusal) => refusal.reason().as_str(),
+            RegistryError::Discovery { .. } => Reason::DiscoveryUnavailable.as_str(),
             RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
             RegistryError::Internal { .. } => Reason::InternalError.as_str(),
         }
@@ -267,6 +302,60 @@ pub struct PermissionDenial {
     pub excesses: Vec<Excess>,
     /// The version that serves under the plugin's name and keeps serving.
     pub serving: Option<String>,
+}
+
+/// A manifest refused because the cluster disagrees with its kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindRefusal {
+    /// The manifest's plugin name.
+    pub name: String,
+    /// The manifest's version.
+    pub version: String,
+    /// Where the component came from.
+    pub source_name: String,
+    /// Every disagreement, in manifest order (primary, owns, watches).
+    pub problems: Vec<KindProblem>,
+}
+
+impl KindRefusal {
+    /// True when every problem is a kind not served (yet): the refusal
+    /// passes once the cluster serves them.
+    pub fn only_not_served(&self) -> bool {
+        self.problems.iter().all(KindProblem::is_not_served)
+    }
+
+    /// `KindMismatch` when any kind disagrees (it never passes by itself),
+    /// else `KindNotServed`.
+    pub fn reason(&self) -> Reason {
+        if self.only_not_served() {
+            Reason::KindNotServed
+        } else {
+            Reason::KindMismatch
+        }
+    }
+}
+
+impl std::fmt::Display for KindRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let problems: Vec<String> = self.problems.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "plugin {} {} from {} names kinds the cluster does not serve as declared: {}. ",
+            self.name,
+            self.version,
+            self.source_name,
+            problems.join("; ")
+        )?;
+        if self.only_not_served() {
+            f.write_str(
+                "Install the CRDs that serve them (the host checks again until they are served), or fix the manifest",
+            )
+        } else {
+            f.write_str(
+                "Fix the manifest's plural and scope to what the cluster serves (`kubectl api-resources`); the host believes only API discovery",
+            )
+        }
+    }
 }
 
 /// A change of one plugin's version set.
@@ -325,6 +414,10 @@ struct Inner {
     changes: tokio::sync::Mutex<()>,
     /// Where changes are announced (the manager); `None` until someone listens.
     listener: Mutex<Option<mpsc::UnboundedSender<Announcement>>>,
+    /// API discovery, once a client is known ([`Registry::use_discovery`]).
+    /// A registry without one (unit tests, `plugin inspect`) does not check
+    /// kinds against a cluster: there is none.
+    discovery: std::sync::OnceLock<Discovery>,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -372,6 +465,7 @@ impl Registry {
                 stats: Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
                 listener: Mutex::new(None),
+                discovery: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -392,6 +486,14 @@ impl Registry {
     /// Where plugin calls and versions are recorded.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Checks every new version's kinds against `discovery` from now on
+    /// (the manager sets its client's). Without it the registry trusts
+    /// manifests' plurals and scopes: only for registries that serve no
+    /// cluster. Set once; later calls are ignored.
+    pub fn use_discovery(&self, discovery: Discovery) {
+        let _ = self.inner.discovery.set(discovery);
     }
 
     /// Every later change of a version set. There is one listener, the
@@ -471,6 +573,9 @@ impl Registry {
         };
         let running = self.current(candidate.target());
         self.admit(&candidate, running.as_deref(), None)?;
+        // After the identity checks: a component that may not replace the
+        // serving one is refused for that, whatever the cluster serves.
+        self.check_kinds(&candidate).await?;
         Ok(candidate)
     }
 
@@ -509,6 +614,43 @@ impl Registry {
             ),
             serving: (*serving).clone(),
         })
+    }
+
+    /// Resolves every kind of the candidate's manifest through API
+    /// discovery (when the registry has it) and refuses a manifest whose
+    /// plural or scope disagrees with the cluster, or that names a kind the
+    /// cluster does not serve.
+    async fn check_kinds(&self, candidate: &Candidate) -> Result<(), RegistryError> {
+        let Some(discovery) = self.inner.discovery.get() else {
+            return Ok(());
+        };
+        let manifest = candidate.manifest();
+        let problems = discovery.check_manifest(manifest).await.map_err(|source| {
+            RegistryError::Discovery {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                source_name: candidate.source().to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let refusal = RegistryError::Kinds(Box::new(KindRefusal {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            source_name: candidate.source().to_string(),
+            problems,
+        }));
+        self.inner
+            .metrics
+            .version_refused(&manifest.name, &manifest.version, refusal.reason());
+        tracing::warn!(
+            target: "audit", plugin = %manifest.name, version = %manifest.version,
+            digest = %candidate.digest(), source = %candidate.source(),
+            reason = %refusal.reason(), "plugin version rejected: {refusal}"
+        );
+        Err(refusal)
     }
 
     /// Runs the candidate's checks against `running` and the other plugins'
@@ -718,6 +860,54 @@ mod tests {
             source_name: "file:/plugins/webapp.wasm".into(),
             error,
         }
+    }
+
+    fn kind_refusal(problems: Vec<KindProblem>) -> RegistryError {
+        RegistryError::Kinds(Box::new(KindRefusal {
+            name: "liar".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/liar.wasm".into(),
+            problems,
+        }))
+    }
+
+    #[test]
+    fn a_kind_not_served_yet_passes_a_lie_does_not() {
+        use crate::cache::KindRole;
+        let not_served = KindProblem::NotServed {
+            role: KindRole::Primary,
+            kind: "example.com/v1 Widget".into(),
+            detail: "the cluster serves no group/version example.com/v1".into(),
+        };
+        let lie = KindProblem::Mismatch {
+            role: KindRole::Watches,
+            kind: "v1 ConfigMap".into(),
+            declared: "plural \"secrets\", namespaced".into(),
+            served: "plural \"configmaps\", namespaced".into(),
+        };
+        let waiting = kind_refusal(vec![not_served.clone()]);
+        assert_eq!(waiting.reason(), "KindNotServed");
+        assert!(waiting.is_rejection() && waiting.may_pass());
+        let text = waiting.to_string();
+        assert!(
+            text.contains("plugin liar 1.0.0 from file:/plugins/liar.wasm"),
+            "{text}"
+        );
+        assert!(text.contains("Install the CRDs"), "{text}");
+
+        let lying = kind_refusal(vec![not_served, lie]);
+        assert_eq!(lying.reason(), "KindMismatch");
+        assert!(lying.is_rejection() && !lying.may_pass());
+        let text = lying.to_string();
+        assert!(
+            text.contains("example.com/v1 Widget is not served"),
+            "{text}"
+        );
+        assert!(
+            text.contains("serves it as plural \"configmaps\""),
+            "{text}"
+        );
+        assert!(text.contains("kubectl api-resources"), "{text}");
     }
 
     #[test]

@@ -62,6 +62,11 @@ struct CallLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginNameLabels {
+    plugin: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabels {
     plugin: String,
     version: String,
@@ -88,6 +93,7 @@ pub struct Metrics {
     timeouts: Family<PluginLabels, Counter>,
     failures: Family<FailureLabels, Counter>,
     refusals: Family<FailureLabels, Counter>,
+    plugin_ready: Family<PluginNameLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -118,6 +124,7 @@ impl Metrics {
         let timeouts = Family::<PluginLabels, Counter>::default();
         let failures = Family::<FailureLabels, Counter>::default();
         let refusals = Family::<FailureLabels, Counter>::default();
+        let plugin_ready = Family::<PluginNameLabels, Gauge>::default();
         // Counters get their `_total` suffix from the encoder.
         registry.register(
             "controller_runtime_reconcile",
@@ -169,6 +176,11 @@ impl Metrics {
             "Plugin versions the registry refused to serve, by reason (PermissionDenied, PrimaryKindConflict, RollbackRefused, ...)",
             refusals.clone(),
         );
+        registry.register(
+            "wasm_operator_plugin_ready",
+            "1 when the plugin's controller runs with every cache synced, 0 otherwise",
+            plugin_ready.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -181,6 +193,20 @@ impl Metrics {
             timeouts,
             failures,
             refusals,
+            plugin_ready,
+        }
+    }
+
+    /// Replaces the per-plugin readiness series with `plugins` (name,
+    /// ready): a plugin no longer loaded loses its series.
+    pub fn plugins_ready<'a>(&self, plugins: impl IntoIterator<Item = (&'a str, bool)>) {
+        self.plugin_ready.clear();
+        for (plugin, ready) in plugins {
+            self.plugin_ready
+                .get_or_create(&PluginNameLabels {
+                    plugin: plugin.to_string(),
+                })
+                .set(i64::from(ready));
         }
     }
 

@@ -11,53 +11,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::contract::{Grant, GroupKind};
-use wasm_operator::registry::{ActivationOptions, LoadedVersion, RegistryError};
+use wasm_operator::registry::{LoadedVersion, RegistryError};
 
 use crate::support::{self, condition};
-use crate::{CONVERGE, Host, attack_kind};
-
-/// Prepares and activates the built plugin `plugin` with `grant`.
-async fn load_with(
-    host: &Host,
-    plugin: &str,
-    grant: Grant,
-) -> Result<LoadedVersion, RegistryError> {
-    let path = support::plugin_wasm(plugin);
-    let candidate = host
-        .registry
-        .prepare(
-            &format!("file:{}", path.display()),
-            support::plugin_bytes(plugin),
-            None,
-        )
-        .await?;
-    host.registry
-        .activate(
-            candidate,
-            ActivationOptions {
-                grant,
-                ..ActivationOptions::default()
-            },
-        )
-        .await
-}
+use crate::{CONVERGE, Host, attack_kind, full_hostile_grant};
 
 fn gk(group: &str, kind: &str) -> GroupKind {
     GroupKind::new(group, kind)
-}
-
-/// Everything the `hostile` manifest asks for, named: it loads with this.
-fn full_hostile_grant() -> Grant {
-    Grant {
-        own: Some(vec![
-            gk("test.wasm-operator.dev", "Attack"),
-            gk("", "ConfigMap"),
-            gk("", "Secret"),
-            gk("rbac.authorization.k8s.io", "ClusterRoleBinding"),
-        ]),
-        cluster_scoped: true,
-        ..Grant::default()
-    }
 }
 
 async fn create_namespace(host: &Host, name: &str, labels: &[(&str, &str)]) {
@@ -203,7 +163,7 @@ async fn copy_secrets_is_refused_unless_secrets_are_granted() {
     if let Some(own) = grant.own.as_mut() {
         own.retain(|k| k.kind != "Secret");
     }
-    let message = permission_denied(load_with(&host, "hostile", grant).await);
+    let message = permission_denied(host.load_with("hostile", grant).await);
     assert!(message.contains("v1 Secret"), "{message}");
     assert!(message.contains("Secrets hold credentials"), "{message}");
     assert!(!message.contains("ClusterRoleBinding"), "{message}");
@@ -211,7 +171,7 @@ async fn copy_secrets_is_refused_unless_secrets_are_granted() {
 
     // The same plugin with a grant naming every kind it asks for loads and
     // serves: the check is the grant, not a hardcoded ban.
-    load_with(&host, "hostile", full_hostile_grant())
+    host.load_with("hostile", full_hostile_grant())
         .await
         .unwrap();
     host.attack("default", "fine", json!({"mode": "ok"})).await;
@@ -237,7 +197,7 @@ async fn reads_are_bounded_by_the_granted_namespaces() {
     create_secret(&host, "team-a", "app-password").await;
     // Everything hostile asks for, in the default namespaces (every one but
     // kube-system, kube-public and kube-node-lease).
-    load_with(&host, "hostile", full_hostile_grant())
+    host.load_with("hostile", full_hostile_grant())
         .await
         .unwrap();
 
@@ -293,7 +253,7 @@ async fn primaries_outside_the_granted_namespaces_are_never_served() {
     host.attack("team-c", "before", json!({"mode": "ok"})).await;
     host.attack("default", "before", json!({"mode": "ok"}))
         .await;
-    load_with(&host, "hostile", grant).await.unwrap();
+    host.load_with("hostile", grant).await.unwrap();
     host.attack("team-c", "after", json!({"mode": "ok"})).await;
     host.attack("team-a", "listed", json!({"mode": "ok"})).await;
     host.attack("team-b", "selected", json!({"mode": "ok"}))
@@ -339,7 +299,7 @@ async fn a_core_primary_needs_a_grant_and_stays_in_its_namespace() {
         namespaces: Some(vec!["team-a".into()]),
         ..Grant::default()
     };
-    load_with(&host, "hostile_core", grant).await.unwrap();
+    host.load_with("hostile_core", grant).await.unwrap();
     create_config_map(&host, "team-a", "mine").await;
 
     let config_maps = |ns: &str| Api::<ConfigMap>::namespaced(host.client(), ns);
@@ -377,7 +337,7 @@ async fn a_core_primary_needs_a_grant_and_stays_in_its_namespace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_asking_more_than_its_grant_is_refused_and_the_old_keeps_serving() {
     let host = Host::start().await;
-    load_with(&host, "hostile", full_hostile_grant())
+    host.load_with("hostile", full_hostile_grant())
         .await
         .unwrap();
     // The same plugin again (a new tag of an unpinned reference would be
@@ -385,7 +345,7 @@ async fn a_version_asking_more_than_its_grant_is_refused_and_the_old_keeps_servi
     // ClusterRoleBindings: refused, the serving version keeps serving.
     let mut narrower = full_hostile_grant();
     narrower.cluster_scoped = false;
-    let message = permission_denied(load_with(&host, "hostile", narrower).await);
+    let message = permission_denied(host.load_with("hostile", narrower).await);
     assert!(message.contains("keeps serving"), "{message}");
     assert!(message.contains("ClusterRoleBinding"), "{message}");
     let serving = host.registry.current("hostile").unwrap();
@@ -401,7 +361,7 @@ async fn a_version_asking_more_than_its_grant_is_refused_and_the_old_keeps_servi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_plugin_for_a_served_primary_kind_is_refused() {
     let host = Host::start().await;
-    load_with(&host, "hostile", full_hostile_grant())
+    host.load_with("hostile", full_hostile_grant())
         .await
         .unwrap();
     let refused = host.try_load("hostile_liar").await;
@@ -434,7 +394,7 @@ async fn writes_of_a_plugin_with_a_service_account_go_through_its_impersonating_
         }),
         ..full_hostile_grant()
     };
-    load_with(&host, "hostile", grant).await.unwrap();
+    host.load_with("hostile", grant).await.unwrap();
     host.attack("default", "as-itself", json!({"mode": "ok"}))
         .await;
     let o = wait_attack(&host, "default", "as-itself", "Ready on as-itself", |o| {
@@ -459,7 +419,7 @@ async fn a_primary_left_outside_a_narrowed_grant_is_released_not_stuck() {
         namespaces: Some(namespaces.iter().map(ToString::to_string).collect()),
         ..Grant::default()
     };
-    load_with(&host, "hostile_core", grant(&["team-a", "team-b"]))
+    host.load_with("hostile_core", grant(&["team-a", "team-b"]))
         .await
         .unwrap();
     create_config_map(&host, "team-b", "was-granted").await;
@@ -483,7 +443,7 @@ async fn a_primary_left_outside_a_narrowed_grant_is_released_not_stuck() {
 
     // The grant narrows to team-a; then the team-b object is deleted: the
     // host releases its finalizer instead of leaving it Terminating.
-    load_with(&host, "hostile_core", grant(&["team-a"]))
+    host.load_with("hostile_core", grant(&["team-a"]))
         .await
         .unwrap();
     team_b

@@ -14,6 +14,7 @@ mod crd;
 mod oci;
 mod permissions;
 mod sources;
+mod survival;
 mod versions;
 
 use std::path::Path;
