@@ -32,7 +32,7 @@
 //! | [`contract`] | the host's types of the WIT contract, and every condition [`Reason`](contract::Reason) |
 //! | [`engine`] | compile (cached on disk by digest), sandbox and call one plugin version |
 //! | [`telemetry`] | `/metrics`, `/healthz`, `/readyz`, logs |
-//! | [`cache`] | shared reflectors, one per kind, shared by every plugin that reads it |
+//! | [`cache`] | shared reflectors, one per resolved resource, shared by every plugin that reads it; API discovery |
 //! | [`oci`] | pull and push plugin components as OCI artifacts |
 //! | [`registry`] | plugin versions: prepare a candidate, activate it, version sets |
 //! | `plan` | pure: a plugin's answer plus the observed state become a plan of writes |

@@ -27,7 +27,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(cli.execute())?;
+    let result = runtime.block_on(cli.execute());
+    // A blocking task still running (a compile, a plugin call) must not
+    // keep a stopping process alive: it gets a moment, then the process
+    // exits.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    result?;
     Ok(())
 }
 

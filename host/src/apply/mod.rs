@@ -9,12 +9,14 @@ mod children;
 pub mod events;
 mod execute;
 pub mod finalizer;
+mod impersonation;
 mod metadata;
 mod status;
 
 pub use children::owned_children;
 pub use events::EventSink;
 pub use execute::{Writer, execute};
+pub use impersonation::impersonating;
 
 use crate::contract::Reason;
 

@@ -7,6 +7,8 @@
 //! streams, deletions are fanned out too: a child deleted by hand must
 //! re-trigger its owner.
 
+pub mod discovery;
+mod namespaces;
 mod object;
 mod reflection;
 mod selector;
@@ -23,6 +25,8 @@ use kube::runtime::reflector::Store;
 use crate::contract::ResourceKind;
 use reflection::Reflection;
 
+pub use discovery::{Discovery, DiscoveryError, KindProblem, KindRole};
+pub use namespaces::{NamespaceGate, namespace_kind};
 pub use object::{object_text, prepare_for_cache};
 pub use selector::{LabelSelector, SelectorError};
 pub use view::{CacheView, object_json};
@@ -45,7 +49,12 @@ impl CacheEvent {
     }
 }
 
-/// Identifies one reflector: a kind and the namespace it watches (`None`: all).
+/// Identifies one reflector: a resource and the namespace it watches
+/// (`None`: all). The resource is the resolved one, plural included: the
+/// URL a reflector lists is its plural, so two manifests that name one kind
+/// with different plurals never share a cache (a manifest that calls
+/// Secrets' plural a ConfigMap is refused by discovery before it serves,
+/// and even then could not be handed the real ConfigMaps' cache).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CacheKey {
     /// API group; empty for the core group.
@@ -54,8 +63,23 @@ pub struct CacheKey {
     pub version: String,
     /// CamelCase kind, e.g. `Deployment`.
     pub kind: String,
+    /// Lower-case plural, the resource the reflector lists, e.g. `deployments`.
+    pub plural: String,
     /// The one namespace watched; `None` watches the whole cluster.
     pub namespace: Option<String>,
+}
+
+impl CacheKey {
+    /// The key of `kind`'s reflector in `namespace` (`None`: all).
+    pub fn new(kind: &ResourceKind, namespace: Option<&str>) -> CacheKey {
+        CacheKey {
+            group: kind.group.clone(),
+            version: kind.version.clone(),
+            kind: kind.kind.clone(),
+            plural: kind.plural.clone(),
+            namespace: namespace.map(str::to_string),
+        }
+    }
 }
 
 /// The [`ApiResource`] (what kube's dynamic API needs) for a manifest kind.
@@ -110,12 +134,7 @@ impl SharedCache {
     /// namespaces), starting it if nobody holds one yet. Must be called from
     /// within a tokio runtime.
     pub fn acquire(&self, kind: &ResourceKind, namespace: Option<&str>) -> CacheLease {
-        let key = CacheKey {
-            group: kind.group.clone(),
-            version: kind.version.clone(),
-            kind: kind.kind.clone(),
-            namespace: namespace.map(str::to_string),
-        };
+        let key = CacheKey::new(kind, namespace);
         let mut entries = self.entries();
         let entry = entries.entry(key.clone()).or_insert_with(|| Entry {
             reflection: Arc::new(Reflection::start(
@@ -138,28 +157,18 @@ impl SharedCache {
         self.entries().len()
     }
 
-    /// The reflector that can answer for `api_version`/`kind` objects in
-    /// `namespace`: the cluster-wide one if any, else the one for exactly
-    /// that namespace.
-    fn find(
-        &self,
-        api_version: &str,
-        kind: &str,
-        namespace: Option<&str>,
-    ) -> Option<Arc<Reflection>> {
+    /// The reflector that can answer for objects of the resource `kind`
+    /// (group, version, kind and plural) in `namespace`: the cluster-wide
+    /// one if any, else the one for exactly that namespace.
+    fn find(&self, kind: &ResourceKind, namespace: Option<&str>) -> Option<Arc<Reflection>> {
         let entries = self.entries();
-        let mut fallback = None;
-        for (key, entry) in entries.iter() {
-            if entry.reflection.api_resource().api_version != api_version || key.kind != kind {
-                continue;
-            }
-            match (&key.namespace, namespace) {
-                (None, _) => return Some(entry.reflection.clone()),
-                (Some(k), Some(n)) if k == n => fallback = Some(entry.reflection.clone()),
-                _ => {}
-            }
+        if let Some(entry) = entries.get(&CacheKey::new(kind, None)) {
+            return Some(entry.reflection.clone());
         }
-        fallback
+        let namespace = namespace?;
+        entries
+            .get(&CacheKey::new(kind, Some(namespace)))
+            .map(|entry| entry.reflection.clone())
     }
 
     fn release(&self, key: &CacheKey) {
@@ -209,7 +218,7 @@ impl CacheLease {
 
     /// Every change from now on, preceded by the current contents when the
     /// store has already synced (so a late subscriber sees existing objects).
-    pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
+    pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {
         self.reflection.subscribe()
     }
 }

@@ -27,7 +27,23 @@ pub(super) struct Reflection {
     /// so a new subscriber neither misses nor reorders a change.
     gate: Arc<Mutex<()>>,
     synced: Arc<AtomicBool>,
+    /// Why the last list or watch failed as "not served" (the kind is gone,
+    /// e.g. its CRD was deleted); `None` while the watch works. Reads then
+    /// fail rather than answer from a store that no longer tracks the
+    /// cluster.
+    unserved: Arc<Mutex<Option<String>>>,
     task: JoinHandle<()>,
+}
+
+/// True when a watch error says the resource is not served (404).
+fn not_served(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
+        watcher::Error::WatchError(status) => status.code == 404,
+        _ => false,
+    }
 }
 
 impl Reflection {
@@ -37,15 +53,17 @@ impl Reflection {
         let (tx, _) = broadcast::channel(FANOUT_BUFFER);
         let gate = Arc::new(Mutex::new(()));
         let synced = Arc::new(AtomicBool::new(false));
+        let unserved = Arc::new(Mutex::new(None));
         let api: Api<DynamicObject> = match namespace {
             Some(ns) => Api::namespaced_with(client, ns, &ar),
             None => Api::all_with(client, &ar),
         };
         let task = {
-            let (tx, gate, synced, store, kind, watched) = (
+            let (tx, gate, synced, unserved, store, kind, watched) = (
                 tx.clone(),
                 gate.clone(),
                 synced.clone(),
+                unserved.clone(),
                 store.clone(),
                 ar.kind.clone(),
                 ar.clone(),
@@ -57,11 +75,23 @@ impl Reflection {
                     .boxed();
                 while let Some(event) = events.next().await {
                     let event = match event {
-                        Ok(event) => event,
+                        Ok(event) => {
+                            *unserved
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                            event
+                        }
                         Err(error) => {
                             // The watcher retries with backoff by itself; the
-                            // store keeps serving the last known state.
+                            // store keeps serving the last known state,
+                            // unless the kind is not served any more.
                             tracing::warn!(kind = %kind, %error, "watch failed; retrying");
+                            if not_served(&error) {
+                                *unserved
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                    Some(error.to_string());
+                            }
                             continue;
                         }
                     };
@@ -96,8 +126,17 @@ impl Reflection {
             tx,
             gate,
             synced,
+            unserved,
             task,
         }
+    }
+
+    /// Why the kind is not served (its last list or watch answered 404), if so.
+    pub(super) fn unserved(&self) -> Option<String> {
+        self.unserved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub(super) fn api_resource(&self) -> &ApiResource {
@@ -116,7 +155,7 @@ impl Reflection {
         self.task.abort();
     }
 
-    pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + 'static {
+    pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {
         let (rx, snapshot) = {
             let _guard = self
                 .gate

@@ -66,6 +66,16 @@ pub async fn connect(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<kube::Client, ConnectError> {
+    connect_with_url(kubeconfig, context)
+        .await
+        .map(|(client, _)| client)
+}
+
+/// [`connect`], with the API server's URL (for messages that must name it).
+pub async fn connect_with_url(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<(kube::Client, String), ConnectError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
@@ -94,5 +104,7 @@ pub async fn connect(
         }
         (None, None) => Config::infer().await.map_err(ConnectError::Infer)?,
     };
-    kube::Client::try_from(config).map_err(ConnectError::Client)
+    let url = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(ConnectError::Client)?;
+    Ok((client, url))
 }

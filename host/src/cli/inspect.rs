@@ -24,14 +24,15 @@ pub struct InspectArgs {
 /// Why a plugin could not be inspected.
 #[derive(Debug, thiserror::Error)]
 pub enum InspectError {
-    /// The component file cannot be read.
-    #[error("cannot read plugin file {}: {source}; check the path", path.display())]
+    /// The component file cannot be read: missing, unreadable, not a
+    /// regular file, or larger than a component can be.
+    #[error("{source}; check the path")]
     Read {
         /// The component file.
         path: PathBuf,
-        /// What the operating system said.
+        /// Why it cannot be read.
         #[source]
-        source: std::io::Error,
+        source: crate::wasmplugin::source::FileError,
     },
     /// The engine refused the component (not a component, wrong world,
     /// invalid manifest...).
@@ -65,7 +66,7 @@ pub async fn inspect(args: InspectArgs) -> Result<(), CliError> {
 /// The text `inspect` prints for `args`.
 pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
     let path = args.file.clone();
-    let bytes = tokio::fs::read(&path)
+    let bytes = crate::wasmplugin::source::read_plugin_file(&path)
         .await
         .map_err(|source| InspectError::Read {
             path: path.clone(),

@@ -8,6 +8,7 @@ pub mod crd;
 pub mod dev;
 pub mod inspect;
 pub mod push;
+pub mod rbac;
 pub mod run;
 pub mod signals;
 
@@ -74,6 +75,9 @@ pub enum PluginCommand {
     /// Publish a plugin component to an OCI registry (CNCF Wasm layout)
     /// and print its digest.
     Push(push::PushArgs),
+    /// Print the RBAC (ServiceAccount, Roles, bindings) a grant needs when
+    /// the plugin's writes impersonate its ServiceAccount.
+    Rbac(rbac::RbacArgs),
 }
 
 /// Why a command failed. Messages name the file or plugin and what to do.
@@ -95,6 +99,9 @@ pub enum CliError {
     /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
+    /// `plugin rbac` failed.
+    #[error(transparent)]
+    Rbac(#[from] rbac::RbacError),
     /// `crd` failed.
     #[error(transparent)]
     Crd(#[from] crd::CrdError),
@@ -122,6 +129,7 @@ impl Cli {
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
+            Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
         }
     }

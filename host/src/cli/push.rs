@@ -37,14 +37,15 @@ pub struct PushArgs {
 /// Why `plugin push` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    /// The component file cannot be read.
-    #[error("cannot read plugin file {}: {source}; check the path", path.display())]
+    /// The component file cannot be read: missing, unreadable, not a
+    /// regular file, or larger than a component can be.
+    #[error("{source}; check the path")]
     Read {
         /// The component file.
         path: PathBuf,
-        /// What the operating system said.
+        /// Why it cannot be read.
         #[source]
-        source: std::io::Error,
+        source: crate::wasmplugin::source::FileError,
     },
     /// The `--docker-config` file cannot be read.
     #[error("cannot read the docker config {}: {source}", path.display())]
@@ -73,7 +74,7 @@ pub enum PushError {
 /// scripts: `DIGEST=$(wasm-operator plugin push …)`), everything else to
 /// stderr.
 pub async fn push(args: PushArgs) -> Result<(), CliError> {
-    let bytes = tokio::fs::read(&args.file)
+    let bytes = crate::wasmplugin::source::read_plugin_file(&args.file)
         .await
         .map_err(|source| PushError::Read {
             path: args.file.clone(),

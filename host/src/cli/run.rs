@@ -1,16 +1,19 @@
 //! `wasm-operator run`: serve plugins against a cluster until stopped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
 
 use super::{CliError, connect};
+use crate::contract::Grant;
 use crate::engine::InstanceAllocation;
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
+use crate::wasmplugin::source::{FileError, read_plugin_file};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -23,6 +26,16 @@ pub struct RunArgs {
     /// name or its file name without `.wasm`); repeatable.
     #[arg(long = "config-for", value_name = "NAME=JSON")]
     pub config_for: Vec<String>,
+    /// What the cluster operator grants the --plugin files of this run: a
+    /// YAML file with the same fields as a WasmPlugin's spec.permissions
+    /// (own, read, namespaces, namespaceSelector, clusterScoped,
+    /// serviceAccount). The one grant applies to every --plugin of the run;
+    /// without it each gets the restricted default (non-sensitive namespaced
+    /// kinds, every namespace but the system ones, no cluster-scoped kinds).
+    /// Plugins that need different grants are deployed as WasmPlugin objects,
+    /// which carry their own.
+    #[arg(long, value_name = "FILE")]
+    pub grant: Option<PathBuf>,
     /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
     // Not `env = "KUBECONFIG"`: that variable may list several files, which
     // kube's own loader merges like kubectl does.
@@ -48,6 +61,22 @@ pub struct RunArgs {
     /// (slower calls, no upper bound).
     #[arg(long, value_name = "N", default_value_t = crate::registry::DEFAULT_MAX_INSTANCES)]
     pub max_instances: u32,
+    /// Seconds a SIGTERM/SIGINT waits for reconciles in flight before the
+    /// host exits anyway (a second signal exits at once). Keep it below the
+    /// pod's terminationGracePeriodSeconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+    pub shutdown_grace: u64,
+}
+
+/// The first pause between tries to reach the API server.
+const REACH_FIRST_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between tries to reach the API server.
+const REACH_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// The pause after `delay` when the API server still cannot be reached:
+/// doubled, at most [`REACH_MAX_DELAY`].
+fn next_delay(delay: Duration) -> Duration {
+    (delay * 2).min(REACH_MAX_DELAY)
 }
 
 /// Why `run` failed.
@@ -59,6 +88,47 @@ pub enum RunError {
         "--config-for only applies to --plugin files; without --plugin, set spec.config on the WasmPlugin object instead"
     )]
     ConfigWithoutPlugins,
+    /// `--grant` was given without `--plugin`: `WasmPlugin` objects carry
+    /// their own grant.
+    #[error(
+        "--grant only applies to --plugin files; without --plugin, set spec.permissions on each WasmPlugin object instead"
+    )]
+    GrantWithoutPlugins,
+    /// The `--grant` file cannot be read.
+    #[error("cannot read grant file {}: {source}; check the --grant path", path.display())]
+    ReadGrant {
+        /// The `--grant` path.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--grant` file is not a grant.
+    #[error(
+        "grant file {} is not a grant: {source}; write the fields of a WasmPlugin's spec.permissions, e.g. `own: [{{group: example.com, kind: WebApp}}]`",
+        path.display()
+    )]
+    GrantSyntax {
+        /// The `--grant` path.
+        path: PathBuf,
+        /// Where the YAML breaks or which field is unknown.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// Two `--plugin` files are the same plugin (one manifest name): the
+    /// second would silently replace the first.
+    #[error(
+        "--plugin {} and --plugin {} are both plugin {name}; a plugin is served once: drop one of them (to upgrade, replace the file)",
+        first.display(), second.display()
+    )]
+    DuplicatePlugin {
+        /// The manifest name both carry.
+        name: String,
+        /// The file loaded first.
+        first: PathBuf,
+        /// The file refused.
+        second: PathBuf,
+    },
     /// The registry, telemetry or WasmPlugin controller could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
@@ -87,17 +157,18 @@ pub enum RunError {
         /// The manifest names of the plugins that were loaded, comma-separated.
         loaded: String,
     },
-    /// A `--plugin` file cannot be read.
-    #[error("cannot read plugin file {}: {source}; check the --plugin path", path.display())]
+    /// A `--plugin` file cannot be read: missing, unreadable, not a
+    /// regular file, or larger than a component can be.
+    #[error("{source}; check the --plugin path")]
     ReadPlugin {
         /// The `--plugin` path.
         path: PathBuf,
-        /// What the operating system said.
+        /// Why it cannot be read.
         #[source]
-        source: std::io::Error,
+        source: FileError,
     },
     /// A `--plugin` file was read but could not be prepared or activated.
-    #[error("cannot load plugin {}: {source}; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)", path.display(), path.display())]
+    #[error("cannot load plugin {}: {source}{}", path.display(), load_hint(source, path))]
     LoadPlugin {
         /// The `--plugin` path.
         path: PathBuf,
@@ -105,6 +176,19 @@ pub enum RunError {
         #[source]
         source: Box<RegistryError>,
     },
+}
+
+/// The hint after a refused `--plugin`: only a component the engine could
+/// not load may have been built wrong; a refused grant or identity check
+/// carries its own remedy.
+fn load_hint(error: &RegistryError, path: &std::path::Path) -> String {
+    match error {
+        RegistryError::Load { .. } => format!(
+            "; check it was built for wasm32-wasip2 against this host's WIT contract (`wasm-operator plugin inspect {}`)",
+            path.display()
+        ),
+        _ => String::new(),
+    }
 }
 
 /// Parses the `--config-for` values into plugin name → config.
@@ -127,16 +211,43 @@ pub fn parse_configs(values: &[String]) -> Result<BTreeMap<String, Value>, RunEr
     Ok(configs)
 }
 
+/// Reads a `--grant` file.
+///
+/// # Errors
+///
+/// [`RunError::ReadGrant`], [`RunError::GrantSyntax`] (unknown fields are
+/// errors: a typo must not fall back to another grant).
+pub fn read_grant(path: &std::path::Path) -> Result<Grant, RunError> {
+    let text = std::fs::read_to_string(path).map_err(|source| RunError::ReadGrant {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(Grant::default());
+    }
+    serde_yaml::from_str(&text).map_err(|source| RunError::GrantSyntax {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
 /// Runs `wasm-operator run`.
 pub async fn run(args: RunArgs) -> Result<(), CliError> {
     if args.plugins.is_empty() && !args.config_for.is_empty() {
         return Err(RunError::ConfigWithoutPlugins.into());
     }
+    if args.plugins.is_empty() && args.grant.is_some() {
+        return Err(RunError::GrantWithoutPlugins.into());
+    }
+    let grant = match &args.grant {
+        Some(path) => read_grant(path)?,
+        None => Grant::default(),
+    };
     let configs = parse_configs(&args.config_for)?;
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {
-        let bytes = tokio::fs::read(path)
+        let bytes = read_plugin_file(path)
             .await
             .map_err(|source| RunError::ReadPlugin {
                 path: path.clone(),
@@ -146,19 +257,63 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     }
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
-    // Ctrl-C while connecting or compiling stops right away.
+    // A signal while connecting, waiting for the API server or compiling
+    // stops right away.
     let manager = tokio::select! {
-        started = start(&args, plugins, configs) => started?,
+        started = start(&args, plugins, configs, grant) => started?,
         signal = &mut shutdown => {
             tracing::info!(signal, "stopped before the plugins were loaded");
             return Ok(());
         }
     };
     let signal = shutdown.await;
-    tracing::info!(signal, "shutting down: letting in-flight reconciles finish");
-    manager.shutdown().await;
-    tracing::info!("stopped");
+    let grace = Duration::from_secs(args.shutdown_grace);
+    tracing::info!(
+        signal,
+        grace_seconds = args.shutdown_grace,
+        "shutting down: letting in-flight reconciles finish"
+    );
+    // Stopping must never depend on the cluster: whatever the API server
+    // does, the host exits within the grace period, or at a second signal.
+    let again = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    tokio::select! {
+        () = manager.shutdown() => tracing::info!("stopped"),
+        () = tokio::time::sleep(grace) => tracing::warn!(
+            grace_seconds = args.shutdown_grace,
+            "reconciles in flight did not finish within the grace period; exiting anyway"
+        ),
+        signal = again => tracing::warn!(signal, "second signal: exiting without waiting"),
+    }
     Ok(())
+}
+
+/// Waits until the API server at `url` answers (any HTTP answer counts:
+/// it is reachable), retrying with backoff and saying which server and why
+/// at every try. Cancelled by dropping it (the caller selects on signals).
+async fn wait_for_api_server(client: &kube::Client, url: &str) {
+    let mut delay = REACH_FIRST_DELAY;
+    let mut tries = 0u32;
+    loop {
+        match client.apiserver_version().await {
+            Ok(_) | Err(kube::Error::Api(_)) => {
+                if tries > 0 {
+                    tracing::info!(server = %url, "reached the Kubernetes API server");
+                }
+                return;
+            }
+            Err(error) => {
+                tries += 1;
+                tracing::warn!(
+                    server = %url,
+                    tries,
+                    retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    "cannot reach the Kubernetes API server at {url}: {error}; retrying with backoff (check the kubeconfig's server and the network; SIGTERM or Ctrl-C stops the host)"
+                );
+                tokio::time::sleep(delay).await;
+                delay = next_delay(delay);
+            }
+        }
+    }
 }
 
 /// Connects, serves telemetry and loads every plugin: the `--plugin` files,
@@ -167,10 +322,12 @@ async fn start(
     args: &RunArgs,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     configs: BTreeMap<String, Value>,
+    grant: Grant,
 ) -> Result<Manager, CliError> {
-    let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let (client, url) =
+        connect::connect_with_url(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let manager = Manager::start(
-        client,
+        client.clone(),
         ManagerOptions {
             registry: registry_options(args),
             // Until leader election exists every replica writes.
@@ -181,10 +338,12 @@ async fn start(
     )
     .await
     .map_err(RunError::Start)?;
+    // Telemetry serves (/healthz answers) while the API server is waited for.
+    wait_for_api_server(&client, &url).await;
     let loaded = if plugins.is_empty() {
         manager.serve_wasmplugins().await.map_err(RunError::Start)
     } else {
-        load_all(manager.registry(), plugins, configs).await
+        load_all(manager.registry(), plugins, configs, &grant).await
     };
     if let Err(error) = loaded {
         manager.shutdown().await;
@@ -196,13 +355,16 @@ async fn start(
 /// Loads every plugin with its config. A config is found by file name
 /// (`webapp` for `webapp.wasm`) or, failing that, by manifest name; the
 /// manifest is read from the prepared (compiled once) version before it is
-/// activated, so no controller ever runs with the wrong config.
+/// activated, so no controller ever runs with the wrong config. Every
+/// plugin gets `grant`; two files of one plugin name are an error.
 async fn load_all(
     registry: &Registry,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     mut configs: BTreeMap<String, Value>,
+    grant: &Grant,
 ) -> Result<(), RunError> {
     let mut loaded_names = Vec::new();
+    let mut files: HashMap<String, PathBuf> = HashMap::new();
     for (path, bytes) in plugins {
         let source = format!("file:{}", path.display());
         let stem = path
@@ -214,10 +376,27 @@ async fn load_all(
             path: path.clone(),
             source: Box::new(source),
         };
-        let candidate = registry
-            .prepare(&source, bytes, None)
-            .await
-            .map_err(load_error)?;
+        // Discovery that cannot be read (the API server went away since it
+        // answered) is retried with backoff; every other refusal is final.
+        let mut delay = REACH_FIRST_DELAY;
+        let candidate = loop {
+            match registry.prepare(&source, bytes.clone(), None).await {
+                Err(error @ RegistryError::Discovery { .. }) => {
+                    tracing::warn!("{error}; retrying with backoff");
+                    tokio::time::sleep(delay).await;
+                    delay = next_delay(delay);
+                }
+                other => break other.map_err(load_error)?,
+            }
+        };
+        if let Some(first) = files.get(candidate.name()) {
+            return Err(RunError::DuplicatePlugin {
+                name: candidate.name().to_string(),
+                first: first.clone(),
+                second: path.clone(),
+            });
+        }
+        files.insert(candidate.name().to_string(), path.clone());
         let config = configs
             .remove(&stem)
             .or_else(|| configs.remove(candidate.name()))
@@ -227,6 +406,7 @@ async fn load_all(
                 candidate,
                 ActivationOptions {
                     config,
+                    grant: grant.clone(),
                     ..ActivationOptions::default()
                 },
             )
@@ -283,6 +463,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn reaching_the_api_server_backs_off_to_a_ceiling() {
+        let mut delay = REACH_FIRST_DELAY;
+        let mut delays = Vec::new();
+        for _ in 0..10 {
+            delays.push(delay);
+            delay = next_delay(delay);
+        }
+        assert_eq!(delays[1], REACH_FIRST_DELAY * 2);
+        assert!(delays.windows(2).all(|w| w[0] <= w[1]));
+        assert_eq!(*delays.last().unwrap(), REACH_MAX_DELAY);
+    }
+
+    #[test]
     fn parses_config_for() {
         let configs =
             parse_configs(&["webapp={\"a\":1}".to_string(), "x = []".to_string()]).unwrap();
@@ -296,5 +489,24 @@ mod tests {
             parse_configs(&["webapp={".to_string()]),
             Err(RunError::ConfigJson { .. })
         ));
+    }
+
+    #[test]
+    fn reads_a_grant_file_and_refuses_typos() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("grant.yaml");
+        std::fs::write(&path, "own: [{kind: ConfigMap}]\nnamespaces: [team-a]\n").unwrap();
+        let grant = read_grant(&path).unwrap();
+        assert_eq!(grant.namespaces, Some(vec!["team-a".to_string()]));
+        std::fs::write(&path, "owns: [{kind: ConfigMap}]\n").unwrap();
+        let error = read_grant(&path).unwrap_err().to_string();
+        assert!(
+            error.contains("owns") && error.contains("grant.yaml"),
+            "{error}"
+        );
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(read_grant(&path).unwrap(), Grant::default());
+        let missing = read_grant(&dir.path().join("nope.yaml")).unwrap_err();
+        assert!(matches!(missing, RunError::ReadGrant { .. }));
     }
 }

@@ -5,12 +5,17 @@
 //! Plugin output is untrusted: [`Desired::validate`] checks an answer against the
 //! contract before anything acts on it.
 
+mod grant;
 pub mod limits;
 mod reason;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use grant::{
+    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, SYSTEM_NAMESPACES,
+    SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group, sensitivity,
+};
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};
 

@@ -125,6 +125,23 @@ reasons! {
     PluginNameConflict => WasmPlugin,
     /// A rollback below the serving version's min-compatible-version.
     RollbackRefused => WasmPlugin,
+    /// The manifest asks for more than the plugin's grant
+    /// (`WasmPlugin.spec.permissions`, `run --grant`); each excess is named.
+    PermissionDenied => WasmPlugin,
+    /// Another plugin already serves this primary kind.
+    PrimaryKindConflict => WasmPlugin,
+    /// The cluster does not serve a kind the manifest names (primary, owns
+    /// or watches); retried until it is served (e.g. its CRD installed).
+    KindNotServed => WasmPlugin,
+    /// The cluster serves a kind of the manifest under another plural or
+    /// scope than the manifest declares.
+    KindMismatch => WasmPlugin,
+    /// API discovery could not be read to check the manifest's kinds
+    /// (retried with backoff).
+    DiscoveryUnavailable => WasmPlugin,
+    /// A file source is not a regular file (a directory, a FIFO, a device
+    /// such as `/dev/zero`).
+    SourceNotAFile => WasmPlugin,
     /// Loading failed for a reason not listed above.
     LoadFailed => WasmPlugin,
     /// The engine refused a component given with `run --plugin` (a
@@ -140,6 +157,10 @@ reasons! {
     ChildPruned => Normal,
     /// The plugin finalized the object; the host released it.
     Finalized => Normal,
+    /// The plugin's WasmPlugin was deleted while the object held the host's
+    /// finalizer: nothing can run `finalize` any more, so the host removed
+    /// its finalizer without it (a Warning event on the object).
+    FinalizeSkipped => Normal,
     /// An object an older version managed was upgraded.
     Upgraded => Normal,
     /// A plugin version was loaded for the first time.

@@ -4,6 +4,14 @@
 //! primaries of the same namespace). Which version serves an object is read
 //! per reconcile from the plugin's [`ServingVersions`]; who starts and stops
 //! controllers is the manager's business.
+//!
+//! The serving version's grant bounds the controller to its namespaces
+//! (read once at start; the manager restarts the controller when the grant
+//! changes): primaries elsewhere never enter the trigger stream and are
+//! never reconciled (nothing is written to them, no finalizer, no
+//! annotation), and the plugin's cache reads answer only for granted
+//! namespaces. With a `namespaceSelector`, the Namespace objects come from
+//! the shared cache, and a Namespace change re-triggers its primaries.
 
 mod backoff;
 mod reconcile;
@@ -22,9 +30,32 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::apply::EventSink;
-use crate::cache::{CacheLease, CacheView, SharedCache, api_resource};
+use crate::cache::{
+    CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
+};
 use crate::registry::ServingVersions;
 use crate::telemetry::Metrics;
+
+/// How often a starting controller looks whether its caches have synced.
+const SYNC_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// `lease`'s events, starting once every cache of `all` has synced (with
+/// what the cache holds then, see [`CacheLease::subscribe`]). A cache that
+/// never syncs holds this plugin's reconciles, and only this plugin's; the
+/// readiness checks name it.
+fn after_sync(
+    all: &Arc<Vec<CacheLease>>,
+    lease: &CacheLease,
+) -> impl futures::Stream<Item = crate::cache::CacheEvent> + Send + 'static {
+    let all = all.clone();
+    let lease = lease.clone();
+    futures::stream::once(async move {
+        while !all.iter().all(CacheLease::synced) {
+            tokio::time::sleep(SYNC_POLL).await;
+        }
+    })
+    .flat_map(move |()| lease.subscribe())
+}
 
 /// A running controller. Dropping it without [`ControllerHandle::stop`]
 /// cancels it abruptly; `stop` lets calls in flight finish.
@@ -55,6 +86,19 @@ impl ControllerHandle {
         options: &ControllerOptions,
     ) -> ControllerHandle {
         let manifest = versions.current().stable.plugin.manifest().clone();
+        let grant = versions.current().stable.grant.clone();
+        // Writes as the plugin's own identity when the grant names one, so
+        // the API server's RBAC enforces the grant too.
+        let host_client = client.clone();
+        let client = match &grant.service_account {
+            Some(account) => crate::apply::impersonating(client, account),
+            None => client,
+        };
+        // Namespace labels, only when the grant selects namespaces by them.
+        let namespace_lease = grant
+            .needs_namespace_labels()
+            .then(|| cache.acquire(&namespace_kind(), None));
+        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store));
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = manifest
             .owns
@@ -69,12 +113,21 @@ impl ControllerHandle {
             .collect();
         let primary_ar = api_resource(&manifest.primary);
         let primary_store = primary_lease.store();
+        // Every cache this controller reads; reconciles wait until all have
+        // synced (like controller-runtime's WaitForCacheSync), so a plugin
+        // is never called with a half-loaded view of its children.
+        let all: Arc<Vec<CacheLease>> = Arc::new(
+            std::iter::once(primary_lease.clone())
+                .chain(owned.iter().cloned())
+                .chain(watched.iter().cloned())
+                .collect(),
+        );
 
         let shutdown = CancellationToken::new();
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
         let mut controller = Controller::for_stream_with(
-            trigger::primaries(primary_lease.subscribe()),
+            trigger::primaries(after_sync(&all, &primary_lease), gate.clone()),
             primary_store.clone(),
             primary_ar.clone(),
         )
@@ -83,7 +136,7 @@ impl ControllerHandle {
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         for lease in &owned {
             controller = controller.owns_stream_with(
-                trigger::related(lease.subscribe()),
+                trigger::related(after_sync(&all, lease)),
                 lease.api_resource().clone(),
             );
         }
@@ -94,7 +147,7 @@ impl ControllerHandle {
             // primaries that read it; the primaries of its namespace (all of
             // them for cluster-scoped objects) are the safe over-approximation.
             controller = controller.watches_stream_with(
-                trigger::related(lease.subscribe()),
+                trigger::related(after_sync(&all, lease)),
                 move |other| {
                     let ns = other.namespace();
                     store
@@ -114,15 +167,40 @@ impl ControllerHandle {
             );
         }
 
+        if let Some(lease) = &namespace_lease {
+            let store = primary_store.clone();
+            let ar = primary_ar.clone();
+            // A Namespace relabelled into (or out of) the grant: its
+            // primaries are reconciled (or skipped) again.
+            controller = controller.watches_stream_with(
+                trigger::related(lease.subscribe()),
+                move |ns| {
+                    let name = ns.name_any();
+                    store
+                        .state()
+                        .iter()
+                        .filter(|p| p.namespace().as_deref() == Some(name.as_str()))
+                        .map(|p| ObjectRef::new_with(&p.name_any(), ar.clone()).within(&name))
+                        .collect::<Vec<_>>()
+                },
+                lease.api_resource().clone(),
+            );
+        }
+
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
         let ctx = Arc::new(reconcile::Context {
             client: client.clone(),
+            host_client,
             plugin: manifest.name.clone(),
             versions,
             primary: primary_ar,
             owned: owned.clone(),
-            cache: Arc::new(CacheView::new(cache.clone())),
+            cache: Arc::new(
+                CacheView::new(cache.clone(), manifest.readable().cloned())
+                    .confined_to(gate.clone()),
+            ),
+            gate,
             events: EventSink::new(client, &manifest.name),
             metrics,
             failures: Default::default(),
@@ -146,6 +224,7 @@ impl ControllerHandle {
         let mut leases = vec![primary_lease];
         leases.extend(owned);
         leases.extend(watched);
+        leases.extend(namespace_lease);
         ControllerHandle {
             shutdown,
             task: Some(task),
@@ -157,6 +236,19 @@ impl ControllerHandle {
     /// True once every cache this controller reads has synced.
     pub fn synced(&self) -> bool {
         self.leases.iter().all(CacheLease::synced)
+    }
+
+    /// The caches of this controller that have not synced yet, as
+    /// `apiVersion Kind (plural)`.
+    pub fn unsynced(&self) -> Vec<String> {
+        self.leases
+            .iter()
+            .filter(|lease| !lease.synced())
+            .map(|lease| {
+                let ar = lease.api_resource();
+                format!("{} {} ({})", ar.api_version, ar.kind, ar.plural)
+            })
+            .collect()
     }
 
     /// Queues every primary for a reconcile (after a version swap).

@@ -15,7 +15,7 @@ use kube::{Client, ResourceExt};
 
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
-use crate::cache::{CacheLease, object_text};
+use crate::cache::{CacheLease, NamespaceGate, object_text};
 use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
@@ -34,12 +34,18 @@ const RESYNC: Duration = Duration::from_secs(600);
 
 /// Everything a reconcile of one plugin needs; shared by its calls.
 pub(super) struct Context {
+    /// Writes as the plugin (impersonating its grant's ServiceAccount, if any).
     pub client: Client,
+    /// The host's own identity: releases its finalizer from primaries
+    /// outside the grant.
+    pub host_client: Client,
     pub plugin: String,
     pub versions: Arc<ServingVersions>,
     pub primary: ApiResource,
     pub owned: Vec<CacheLease>,
     pub cache: Arc<dyn CacheReader>,
+    /// The namespaces of the plugin's grant.
+    pub gate: NamespaceGate,
     pub events: EventSink,
     pub metrics: Metrics,
     pub failures: Failures,
@@ -90,6 +96,17 @@ pub enum ReconcileError {
     /// Upgrading the object written by an older version failed.
     #[error("{0}")]
     Upgrade(#[from] MigrationError),
+    /// The plan would write a child in a namespace outside the plugin's
+    /// grant (possible under a cluster-scoped primary); nothing was written.
+    #[error(
+        "plugin {plugin} {version} returned children outside its granted namespaces ({granted}): {children}; nothing was written. The cluster operator can grant the namespaces (spec.permissions.namespaces), or the plugin must not write there"
+    )]
+    ChildOutsideGrant {
+        plugin: String,
+        version: String,
+        children: String,
+        granted: String,
+    },
     /// A newer version declared the serving one unable to handle the object.
     #[error(
         "plugin {plugin} {version} may not reconcile {object}: version {managed_by} managed it and declared min-compatible-version {min_compatible}; nothing was written. Deploy {plugin} {min_compatible} or newer"
@@ -113,6 +130,7 @@ impl ReconcileError {
             ReconcileError::Upgrade(MigrationError::Api { .. }) => Reason::ApplyFailed.as_str(),
             ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
             ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
+            ReconcileError::ChildOutsideGrant { .. } => Reason::CapabilityDenied.as_str(),
         }
     }
 
@@ -128,6 +146,8 @@ impl ReconcileError {
             ReconcileError::Upgrade(_) => false,
             // Only another plugin version can help; a swap reconciles all.
             ReconcileError::Incompatible { .. } => true,
+            // The same answer is refused again: wait for a change.
+            ReconcileError::ChildOutsideGrant { .. } => true,
         }
     }
 
@@ -229,6 +249,9 @@ pub(super) async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    if !ctx.gate.allows_object(&obj) {
+        return Ok(outside_grant(&obj, &ctx).await);
+    }
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
     let active = ctx.versions.serving_for(&obj);
@@ -255,6 +278,42 @@ pub(super) async fn reconcile(
                 .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
             active.counters.record(true);
             Err(error)
+        }
+    }
+}
+
+/// A primary outside the grant (e.g. queued by a reconcile-all, or a related
+/// object's event): the plugin is never called and nothing is written to it,
+/// not even a condition. One exception: a deleting primary that still holds
+/// the host's finalizer (added before the grant narrowed) is released, with
+/// the host's own identity and without calling `finalize` (the plugin may no
+/// longer act there), so nothing is left Terminating.
+async fn outside_grant(obj: &DynamicObject, ctx: &Context) -> Action {
+    let name = display_name(obj.namespace().as_deref(), &obj.name_any());
+    if !super::trigger::holds_host_finalizer_while_deleting(obj) {
+        tracing::debug!(
+            plugin = %ctx.plugin, object = %name, granted = %ctx.gate.describe(),
+            "skipping a primary outside the plugin's granted namespaces"
+        );
+        return Action::await_change();
+    }
+    let api = match obj.namespace() {
+        Some(ns) => {
+            kube::Api::<DynamicObject>::namespaced_with(ctx.host_client.clone(), &ns, &ctx.primary)
+        }
+        None => kube::Api::<DynamicObject>::all_with(ctx.host_client.clone(), &ctx.primary),
+    };
+    match apply::finalizer::remove(&api, obj, plan::FINALIZER).await {
+        Ok(_) => {
+            tracing::warn!(
+                target: "audit", plugin = %ctx.plugin, object = %name, granted = %ctx.gate.describe(),
+                "released the host's finalizer from a deleting primary outside the plugin's grant; finalize was not called"
+            );
+            Action::await_change()
+        }
+        Err(error) => {
+            tracing::warn!(plugin = %ctx.plugin, object = %name, %error, "cannot release the host's finalizer; retrying");
+            Action::requeue(backoff::delay(1))
         }
     }
 }
@@ -329,6 +388,17 @@ async fn run(
                 ctx.metrics.limit_breach(&ctx.plugin, limit.as_str());
             }
         })?;
+    // Children of a namespaced primary live in its (granted) namespace; a
+    // cluster-scoped primary's namespaced children are what this catches.
+    let outside = children_outside(plan.apply.keys(), &ctx.gate);
+    if !outside.is_empty() {
+        return Err(ReconcileError::ChildOutsideGrant {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            children: outside.join(", "),
+            granted: ctx.gate.describe(),
+        });
+    }
     ctx.with_rates(&key, &limits, |r| *r = rates);
     for breach in &plan.breaches {
         ctx.metrics.limit_breach(&ctx.plugin, breach.limit.as_str());
@@ -393,6 +463,16 @@ async fn hot_loop(
         ctx.metrics.events(&ctx.plugin, 1, 0);
     }
     Outcome::after_ms(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The children (as `Kind namespace/name`) in namespaces `gate` does not allow.
+fn children_outside<'a>(
+    keys: impl Iterator<Item = &'a plan::ChildKey>,
+    gate: &NamespaceGate,
+) -> Vec<String> {
+    keys.filter(|key| key.namespace.as_deref().is_some_and(|ns| !gate.allows(ns)))
+        .map(ToString::to_string)
+        .collect()
 }
 
 /// Carries out `plan`, logging what was written and counting it.
@@ -626,5 +706,30 @@ async fn report_failure(
     }
     if let Err(e) = execute(obj, ctx, &plan).await {
         tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_outside_the_granted_namespaces_are_named() {
+        let key = |ns: Option<&str>, name: &str| plan::ChildKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        };
+        let keys = [
+            key(Some("team-a"), "fine"),
+            key(Some("kube-system"), "sneaky"),
+            key(None, "cluster-wide"),
+        ];
+        let gate = NamespaceGate::new(Arc::default(), None);
+        assert_eq!(
+            children_outside(keys.iter(), &gate),
+            ["ConfigMap kube-system/sneaky"]
+        );
     }
 }

@@ -9,7 +9,8 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::watcher;
 
-use crate::cache::CacheEvent;
+use crate::cache::{CacheEvent, NamespaceGate};
+use crate::plan::FINALIZER;
 
 /// What must change on a primary for it to be reconciled again: its identity
 /// (a recreated object gets a new uid), its generation (spec changes),
@@ -26,13 +27,22 @@ fn primary_fingerprint(obj: &DynamicObject) -> u64 {
 }
 
 /// The primary's trigger stream: changed primaries only (kube-runtime's
-/// generation predicate, extended with deletion and finalizers).
+/// generation predicate, extended with deletion and finalizers), and only
+/// in the namespaces `gate` allows (the plugin's grant).
 pub(super) fn primaries(
     events: impl Stream<Item = CacheEvent> + Send + 'static,
+    gate: NamespaceGate,
 ) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
     let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
     events.filter_map(move |event| {
         let obj = event.object();
+        if !gate.allows_object(obj) && !holds_host_finalizer_while_deleting(obj) {
+            // Not fingerprinted: once its namespace is granted, the next
+            // event (or the Namespace's) lets it through. A deleting one
+            // that still carries the host's finalizer (from before the grant
+            // narrowed) passes: the reconcile releases it.
+            return future::ready(None);
+        }
         let key = (obj.namespace(), obj.name_any());
         let out = match &event {
             CacheEvent::Deleted(_) => {
@@ -46,6 +56,11 @@ pub(super) fn primaries(
         };
         future::ready(out)
     })
+}
+
+/// True when `obj` is being deleted and still carries the host's finalizer.
+pub(super) fn holds_host_finalizer_while_deleting(obj: &DynamicObject) -> bool {
+    obj.metadata.deletion_timestamp.is_some() && obj.finalizers().iter().any(|f| f == FINALIZER)
 }
 
 /// Every change (including deletions) of a related kind, as objects.
@@ -83,11 +98,40 @@ mod tests {
             CacheEvent::Deleted(obj(2, "5", &["f"])),
             CacheEvent::Applied(obj(2, "6", &["f"])), // seen again after delete: passes
         ];
-        let out: Vec<_> = primaries(stream::iter(events)).collect().await;
+        let gate = NamespaceGate::new(Default::default(), None);
+        let out: Vec<_> = primaries(stream::iter(events), gate).collect().await;
         let rvs: Vec<_> = out
             .into_iter()
             .map(|o| o.unwrap().resource_version().unwrap())
             .collect();
         assert_eq!(rvs, ["1", "3", "4", "6"]);
+    }
+
+    #[tokio::test]
+    async fn primaries_outside_the_grant_never_trigger() {
+        let in_ns = |ns: &str, name: &str| {
+            Arc::new(
+                serde_json::from_value::<DynamicObject>(json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns, "uid": name, "generation": 1},
+                }))
+                .unwrap(),
+            )
+        };
+        let events = vec![
+            CacheEvent::Applied(in_ns("kube-system", "coredns")),
+            CacheEvent::Applied(in_ns("team-a", "mine")),
+            CacheEvent::Applied(in_ns("team-b", "theirs")),
+        ];
+        let grant = crate::contract::Grant {
+            namespaces: Some(vec!["team-a".into()]),
+            ..Default::default()
+        };
+        let gate = NamespaceGate::new(Arc::new(grant), None);
+        let names: Vec<_> = primaries(stream::iter(events), gate)
+            .map(|o| o.unwrap().name_any())
+            .collect()
+            .await;
+        assert_eq!(names, ["mine"]);
     }
 }

@@ -236,6 +236,13 @@ pub enum CallError {
         /// The first undeclared kind it read, as `apiVersion/kind`.
         kind: String,
     },
+    /// The plugin read a namespace its grant does not include (reason
+    /// `CapabilityDenied`).
+    #[error(
+        "plugin {} {}: {} tried to read {} in namespace {}, outside its grant ({}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it",
+        .0.plugin, .0.version, .0.function, .0.kind, .0.namespace, .0.granted
+    )]
+    NamespaceDenied(Box<NamespaceDenied>),
     /// The plugin answered with a transient or permanent failure.
     #[error("{0}")]
     Failed(Failure),
@@ -269,6 +276,24 @@ pub enum CallError {
     Internal(String),
 }
 
+/// A read into a namespace outside the plugin's grant
+/// ([`CallError::NamespaceDenied`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceDenied {
+    /// The plugin's name, from its manifest.
+    pub plugin: String,
+    /// The plugin's version, from its manifest.
+    pub version: String,
+    /// The plugin function that was called.
+    pub function: String,
+    /// The kind it read, as `apiVersion/kind`.
+    pub kind: String,
+    /// The namespace outside its grant.
+    pub namespace: String,
+    /// The namespaces its grant allows, in words.
+    pub granted: String,
+}
+
 impl CallError {
     /// The condition/event reason an on-call engineer can search for.
     pub fn reason(&self) -> &'static str {
@@ -278,7 +303,9 @@ impl CallError {
             CallError::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
             CallError::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
             CallError::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
-            CallError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
+            CallError::CapabilityDenied { .. } | CallError::NamespaceDenied(_) => {
+                Reason::CapabilityDenied.as_str()
+            }
             CallError::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
             CallError::Failed(Failure::Permanent(_)) => Reason::ReconcilePermanentFailure.as_str(),
             CallError::NotImplemented { .. } => Reason::NotImplemented.as_str(),
@@ -296,6 +323,7 @@ impl CallError {
             self,
             CallError::Failed(Failure::Permanent(_))
                 | CallError::CapabilityDenied { .. }
+                | CallError::NamespaceDenied(_)
                 | CallError::NotImplemented { .. }
         )
     }

@@ -159,6 +159,17 @@ impl wasmtime::ResourceLimiter for Limiter {
     }
 }
 
+/// A read the plugin's grant refused: which kind, in which namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NamespaceDenial {
+    /// `apiVersion/kind`.
+    pub kind: String,
+    /// The namespace outside the grant.
+    pub namespace: String,
+    /// The namespaces the grant allows, in words.
+    pub granted: String,
+}
+
 /// Everything one call's store owns. Dropped with the store after the call:
 /// nothing survives between calls.
 pub(crate) struct HostState {
@@ -171,6 +182,8 @@ pub(crate) struct HostState {
     pub cache: Option<Arc<dyn CacheReader>>,
     /// Kinds the plugin tried to read without declaring them, as `v1/Secret`.
     pub denied: Vec<String>,
+    /// Reads into namespaces outside the plugin's grant.
+    pub denied_namespaces: Vec<NamespaceDenial>,
     pub stdout: CappedPipe,
     pub stderr: CappedPipe,
     /// What is left of the call's log budget, the bytes emitted and cut.
@@ -258,6 +271,7 @@ impl HostState {
             manifest,
             cache,
             denied: Vec::new(),
+            denied_namespaces: Vec::new(),
             stdout,
             stderr,
             log: LogBudget::new(log_limit),
@@ -291,11 +305,14 @@ impl HostState {
         }
     }
 
-    /// Checks a read against the manifest; records and refuses undeclared kinds.
+    /// Checks a read against the manifest and the grant's namespaces;
+    /// records and refuses undeclared kinds and namespaces outside the
+    /// grant. (A list over all namespaces is filtered by the reader.)
     fn check_read(
         &mut self,
         api_version: &str,
         kind: &str,
+        namespace: Option<&str>,
     ) -> Result<&Arc<dyn CacheReader>, String> {
         let allowed = match &self.manifest {
             Some(m) => m.may_read(api_version, kind),
@@ -311,6 +328,29 @@ impl HostState {
             tracing::warn!(target: "plugin", plugin = %self.plugin, version = %self.version, kind = %name, "plugin read an undeclared kind");
             if !self.denied.contains(&name) {
                 self.denied.push(name);
+            }
+            return Err(message);
+        }
+        let Some(cache) = self.cache.as_ref() else {
+            return Err("no cache is available during this call".to_string());
+        };
+        if let Some(namespace) = namespace
+            && !cache.may_read_namespace(namespace)
+        {
+            let denial = NamespaceDenial {
+                kind: format!("{api_version}/{kind}"),
+                namespace: namespace.to_string(),
+                granted: cache
+                    .granted_namespaces()
+                    .unwrap_or_else(|| "other namespaces only".into()),
+            };
+            let message = format!(
+                "capability denied: plugin {} may not read namespace {namespace}: its grant allows {}",
+                self.plugin, denial.granted
+            );
+            tracing::warn!(target: "plugin", plugin = %self.plugin, version = %self.version, kind = %denial.kind, namespace, "plugin read a namespace outside its grant");
+            if !self.denied_namespaces.contains(&denial) {
+                self.denied_namespaces.push(denial);
             }
             return Err(message);
         }
@@ -333,14 +373,14 @@ impl types::Host for HostState {}
 
 impl cache::Host for HostState {
     fn get(&mut self, r: types::ObjectRef) -> Result<Option<String>, String> {
-        let reader = self.check_read(&r.api_version, &r.kind)?;
+        let reader = self.check_read(&r.api_version, &r.kind, r.namespace.as_deref())?;
         let r = contract::ObjectRef {
             api_version: r.api_version,
             kind: r.kind,
             namespace: r.namespace,
             name: r.name,
         };
-        Ok(reader.get(&r))
+        reader.get(&r)
     }
 
     fn list(
@@ -350,7 +390,7 @@ impl cache::Host for HostState {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, String> {
-        let reader = self.check_read(&api_version, &kind)?;
+        let reader = self.check_read(&api_version, &kind, namespace.as_deref())?;
         reader.list(
             &api_version,
             &kind,

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use compile::LoadStats;
-pub use error::{CallError, EngineError, WithRemedy};
+pub use error::{CallError, EngineError, NamespaceDenied, WithRemedy};
 pub use plugin::LoadedPlugin;
 
 use crate::contract;
@@ -122,11 +122,26 @@ pub trait CallObserver: Send + Sync {
 /// read reaches it: implementations only see declared kinds. Objects are
 /// answered as the compact JSON text the plugin receives (see
 /// `cache::object_text`), so a read is serialized once, by the reader.
+///
+/// A read that cannot be answered (the cache has not synced, the kind is no
+/// longer served, nothing caches the kind) is an `Err` with a message for
+/// the plugin, never an empty answer: a plugin must be able to tell "there
+/// is none" from "the host does not know".
 pub trait CacheReader: Send + Sync {
-    /// One object's JSON text, or `None` when it does not exist.
-    fn get(&self, r: &contract::ObjectRef) -> Option<String>;
+    /// One object's JSON text, `Ok(None)` when it does not exist, `Err` when
+    /// the host cannot tell.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the kind and why it cannot be read now.
+    fn get(&self, r: &contract::ObjectRef) -> Result<Option<String>, String>;
     /// The JSON text of the objects of a kind, optionally in one namespace
     /// and matching a label selector.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the kind and why it cannot be read now, or the
+    /// selector's syntax error.
     fn list(
         &self,
         api_version: &str,
@@ -134,6 +149,16 @@ pub trait CacheReader: Send + Sync {
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, String>;
+    /// True when the plugin may read objects in `namespace` (its grant's
+    /// namespaces); the engine refuses reads naming another one. Default:
+    /// every namespace.
+    fn may_read_namespace(&self, _namespace: &str) -> bool {
+        true
+    }
+    /// The namespaces the plugin may read, for messages (`None`: all).
+    fn granted_namespaces(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A [`CacheReader`] that knows no objects (manifest-only tools, tests).
@@ -141,8 +166,8 @@ pub trait CacheReader: Send + Sync {
 pub struct EmptyCache;
 
 impl CacheReader for EmptyCache {
-    fn get(&self, _r: &contract::ObjectRef) -> Option<String> {
-        None
+    fn get(&self, _r: &contract::ObjectRef) -> Result<Option<String>, String> {
+        Ok(None)
     }
     fn list(
         &self,

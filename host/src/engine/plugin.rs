@@ -457,9 +457,9 @@ impl LoadedPlugin {
         };
         store.data_mut().flush_stdio(function);
         let state = store.data();
-        let result = match state.denied.first() {
+        let result = match (state.denied.first(), state.denied_namespaces.first()) {
             // Reported even when the plugin swallowed the refusal and answered.
-            Some(kind) => Err(self.call_error(function, |plugin, version, function| {
+            (Some(kind), _) => Err(self.call_error(function, |plugin, version, function| {
                 CallError::CapabilityDenied {
                     plugin,
                     version,
@@ -467,7 +467,17 @@ impl LoadedPlugin {
                     kind: kind.clone(),
                 }
             })),
-            None => outcome.map_err(|fault| self.classify(function, fault, state)),
+            (None, Some(denial)) => Err(self.call_error(function, |plugin, version, function| {
+                CallError::NamespaceDenied(Box::new(super::error::NamespaceDenied {
+                    plugin,
+                    version,
+                    function,
+                    kind: denial.kind.clone(),
+                    namespace: denial.namespace.clone(),
+                    granted: denial.granted.clone(),
+                }))
+            })),
+            (None, None) => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
         if let Some(observer) = &inner.engine.inner.config.observer {
             observer.observe(&CallReport {

@@ -38,13 +38,13 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::SharedCache;
+use crate::cache::{Discovery, SharedCache};
 use crate::controller::{ControllerHandle, ControllerOptions};
 use crate::registry::{
     Announcement, Registry, RegistryError, RegistryOptions, ServingVersions, VersionChange,
     VersionSet,
 };
-use crate::telemetry::{self, Metrics};
+use crate::telemetry::{self, Metrics, ReadinessCheck};
 use crate::wasmplugin::{AuditRecord, WasmPluginController, WasmPluginError, WasmPluginOptions};
 
 /// What this replica may do to the cluster.
@@ -176,6 +176,9 @@ impl Manager {
     ) -> Result<Manager, ManagerError> {
         let metrics = options.registry.metrics.clone();
         let registry = Registry::new(options.registry).map_err(ManagerError::Registry)?;
+        // Every version this host serves has its kinds checked against the
+        // cluster's discovery before it serves.
+        registry.use_discovery(Discovery::new(client.clone()));
         let deps = ControllerDeps {
             client: client.clone(),
             cache: SharedCache::new(client.clone()),
@@ -187,7 +190,7 @@ impl Manager {
             Some(addr) => {
                 let controllers = deps.controllers.clone();
                 let (bound, task) =
-                    telemetry::serve(addr, metrics, move || all_synced(&controllers))
+                    telemetry::serve_checks(addr, metrics, move || readiness(&controllers))
                         .await
                         .map_err(|source| ManagerError::Telemetry { addr, source })?;
                 tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
@@ -242,9 +245,17 @@ impl Manager {
     }
 
     /// True when every controller's caches have synced (vacuously true
-    /// without plugins): what /readyz reports.
+    /// without plugins). `/readyz` no longer waits for this: see
+    /// [`Manager::readiness`].
     pub fn ready(&self) -> bool {
         all_synced(&self.inner.deps.controllers)
+    }
+
+    /// The checks `/readyz` reports: the host's own, which decides the
+    /// status, and one per running plugin controller, which does not (one
+    /// plugin whose caches never sync must not hold the host unready).
+    pub fn readiness(&self) -> Vec<ReadinessCheck> {
+        readiness(&self.inner.deps.controllers)
     }
 
     /// Starts the WasmPlugin controller: the cluster's WasmPlugin objects
@@ -326,6 +337,36 @@ fn all_synced(controllers: &Controllers) -> bool {
     lock(controllers).values().all(ControllerHandle::synced)
 }
 
+/// The host check (it serves) and one check per plugin controller, sorted
+/// by plugin name.
+fn readiness(controllers: &Controllers) -> Vec<ReadinessCheck> {
+    let mut plugins: Vec<ReadinessCheck> = lock(controllers)
+        .iter()
+        .map(|(name, controller)| {
+            let unsynced = controller.unsynced();
+            ReadinessCheck {
+                name: format!("plugin {name}"),
+                plugin: Some(name.clone()),
+                ready: unsynced.is_empty(),
+                detail: if unsynced.is_empty() {
+                    "ok".to_string()
+                } else {
+                    format!("caches not synced yet: {}", unsynced.join(", "))
+                },
+            }
+        })
+        .collect();
+    plugins.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut checks = vec![ReadinessCheck {
+        name: "host".to_string(),
+        plugin: None,
+        ready: true,
+        detail: format!("ok ({} plugin controllers)", plugins.len()),
+    }];
+    checks.extend(plugins);
+    checks
+}
+
 /// Applies the registry's announcements until `cancel` fires.
 async fn apply_changes(
     mut announcements: mpsc::UnboundedReceiver<Announcement>,
@@ -396,7 +437,11 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
 fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
     let old = previous.stable.plugin.manifest();
     let new = next.stable.plugin.manifest();
-    old.owns != new.owns || old.watches != new.watches || previous.concurrency != next.concurrency
+    // The controller reads the grant's namespaces when it starts.
+    old.owns != new.owns
+        || old.watches != new.watches
+        || previous.concurrency != next.concurrency
+        || previous.stable.grant != next.stable.grant
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 //! verdict, [`super::Registry::activate`] again under its lock, against what
 //! serves at that moment.
 
-use crate::contract::Manifest;
+use crate::contract::{Grant, Manifest};
 use crate::engine::LoadedPlugin;
 
 use super::versions::ActiveVersion;
-use super::{PrimaryKindChange, RegistryError};
+use super::{PermissionDenial, PrimaryKindChange, RegistryError};
 
 /// A compiled, validated component that is not serving yet. Make it serve
 /// with [`super::Registry::activate`].
@@ -100,6 +100,36 @@ impl Candidate {
             Some(running) => rollback_refusal(running.plugin.manifest(), new).map_or(Ok(()), Err),
             None => Ok(()),
         }
+    }
+}
+
+impl Candidate {
+    /// Whether the manifest stays within `grant` (see
+    /// [`Grant::check`]); `running` is what serves under the candidate's
+    /// name, named in the refusal as what keeps serving.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::PermissionDenied`] naming every excess.
+    pub fn check_grant(
+        &self,
+        grant: &Grant,
+        running: Option<&ActiveVersion>,
+    ) -> Result<(), RegistryError> {
+        let excesses = grant.check(self.manifest());
+        if excesses.is_empty() {
+            return Ok(());
+        }
+        let new = self.manifest();
+        Err(RegistryError::PermissionDenied(Box::new(
+            PermissionDenial {
+                name: new.name.clone(),
+                version: new.version.clone(),
+                source_name: self.source.clone(),
+                excesses,
+                serving: running.map(|r| r.info.version.clone()),
+            },
+        )))
     }
 }
 

@@ -29,7 +29,8 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::contract::{Reason, ReconcileLimits};
+use crate::cache::{Discovery, DiscoveryError, KindProblem};
+use crate::contract::{Excess, Grant, Reason, ReconcileLimits};
 use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
 use crate::telemetry::Metrics;
 
@@ -47,6 +48,15 @@ pub struct ActivationOptions {
     pub limits: Option<CallLimits>,
     /// Reconciles of this plugin that may run at once (default: the registry's).
     pub concurrency: Option<usize>,
+    /// What the cluster operator grants the plugin (`Grant::default()` is
+    /// the restricted default). Checked by [`Registry::activate`] under its
+    /// lock, for every version, so a new version can never escalate; it
+    /// travels with the serving version ([`ActiveVersion::grant`]) to the
+    /// controller (namespaces) and the cache reads. A refused activation
+    /// leaves the serving version with its own grant; a caller whose grant
+    /// was narrowed (a WasmPlugin's `spec.permissions` edit) stops a serving
+    /// version the new grant no longer covers first.
+    pub grant: Grant,
     /// Limits per reconcile (default: [`ReconcileLimits::default`]).
     pub reconcile_limits: Option<ReconcileLimits>,
 }
@@ -150,6 +160,49 @@ pub enum RegistryError {
         /// version that may replace it.
         min_compatible: String,
     },
+    /// The manifest asks for more than the plugin's grant.
+    #[error(
+        "plugin {} {} from {} asks for more than its grant: {}. Nothing of it was loaded{}. If the cluster operator agrees, widen the grant (WasmPlugin spec.permissions, or `run --grant FILE`); otherwise remove these kinds from the plugin's manifest",
+        .0.name, .0.version, .0.source_name,
+        .0.excesses.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
+        .0.serving.as_ref().map(|v| format!("; version {v} keeps serving")).unwrap_or_default()
+    )]
+    PermissionDenied(Box<PermissionDenial>),
+    /// Another plugin already serves the candidate's primary kind.
+    #[error(
+        "plugin {name} {version} from {source_name} reconciles {kind}, which plugin {serving} already serves; one primary kind is served by one plugin. Unload {serving} first, or give {name} its own kind"
+    )]
+    PrimaryKindConflict {
+        /// The refused plugin's name.
+        name: String,
+        /// The refused plugin's version.
+        version: String,
+        /// Where the refused component came from.
+        source_name: String,
+        /// `group/Kind` of the primary.
+        kind: String,
+        /// The plugin that serves that kind and keeps serving it.
+        serving: String,
+    },
+    /// The cluster disagrees with the manifest's kinds: one it does not
+    /// serve, or one it serves under another plural or scope.
+    #[error("{0}")]
+    Kinds(Box<KindRefusal>),
+    /// API discovery could not be read to check the manifest's kinds.
+    #[error(
+        "cannot check the kinds of plugin {name} {version} from {source_name} against the cluster: {source}"
+    )]
+    Discovery {
+        /// The manifest's plugin name.
+        name: String,
+        /// The manifest's version.
+        version: String,
+        /// Where the component came from.
+        source_name: String,
+        /// Why discovery failed.
+        #[source]
+        source: Box<DiscoveryError>,
+    },
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
     NotLoaded(String),
@@ -172,7 +225,10 @@ impl RegistryError {
             RegistryError::Load { error, .. } => !error.is_transient(),
             RegistryError::PrimaryKindChanged(_)
             | RegistryError::PluginNameChanged { .. }
-            | RegistryError::RollbackRefused { .. } => true,
+            | RegistryError::RollbackRefused { .. }
+            | RegistryError::PermissionDenied(_)
+            | RegistryError::PrimaryKindConflict { .. }
+            | RegistryError::Kinds(_) => true,
             _ => false,
         }
     }
@@ -180,6 +236,18 @@ impl RegistryError {
     /// True when the same load may succeed later (the engine was busy).
     pub fn is_transient(&self) -> bool {
         matches!(self, RegistryError::Load { error, .. } if error.is_transient())
+    }
+
+    /// True when loading the same component again later may succeed
+    /// without anyone changing it: the engine was busy, discovery could not
+    /// be read, or the only problem is a kind the cluster does not serve yet
+    /// (its CRD may be installed after the plugin is deployed).
+    pub fn may_pass(&self) -> bool {
+        match self {
+            RegistryError::Discovery { .. } => true,
+            RegistryError::Kinds(refusal) => refusal.only_not_served(),
+            other => other.is_transient(),
+        }
     }
 
     /// A short CamelCase reason for conditions and events.
@@ -193,6 +261,10 @@ impl RegistryError {
             RegistryError::PrimaryKindChanged(_) => Reason::PrimaryKindChanged.as_str(),
             RegistryError::PluginNameChanged { .. } => Reason::PluginNameChanged.as_str(),
             RegistryError::RollbackRefused { .. } => Reason::RollbackRefused.as_str(),
+            RegistryError::PermissionDenied(_) => Reason::PermissionDenied.as_str(),
+            RegistryError::PrimaryKindConflict { .. } => Reason::PrimaryKindConflict.as_str(),
+            RegistryError::Kinds(refusal) => refusal.reason().as_str(),
+            RegistryError::Discovery { .. } => Reason::DiscoveryUnavailable.as_str(),
             RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
             RegistryError::Internal { .. } => Reason::InternalError.as_str(),
         }
@@ -217,6 +289,75 @@ pub struct PrimaryKindChange {
     pub running_version: String,
     /// `apiVersion Kind` the serving version reconciles.
     pub running_kind: String,
+}
+
+/// A manifest refused by its grant: the plugin and every excess.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PermissionDenial {
+    /// The plugin's name.
+    pub name: String,
+    /// The refused version.
+    pub version: String,
+    /// Where the refused component came from.
+    pub source_name: String,
+    /// Everything the manifest asks for beyond the grant.
+    pub excesses: Vec<Excess>,
+    /// The version that serves under the plugin's name and keeps serving.
+    pub serving: Option<String>,
+}
+
+/// A manifest refused because the cluster disagrees with its kinds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindRefusal {
+    /// The manifest's plugin name.
+    pub name: String,
+    /// The manifest's version.
+    pub version: String,
+    /// Where the component came from.
+    pub source_name: String,
+    /// Every disagreement, in manifest order (primary, owns, watches).
+    pub problems: Vec<KindProblem>,
+}
+
+impl KindRefusal {
+    /// True when every problem is a kind not served (yet): the refusal
+    /// passes once the cluster serves them.
+    pub fn only_not_served(&self) -> bool {
+        self.problems.iter().all(KindProblem::is_not_served)
+    }
+
+    /// `KindMismatch` when any kind disagrees (it never passes by itself),
+    /// else `KindNotServed`.
+    pub fn reason(&self) -> Reason {
+        if self.only_not_served() {
+            Reason::KindNotServed
+        } else {
+            Reason::KindMismatch
+        }
+    }
+}
+
+impl std::fmt::Display for KindRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let problems: Vec<String> = self.problems.iter().map(ToString::to_string).collect();
+        write!(
+            f,
+            "plugin {} {} from {} names kinds the cluster does not serve as declared: {}. ",
+            self.name,
+            self.version,
+            self.source_name,
+            problems.join("; ")
+        )?;
+        if self.only_not_served() {
+            f.write_str(
+                "Install the CRDs that serve them (the host checks again until they are served), or fix the manifest",
+            )
+        } else {
+            f.write_str(
+                "Fix the manifest's plural and scope to what the cluster serves (`kubectl api-resources`); the host believes only API discovery",
+            )
+        }
+    }
 }
 
 /// A change of one plugin's version set.
@@ -275,6 +416,10 @@ struct Inner {
     changes: tokio::sync::Mutex<()>,
     /// Where changes are announced (the manager); `None` until someone listens.
     listener: Mutex<Option<mpsc::UnboundedSender<Announcement>>>,
+    /// API discovery, once a client is known ([`Registry::use_discovery`]).
+    /// A registry without one (unit tests, `plugin inspect`) does not check
+    /// kinds against a cluster: there is none.
+    discovery: std::sync::OnceLock<Discovery>,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -322,6 +467,7 @@ impl Registry {
                 stats: Mutex::new(HashMap::new()),
                 changes: tokio::sync::Mutex::new(()),
                 listener: Mutex::new(None),
+                discovery: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -342,6 +488,14 @@ impl Registry {
     /// Where plugin calls and versions are recorded.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Checks every new version's kinds against `discovery` from now on
+    /// (the manager sets its client's). Without it the registry trusts
+    /// manifests' plurals and scopes: only for registries that serve no
+    /// cluster. Set once; later calls are ignored.
+    pub fn use_discovery(&self, discovery: Discovery) {
+        let _ = self.inner.discovery.set(discovery);
     }
 
     /// Every later change of a version set. There is one listener, the
@@ -420,17 +574,109 @@ impl Registry {
             replaces: replaces.map(str::to_string),
         };
         let running = self.current(candidate.target());
-        self.admit(&candidate, running.as_deref())?;
+        self.admit(&candidate, running.as_deref(), None)?;
+        // After the identity checks: a component that may not replace the
+        // serving one is refused for that, whatever the cluster serves.
+        self.check_kinds(&candidate).await?;
         Ok(candidate)
     }
 
-    /// Runs the candidate's checks against `running`, logging a refusal.
+    /// The plugin other than `candidate`'s target that serves its primary
+    /// kind (same group and kind, any version), if any.
+    fn primary_kind_conflict(&self, candidate: &Candidate) -> Option<RegistryError> {
+        let target = candidate.target();
+        let primary = &candidate.manifest().primary;
+        let plugins = self.plugins();
+        let mut serving: Vec<&String> = plugins
+            .iter()
+            .filter(|(name, versions)| {
+                let current = versions.current();
+                let theirs = &current.stable.plugin.manifest().primary;
+                name.as_str() != target
+                    && theirs.group == primary.group
+                    && theirs.kind == primary.kind
+            })
+            .map(|(name, _)| name)
+            .collect();
+        serving.sort();
+        let serving = serving.first()?;
+        let new = candidate.manifest();
+        Some(RegistryError::PrimaryKindConflict {
+            name: new.name.clone(),
+            version: new.version.clone(),
+            source_name: candidate.source().to_string(),
+            kind: format!(
+                "{}/{}",
+                if primary.group.is_empty() {
+                    "core"
+                } else {
+                    primary.group.as_str()
+                },
+                primary.kind
+            ),
+            serving: (*serving).clone(),
+        })
+    }
+
+    /// Resolves every kind of the candidate's manifest through API
+    /// discovery (when the registry has it) and refuses a manifest whose
+    /// plural or scope disagrees with the cluster, or that names a kind the
+    /// cluster does not serve.
+    async fn check_kinds(&self, candidate: &Candidate) -> Result<(), RegistryError> {
+        let Some(discovery) = self.inner.discovery.get() else {
+            return Ok(());
+        };
+        let manifest = candidate.manifest();
+        let problems = discovery.check_manifest(manifest).await.map_err(|source| {
+            RegistryError::Discovery {
+                name: manifest.name.clone(),
+                version: manifest.version.clone(),
+                source_name: candidate.source().to_string(),
+                source: Box::new(source),
+            }
+        })?;
+        if problems.is_empty() {
+            return Ok(());
+        }
+        let refusal = RegistryError::Kinds(Box::new(KindRefusal {
+            name: manifest.name.clone(),
+            version: manifest.version.clone(),
+            source_name: candidate.source().to_string(),
+            problems,
+        }));
+        self.inner
+            .metrics
+            .version_refused(&manifest.name, &manifest.version, refusal.reason());
+        tracing::warn!(
+            target: "audit", plugin = %manifest.name, version = %manifest.version,
+            digest = %candidate.digest(), source = %candidate.source(),
+            reason = %refusal.reason(), "plugin version rejected: {refusal}"
+        );
+        Err(refusal)
+    }
+
+    /// Runs the candidate's checks against `running` and the other plugins'
+    /// primary kinds, and against `grant` when given, logging a refusal.
     fn admit(
         &self,
         candidate: &Candidate,
         running: Option<&ActiveVersion>,
+        grant: Option<&Grant>,
     ) -> Result<(), RegistryError> {
-        candidate.admit(running).inspect_err(|refusal| {
+        let verdict = match self.primary_kind_conflict(candidate) {
+            Some(conflict) => Err(conflict),
+            None => candidate.admit(running),
+        }
+        .and_then(|()| match grant {
+            Some(grant) => candidate.check_grant(grant, running),
+            None => Ok(()),
+        });
+        verdict.inspect_err(|refusal| {
+            self.inner.metrics.version_refused(
+                candidate.name(),
+                &candidate.manifest().version,
+                refusal.reason(),
+            );
             tracing::warn!(
                 target: "audit", plugin = %candidate.name(),
                 from = %running.map(|r| r.info.version.as_str()).unwrap_or_default(),
@@ -458,7 +704,11 @@ impl Registry {
         let target = candidate.target().to_string();
         let holder = self.plugins().get(&target).cloned();
         let previous = holder.as_ref().map(|h| h.current());
-        self.admit(&candidate, previous.as_ref().map(|p| p.stable.as_ref()))?;
+        self.admit(
+            &candidate,
+            previous.as_ref().map(|p| p.stable.as_ref()),
+            Some(&options.grant),
+        )?;
 
         let plugin = match options.limits {
             Some(limits) => candidate.plugin.with_limits(limits),
@@ -493,6 +743,7 @@ impl Registry {
                 limits: options.reconcile_limits.unwrap_or_default(),
                 info: info.clone(),
                 counters,
+                grant: Arc::new(options.grant),
             },
             concurrency,
         );
@@ -614,6 +865,54 @@ mod tests {
         }
     }
 
+    fn kind_refusal(problems: Vec<KindProblem>) -> RegistryError {
+        RegistryError::Kinds(Box::new(KindRefusal {
+            name: "liar".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/liar.wasm".into(),
+            problems,
+        }))
+    }
+
+    #[test]
+    fn a_kind_not_served_yet_passes_a_lie_does_not() {
+        use crate::cache::KindRole;
+        let not_served = KindProblem::NotServed {
+            role: KindRole::Primary,
+            kind: "example.com/v1 Widget".into(),
+            detail: "the cluster serves no group/version example.com/v1".into(),
+        };
+        let lie = KindProblem::Mismatch {
+            role: KindRole::Watches,
+            kind: "v1 ConfigMap".into(),
+            declared: "plural \"secrets\", namespaced".into(),
+            served: "plural \"configmaps\", namespaced".into(),
+        };
+        let waiting = kind_refusal(vec![not_served.clone()]);
+        assert_eq!(waiting.reason(), "KindNotServed");
+        assert!(waiting.is_rejection() && waiting.may_pass());
+        let text = waiting.to_string();
+        assert!(
+            text.contains("plugin liar 1.0.0 from file:/plugins/liar.wasm"),
+            "{text}"
+        );
+        assert!(text.contains("Install the CRDs"), "{text}");
+
+        let lying = kind_refusal(vec![not_served, lie]);
+        assert_eq!(lying.reason(), "KindMismatch");
+        assert!(lying.is_rejection() && !lying.may_pass());
+        let text = lying.to_string();
+        assert!(
+            text.contains("example.com/v1 Widget is not served"),
+            "{text}"
+        );
+        assert!(
+            text.contains("serves it as plural \"configmaps\""),
+            "{text}"
+        );
+        assert!(text.contains("kubectl api-resources"), "{text}");
+    }
+
     #[test]
     fn a_busy_engine_is_not_a_verdict_on_the_plugin() {
         let busy = load_error(EngineError::InstancePoolFull {
@@ -631,5 +930,46 @@ mod tests {
         assert!(!invalid.is_transient());
         assert!(invalid.is_rejection());
         assert_eq!(invalid.reason(), "InvalidPlugin");
+    }
+
+    #[test]
+    fn grant_and_kind_refusals_are_verdicts_that_name_everything() {
+        use crate::contract::{Access, ExcessKind, ResourceKind, Scope};
+        let denied = RegistryError::PermissionDenied(Box::new(PermissionDenial {
+            name: "hostile".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/plugins/hostile.wasm".into(),
+            excesses: vec![Excess {
+                access: Access::Own,
+                kind: ResourceKind {
+                    group: String::new(),
+                    version: "v1".into(),
+                    kind: "Secret".into(),
+                    plural: "secrets".into(),
+                    scope: Scope::Namespaced,
+                },
+                problem: ExcessKind::Sensitive("Secrets hold credentials"),
+            }],
+            serving: Some("0.9.0".into()),
+        }));
+        assert!(denied.is_rejection() && !denied.is_transient());
+        assert_eq!(denied.reason(), "PermissionDenied");
+        let text = denied.to_string();
+        assert!(
+            text.contains("plugin hostile 1.0.0")
+                && text.contains("owns v1 Secret")
+                && text.contains("version 0.9.0 keeps serving"),
+            "{text}"
+        );
+        let conflict = RegistryError::PrimaryKindConflict {
+            name: "b".into(),
+            version: "1.0.0".into(),
+            source_name: "file:/b.wasm".into(),
+            kind: "example.com/WebApp".into(),
+            serving: "a".into(),
+        };
+        assert!(conflict.is_rejection());
+        assert_eq!(conflict.reason(), "PrimaryKindConflict");
+        assert!(conflict.to_string().contains("plugin a already serves"));
     }
 }

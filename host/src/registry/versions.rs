@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::LoadedVersion;
 use super::stats::VersionCounters;
-use crate::contract::ReconcileLimits;
+use crate::contract::{Grant, ReconcileLimits};
 use crate::engine::LoadedPlugin;
 
 /// One activated version with the deployment's config.
@@ -25,6 +25,10 @@ pub struct ActiveVersion {
     pub info: LoadedVersion,
     /// This version's reconcile/failure counts (see [`super::Registry::stats`]).
     pub counters: Arc<VersionCounters>,
+    /// What the cluster operator granted this deployment; the manifest was
+    /// checked against it. The controller serves primaries and answers
+    /// reads only in its namespaces.
+    pub grant: Arc<Grant>,
 }
 
 /// How a rollout candidate takes part next to the stable version.

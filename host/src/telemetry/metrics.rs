@@ -62,6 +62,11 @@ struct CallLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginNameLabels {
+    plugin: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabels {
     plugin: String,
     version: String,
@@ -148,7 +153,9 @@ pub struct Metrics {
     writes: Family<WriteLabels, Counter>,
     events: Family<EventLabels, Counter>,
     log_bytes: Family<NameLabels, Counter>,
-    refusals: Family<RefusalLabels, Counter>,
+    answer_refusals: Family<RefusalLabels, Counter>,
+    refusals: Family<FailureLabels, Counter>,
+    plugin_ready: Family<PluginNameLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -182,7 +189,9 @@ impl Metrics {
         let writes = Family::<WriteLabels, Counter>::default();
         let events = Family::<EventLabels, Counter>::default();
         let log_bytes = Family::<NameLabels, Counter>::default();
-        let refusals = Family::<RefusalLabels, Counter>::default();
+        let answer_refusals = Family::<RefusalLabels, Counter>::default();
+        let refusals = Family::<FailureLabels, Counter>::default();
+        let plugin_ready = Family::<PluginNameLabels, Gauge>::default();
         // Counters get their `_total` suffix from the encoder.
         registry.register(
             "controller_runtime_reconcile",
@@ -252,7 +261,17 @@ impl Metrics {
         registry.register(
             "wasm_operator_refusals",
             "Plugin answers refused before any write, by reason",
+            answer_refusals.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_version_refusals",
+            "Plugin versions the registry refused to serve, by reason (PermissionDenied, PrimaryKindConflict, RollbackRefused, ...)",
             refusals.clone(),
+        );
+        registry.register(
+            "wasm_operator_plugin_ready",
+            "1 when the plugin's controller runs with every cache synced, 0 otherwise",
+            plugin_ready.clone(),
         );
         Metrics {
             registry: Arc::new(registry),
@@ -269,7 +288,9 @@ impl Metrics {
             writes,
             events,
             log_bytes,
+            answer_refusals,
             refusals,
+            plugin_ready,
         }
     }
 
@@ -313,9 +334,34 @@ impl Metrics {
 
     /// An answer of `plugin` refused before any write, with `reason`.
     pub fn refusal(&self, plugin: &str, reason: &str) {
-        self.refusals
+        self.answer_refusals
             .get_or_create(&RefusalLabels {
                 plugin: plugin.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Replaces the per-plugin readiness series with `plugins` (name,
+    /// ready): a plugin no longer loaded loses its series.
+    pub fn plugins_ready<'a>(&self, plugins: impl IntoIterator<Item = (&'a str, bool)>) {
+        self.plugin_ready.clear();
+        for (plugin, ready) in plugins {
+            self.plugin_ready
+                .get_or_create(&PluginNameLabels {
+                    plugin: plugin.to_string(),
+                })
+                .set(i64::from(ready));
+        }
+    }
+
+    /// The registry refused version `version` of plugin `plugin` with
+    /// `reason` (a `RegistryError::reason()` string).
+    pub fn version_refused(&self, plugin: &str, version: &str, reason: &str) {
+        self.refusals
+            .get_or_create(&FailureLabels {
+                plugin: plugin.to_string(),
+                version: version.to_string(),
                 reason: reason.to_string(),
             })
             .inc();

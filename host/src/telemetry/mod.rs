@@ -10,4 +10,4 @@ mod server;
 
 pub use logging::init_logging;
 pub use metrics::{Metrics, ReconcileResult, WriteKind};
-pub use server::serve;
+pub use server::{ReadinessCheck, readiness_report, serve, serve_checks};

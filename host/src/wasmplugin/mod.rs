@@ -12,6 +12,7 @@
 
 mod audit;
 mod oci_source;
+mod release;
 pub mod source;
 pub mod spec;
 mod status;

@@ -2,7 +2,7 @@
 //! ConfigMap's `binaryData` (plain or gzip) or an OCI registry.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -11,9 +11,150 @@ use super::oci_source;
 use super::spec::{Source, SpecError};
 use crate::contract::Reason;
 
-/// A component decompressed from a ConfigMap may be at most this large: a
-/// gzip bomb must not exhaust the host's memory.
+/// A component decompressed from a ConfigMap, or read from a file, may be
+/// at most this large: a gzip bomb or `/dev/zero` must not exhaust the
+/// host's memory.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Why a plugin file could not be read: what `spec.source.file.path` and
+/// `run --plugin PATH` share.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The operating system refused (missing, unreadable).
+    #[error("cannot read plugin file {}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not a regular file: a directory, a FIFO, a device (`/dev/zero`
+    /// would be read until memory runs out), a socket.
+    #[error("plugin file {} is {what}, not a regular file; a plugin must be a regular .wasm file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead, e.g. `a directory`.
+        what: &'static str,
+    },
+    /// Larger than [`MAX_COMPONENT_BYTES`].
+    #[error("plugin file {} is larger than {MAX_COMPONENT_BYTES} bytes ({size} bytes or more); that is not a plugin component", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// Its size, or how much was read before giving up.
+        size: u64,
+    },
+}
+
+impl FileError {
+    /// The condition/event reason.
+    pub fn reason(&self) -> Reason {
+        match self {
+            FileError::Io { .. } => Reason::SourceNotFound,
+            FileError::NotAFile { .. } => Reason::SourceNotAFile,
+            FileError::TooLarge { .. } => Reason::InvalidComponent,
+        }
+    }
+}
+
+/// What a file that is not regular is, for messages.
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Whether `metadata` may be read as a plugin file (pure, for the checks
+/// before and after opening).
+fn check_file(path: &Path, metadata: &std::fs::Metadata, max: u64) -> Result<(), FileError> {
+    if !metadata.is_file() {
+        return Err(FileError::NotAFile {
+            path: path.to_path_buf(),
+            what: file_kind(metadata.file_type()),
+        });
+    }
+    if metadata.len() > max {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            size: metadata.len(),
+        });
+    }
+    Ok(())
+}
+
+/// Reads the plugin file at `path` (symlinks followed): a regular file of
+/// at most `max` bytes, read with a bounded reader. Checked before opening
+/// (so a FIFO is never opened) and again on the opened file (opened
+/// non-blocking, so one swapped in meanwhile cannot block either), and the
+/// read stops after `max + 1` bytes (a file that grows is refused too).
+///
+/// # Errors
+///
+/// [`FileError`]: missing or unreadable, not a regular file, too large.
+pub fn read_plugin_file_blocking(path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    check_file(path, &std::fs::metadata(path).map_err(io)?, max)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path).map_err(io)?;
+    let metadata = file.metadata().map_err(io)?;
+    check_file(path, &metadata, max)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(max + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > max {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+        });
+    }
+    Ok(bytes)
+}
+
+/// [`read_plugin_file_blocking`] with the [`MAX_COMPONENT_BYTES`] cap, off
+/// the async workers.
+///
+/// # Errors
+///
+/// See [`read_plugin_file_blocking`].
+pub async fn read_plugin_file(path: &Path) -> Result<Vec<u8>, FileError> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_plugin_file_blocking(&owned, MAX_COMPONENT_BYTES))
+        .await
+        .unwrap_or_else(|join| {
+            Err(FileError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::other(join.to_string()),
+            })
+        })
+}
 
 /// The gzip magic number.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
@@ -31,15 +172,10 @@ pub struct Fetched {
 /// condition reason.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    /// The file does not exist or cannot be read.
-    #[error("cannot read plugin file {}: {source}; check spec.source.file.path and that the file is readable by the host", path.display())]
-    File {
-        /// `spec.source.file.path`.
-        path: PathBuf,
-        /// What the operating system said.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file does not exist, cannot be read, is not a regular file or
+    /// is too large.
+    #[error("{0}; check spec.source.file.path names a regular .wasm file readable by the host")]
+    File(#[source] FileError),
     /// The ConfigMap does not exist.
     #[error(
         "ConfigMap {namespace}/{name} does not exist; create it with `kubectl create configmap {name} -n {namespace} --from-file=KEY=plugin.wasm` or fix spec.source.configMap"
@@ -108,9 +244,10 @@ impl SourceError {
     /// The condition/event reason an on-call engineer can search for.
     pub fn reason(&self) -> &'static str {
         match self {
-            SourceError::File { .. }
-            | SourceError::ConfigMapMissing { .. }
-            | SourceError::KeyMissing { .. } => Reason::SourceNotFound.as_str(),
+            SourceError::File(error) => error.reason().as_str(),
+            SourceError::ConfigMapMissing { .. } | SourceError::KeyMissing { .. } => {
+                Reason::SourceNotFound.as_str()
+            }
             SourceError::ConfigMapApi { .. } => Reason::SourceUnavailable.as_str(),
             SourceError::Gzip { .. } | SourceError::TooLarge { .. } => {
                 Reason::InvalidComponent.as_str()
@@ -125,10 +262,9 @@ impl SourceError {
 pub async fn fetch(client: &kube::Client, source: &Source) -> Result<Fetched, SourceError> {
     match source {
         Source::File { path } => {
-            let path = PathBuf::from(path);
-            let bytes = tokio::fs::read(&path)
+            let bytes = read_plugin_file(Path::new(path))
                 .await
-                .map_err(|source| SourceError::File { path, source })?;
+                .map_err(SourceError::File)?;
             Ok(Fetched {
                 bytes,
                 revision: None,
@@ -220,6 +356,51 @@ pub fn maybe_gunzip(bytes: &[u8], what: &str) -> Result<Vec<u8>, SourceError> {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn only_regular_files_within_the_cap_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small.wasm");
+        std::fs::write(&small, b"\0asm").unwrap();
+        assert_eq!(read_plugin_file_blocking(&small, 16).unwrap(), b"\0asm");
+
+        let big = dir.path().join("big.wasm");
+        std::fs::write(&big, vec![0u8; 17]).unwrap();
+        let error = read_plugin_file_blocking(&big, 16).unwrap_err();
+        assert!(
+            matches!(error, FileError::TooLarge { size: 17, .. }),
+            "{error}"
+        );
+        assert_eq!(error.reason(), Reason::InvalidComponent);
+
+        let error = read_plugin_file_blocking(dir.path(), 16).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("is a directory, not a regular file"),
+            "{error}"
+        );
+        assert_eq!(error.reason(), Reason::SourceNotAFile);
+
+        let missing = read_plugin_file_blocking(&dir.path().join("none.wasm"), 16).unwrap_err();
+        assert_eq!(missing.reason(), Reason::SourceNotFound);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn devices_and_fifos_are_refused_without_reading_or_blocking() {
+        let error = read_plugin_file_blocking(Path::new("/dev/zero"), 16).unwrap_err();
+        assert!(error.to_string().contains("a character device"), "{error}");
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pipe.wasm");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let error = read_plugin_file_blocking(&fifo, 16).unwrap_err();
+        assert!(error.to_string().contains("a FIFO"), "{error}");
+    }
 
     #[test]
     fn gunzips_only_gzip() {

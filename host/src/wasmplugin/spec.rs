@@ -16,7 +16,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::contract::ReconcileLimits;
+use crate::contract::{Grant, ReconcileLimits};
 use crate::engine::CallLimits;
 
 /// `spec` of a WasmPlugin. The derive generates the [`WasmPlugin`] object
@@ -69,6 +69,13 @@ pub struct WasmPluginSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 256))]
     pub concurrency: Option<usize>,
+    /// What the cluster operator grants the plugin: kinds it may own and
+    /// read, namespaces, cluster-scoped kinds, and a ServiceAccount its
+    /// writes impersonate. Absent: the restricted default (non-sensitive
+    /// namespaced kinds, every namespace but the system ones). A manifest
+    /// asking for more is refused (PermissionDenied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<Grant>,
 }
 
 /// `spec.source`: exactly one of the three. The schema enforces it twice:

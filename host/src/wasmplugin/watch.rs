@@ -58,8 +58,15 @@ pub fn spawn(client: kube::Client, source: Source, tx: mpsc::Sender<Trigger>) ->
     })
 }
 
+/// How often a missing directory of a plugin file is looked for again, and
+/// how often a watched one is checked to still exist.
+const DIRECTORY_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Watches the file's directory (editors and `cp` replace files, which a
 /// watch on the file itself would miss) and reports changes of the file.
+/// A directory that does not exist yet (a volume mounted later, `dev`
+/// creating its output directory) is waited for, and one that goes away is
+/// waited for again: the source recovers without a restart.
 async fn watch_file(path: PathBuf, tx: mpsc::Sender<Trigger>) {
     let Some(dir) = path.parent().map(Path::to_path_buf) else {
         return;
@@ -67,7 +74,63 @@ async fn watch_file(path: PathBuf, tx: mpsc::Sender<Trigger>) {
     let Some(file_name) = path.file_name().map(std::ffi::OsStr::to_os_string) else {
         return;
     };
+    let mut waited = false;
+    loop {
+        if !dir.is_dir() {
+            if !waited {
+                tracing::info!(dir = %dir.display(), path = %path.display(), "the plugin file's directory does not exist; watching for it to appear");
+            }
+            waited = true;
+            tokio::time::sleep(DIRECTORY_POLL).await;
+            if tx.is_closed() {
+                return;
+            }
+            continue;
+        }
+        if waited {
+            // The file may have arrived with its directory, before the
+            // watch below started.
+            tracing::info!(dir = %dir.display(), "the plugin file's directory appeared");
+            if tx.send(Trigger::Changed).await.is_err() {
+                return;
+            }
+        }
+        match watch_directory(&dir, &path, &file_name, &tx).await {
+            DirectoryWatch::Stopped => return,
+            DirectoryWatch::Gone => {
+                if tx.send(Trigger::Changed).await.is_err() {
+                    return;
+                }
+                waited = true;
+            }
+            DirectoryWatch::Failed => {
+                // Retried after a pause (e.g. the directory vanished between
+                // the check and the watch).
+                waited = true;
+                tokio::time::sleep(DIRECTORY_POLL).await;
+            }
+        }
+    }
+}
+
+/// How a watch of an existing directory ended.
+enum DirectoryWatch {
+    /// Nobody listens any more.
+    Stopped,
+    /// The directory went away.
+    Gone,
+    /// The watch could not be set up.
+    Failed,
+}
+
+async fn watch_directory(
+    dir: &Path,
+    path: &Path,
+    file_name: &std::ffi::OsStr,
+    tx: &mpsc::Sender<Trigger>,
+) -> DirectoryWatch {
     let (raw_tx, mut raw_rx) = mpsc::unbounded_channel();
+    let file_name = file_name.to_os_string();
     let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
             && matches!(
@@ -85,17 +148,32 @@ async fn watch_file(path: PathBuf, tx: mpsc::Sender<Trigger>) {
     let mut watcher = match watcher {
         Ok(watcher) => watcher,
         Err(error) => {
-            tracing::warn!(%error, path = %path.display(), "cannot watch plugin file; changes will not be picked up");
-            return;
+            tracing::warn!(%error, path = %path.display(), "cannot watch plugin file; retrying");
+            return DirectoryWatch::Failed;
         }
     };
-    if let Err(error) = watcher.watch(&dir, RecursiveMode::NonRecursive) {
-        tracing::warn!(%error, dir = %dir.display(), "cannot watch plugin directory; changes to the file will not be picked up");
-        return;
+    if let Err(error) = watcher.watch(dir, RecursiveMode::NonRecursive) {
+        tracing::warn!(%error, dir = %dir.display(), "cannot watch plugin directory; retrying");
+        return DirectoryWatch::Failed;
     }
-    while raw_rx.recv().await.is_some() {
-        if tx.send(Trigger::Changed).await.is_err() {
-            return;
+    let mut check = tokio::time::interval(DIRECTORY_POLL);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            event = raw_rx.recv() => {
+                if event.is_none() || tx.send(Trigger::Changed).await.is_err() {
+                    return DirectoryWatch::Stopped;
+                }
+            }
+            _ = check.tick() => {
+                if tx.is_closed() {
+                    return DirectoryWatch::Stopped;
+                }
+                if !dir.is_dir() {
+                    tracing::info!(dir = %dir.display(), "the plugin file's directory went away; watching for it to appear again");
+                    return DirectoryWatch::Gone;
+                }
+            }
         }
     }
 }

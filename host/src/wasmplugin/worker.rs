@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditTrail, Transition};
+use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
@@ -27,8 +28,25 @@ use crate::registry::{ActivationOptions, Registry, RegistryError};
 const BLOCKED_RETRY: Duration = Duration::from_secs(2);
 
 /// How long a load that failed for a passing reason (the engine's instance
-/// pool was full) waits before it is tried again.
+/// pool was full, a kind is not served yet, discovery could not be read)
+/// waits before it is tried again.
 const LOAD_RETRY: Duration = Duration::from_secs(5);
+
+/// The longest pause between retries of a load whose problem persists (a
+/// CRD that stays missing is looked for again at least this often; each
+/// retry fetches and compiles again, so it must not spin).
+const LOAD_RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// The pause before the next retry of a load that failed for a passing
+/// reason: `LOAD_RETRY` after a new problem, doubled (up to
+/// `LOAD_RETRY_MAX`) while the same problem repeats.
+fn next_retry(previous: Duration, same_problem: bool) -> Duration {
+    if same_problem {
+        (previous * 2).min(LOAD_RETRY_MAX)
+    } else {
+        LOAD_RETRY
+    }
+}
 
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
@@ -55,8 +73,10 @@ pub(super) struct Worker {
     settle: Duration,
     /// A plugin name another WasmPlugin serves, which this one waits for.
     blocked_on: Option<String>,
-    /// The last problem passes by itself: load again after `LOAD_RETRY`.
+    /// The last problem passes by itself: load again after `retry_delay`.
     retry_load: bool,
+    /// The pause before that retry (see [`next_retry`]).
+    retry_delay: Duration,
     default_limits: CallLimits,
     api: Api<DynamicObject>,
     object: Arc<DynamicObject>,
@@ -92,6 +112,7 @@ impl Worker {
             settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
+            retry_delay: LOAD_RETRY,
             default_limits,
             api,
             object,
@@ -146,7 +167,7 @@ impl Worker {
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(LOAD_RETRY), if self.retry_load => self.sync().await,
+                _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
                 _ = refresh.tick() => self.write_status().await,
             }
         }
@@ -207,6 +228,7 @@ impl Worker {
                 config: spec.plugin_config(),
                 limits: Some(limits),
                 concurrency: spec.concurrency,
+                grant: spec.permissions.clone().unwrap_or_default(),
                 reconcile_limits: Some(reconcile_limits),
             },
             Err(error) => {
@@ -220,6 +242,7 @@ impl Worker {
                 return;
             }
         };
+        self.revoke_if_no_longer_granted(&options).await;
         let fetched = match super::source::fetch(&self.client, &spec.source).await {
             Ok(fetched) => fetched,
             Err(error) => {
@@ -327,8 +350,9 @@ impl Worker {
     /// Records a version the registry refused or could not load (yet).
     async fn refuse(&mut self, error: &RegistryError, digest: &str) {
         let refusal = problem(condition_reason(error), refusal_message(error, digest));
-        self.reject(refusal, error.is_transient(), Some(digest))
-            .await;
+        // A kind not served yet (its CRD comes later), a busy engine or
+        // unreadable discovery pass by themselves: load again later.
+        self.reject(refusal, error.may_pass(), Some(digest)).await;
     }
 
     /// True when some WasmPlugin other than this one serves plugin `name`.
@@ -356,7 +380,9 @@ impl Worker {
     /// retry is scheduled). Once per distinct problem.
     async fn reject(&mut self, problem: Problem, retrying: bool, digest: Option<&str>) {
         self.retry_load = retrying;
-        if self.problem.as_ref() == Some(&problem) {
+        let same = self.problem.as_ref() == Some(&problem);
+        self.retry_delay = next_retry(self.retry_delay, same);
+        if same {
             return;
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
@@ -453,6 +479,54 @@ impl Worker {
         self.remove_finalizer().await;
     }
 
+    /// The grant changed and no longer covers what the serving version
+    /// asks for: a revocation takes effect, so the serving version stops
+    /// (it never keeps powers the cluster operator took back). The source
+    /// is still watched; the load that follows reports `PermissionDenied`.
+    async fn revoke_if_no_longer_granted(&mut self, options: &ActivationOptions) {
+        let Some(loaded) = &self.loaded else {
+            return;
+        };
+        if loaded.options.grant == options.grant {
+            return;
+        }
+        let Some(serving) = self.registry.current(&loaded.serving.plugin) else {
+            return;
+        };
+        let excesses = options.grant.check(serving.plugin.manifest());
+        if excesses.is_empty() {
+            return;
+        }
+        let Some(loaded) = self.loaded.take() else {
+            return;
+        };
+        self.release(&loaded.serving.plugin);
+        let s = &loaded.serving;
+        if let Err(error) = self.registry.unload(&s.plugin).await {
+            tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
+        }
+        let excesses: Vec<String> = excesses.iter().map(ToString::to_string).collect();
+        let transition = Transition {
+            reason: Reason::PermissionDenied.as_str().into(),
+            warning: true,
+            retrying: false,
+            plugin: s.plugin.clone(),
+            from: s.version.clone(),
+            to: String::new(),
+            digest: s.digest.clone(),
+            source: s.source.clone(),
+            message: format!(
+                "spec.permissions no longer grants what {} {} asks for ({}): it stopped serving",
+                s.plugin,
+                s.version,
+                excesses.join("; ")
+            ),
+        };
+        self.audit
+            .record(&self.name, &self.object_ref(), &transition)
+            .await;
+    }
+
     async fn unload(&mut self) {
         if let Some(task) = self.source_watch.take() {
             task.abort();
@@ -460,10 +534,45 @@ impl Worker {
         let Some(loaded) = self.loaded.take() else {
             return;
         };
-        self.release(&loaded.serving.plugin);
         let s = &loaded.serving;
+        // Read before unloading: whether the plugin holds its primaries.
+        let manifest = self
+            .registry
+            .current(&s.plugin)
+            .map(|active| active.plugin.manifest().clone());
         match self.registry.unload(&s.plugin).await {
             Ok(()) | Err(RegistryError::NotLoaded(_)) => {
+                // The controller has stopped: nothing adds the finalizer
+                // again. Nothing can finalize any more either, so the host
+                // lets go of the primaries (see `release`).
+                let mut note = String::new();
+                if self.may_write
+                    && let Some(manifest) = manifest.filter(|m| m.finalizer)
+                {
+                    let outcome = release::release_primaries(
+                        &self.client,
+                        &self.name,
+                        &s.plugin,
+                        &s.version,
+                        &manifest.primary,
+                    )
+                    .await;
+                    note = format!(
+                        "; its finalizer was removed from {} {} (FinalizeSkipped: finalize did not run)",
+                        outcome.released, manifest.primary.plural
+                    );
+                    if !outcome.failed.is_empty() {
+                        tracing::warn!(
+                            wasmplugin = %self.name, plugin = %s.plugin,
+                            failed = %outcome.failed.join("; "),
+                            "cannot remove the host's finalizer from some primaries of a deleted plugin; remove wasm-operator.dev/finalizer from them by hand"
+                        );
+                        note.push_str(&format!(
+                            "; could not remove it from: {}",
+                            outcome.failed.join("; ")
+                        ));
+                    }
+                }
                 let transition = Transition {
                     reason: Reason::Unloaded.as_str().into(),
                     warning: false,
@@ -474,7 +583,7 @@ impl Worker {
                     digest: s.digest.clone(),
                     source: s.source.clone(),
                     message: format!(
-                        "WasmPlugin {} deleted: {} {} stopped",
+                        "WasmPlugin {} deleted: {} {} stopped{note}",
                         self.name, s.plugin, s.version
                     ),
                 };
@@ -486,6 +595,9 @@ impl Worker {
                 tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
             }
         }
+        // Only now may another WasmPlugin waiting for this plugin name load
+        // it: its controller must not hold primaries this one releases.
+        self.release(&loaded.serving.plugin);
     }
 
     fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
@@ -606,4 +718,21 @@ fn engine_reason(error: &EngineError) -> &'static str {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_persisting_passing_problem_is_retried_less_and_less_often() {
+        assert_eq!(next_retry(LOAD_RETRY, false), LOAD_RETRY);
+        let mut delay = LOAD_RETRY;
+        for _ in 0..10 {
+            delay = next_retry(delay, true);
+        }
+        assert_eq!(delay, LOAD_RETRY_MAX);
+        // A new problem starts over.
+        assert_eq!(next_retry(LOAD_RETRY_MAX, false), LOAD_RETRY);
+    }
 }

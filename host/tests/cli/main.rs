@@ -4,8 +4,11 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bad_plugin_files;
 mod common;
 mod dev_binary;
+mod grants;
 mod hot_reload;
 mod inspect;
 mod run;
+mod unreachable;

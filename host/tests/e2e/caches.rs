@@ -59,7 +59,7 @@ async fn reflectors_are_shared_and_answer_reads() {
     })
     .await;
 
-    let view = CacheView::new(cache.clone());
+    let view = CacheView::new(cache.clone(), [configmaps()]);
     let got = view
         .get(&ObjectRef {
             api_version: "v1".into(),
@@ -67,6 +67,7 @@ async fn reflectors_are_shared_and_answer_reads() {
             namespace: Some("default".into()),
             name: "b".into(),
         })
+        .expect("the cache has synced")
         .expect("b is cached");
     let got = parsed(&got);
     assert_eq!(got["data"]["k"], "b");
@@ -80,7 +81,7 @@ async fn reflectors_are_shared_and_answer_reads() {
         namespace: Some("default".into()),
         name: "zz".into(),
     };
-    assert!(view.get(&missing).is_none());
+    assert!(view.get(&missing).expect("synced").is_none());
     let web = view
         .list("v1", "ConfigMap", Some("default"), Some("tier=web"))
         .unwrap();

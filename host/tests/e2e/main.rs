@@ -9,6 +9,7 @@ mod support;
 
 mod caches;
 mod faulty;
+mod readiness;
 mod resilience;
 mod telemetry;
 mod webapp;

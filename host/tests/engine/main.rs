@@ -55,11 +55,11 @@ fn webapp_spec() -> Value {
 struct OneObjectCache;
 
 impl CacheReader for OneObjectCache {
-    fn get(&self, r: &ObjectRef) -> Option<String> {
-        Some(
+    fn get(&self, r: &ObjectRef) -> Result<Option<String>, String> {
+        Ok(Some(
             json!({"apiVersion": r.api_version, "kind": r.kind, "metadata": {"name": r.name, "namespace": r.namespace}})
                 .to_string(),
-        )
+        ))
     }
     fn list(
         &self,

@@ -6,7 +6,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::support::{api_resource, condition, dynamic_api, get_json, wait_until};
-use crate::{CONVERGE, Host, attack_kind};
+use crate::{CONVERGE, Host, attack_kind, full_hostile_grant};
 
 const NS: &str = "default";
 
@@ -60,7 +60,9 @@ async fn takeover_of_a_users_configmap_is_refused_and_it_is_never_pruned() {
     .unwrap();
     cms.create(&PostParams::default(), &users).await.unwrap();
     let before = get_json(&cms, "users-config").await.unwrap();
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
 
     host.attack(
         NS,
@@ -124,7 +126,9 @@ async fn takeover_of_a_users_configmap_is_refused_and_it_is_never_pruned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_childs_metadata_is_the_hosts_and_it_prunes_cleanly() {
     let host = Host::start().await;
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     let attack = host
         .attack(NS, "meta", json!({"mode": "child-metadata"}))
         .await;
@@ -178,7 +182,9 @@ async fn a_childs_metadata_is_the_hosts_and_it_prunes_cleanly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_child_name_is_refused_before_any_write() {
     let host = Host::start().await;
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     host.attack(NS, "badname", json!({"mode": "bad-name"}))
         .await;
     let attack = degraded(&host, "badname", "True", "PluginInvalidOutput").await;
@@ -220,7 +226,9 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
         .await
         .unwrap();
     let before = get_json(&crbs, "system:readers").await.unwrap();
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     host.attack(
         NS,
         "escalate",
@@ -248,7 +256,9 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unfixable_api_refusal_is_permanent_with_the_servers_message() {
     let host = Host::start().await;
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     host.attack(NS, "refused", json!({"mode": "ok"})).await;
     // Settled first: adding the finalizer retriggers the first reconcile.
     degraded(&host, "refused", "False", "ReconcileSucceeded").await;

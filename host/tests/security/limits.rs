@@ -8,7 +8,7 @@ use kube::api::ListParams;
 use serde_json::{Value, json};
 
 use crate::support::{api_resource, condition, dynamic_api, get_json, wait_until};
-use crate::{CONVERGE, Host, attack_kind};
+use crate::{CONVERGE, Host, attack_kind, full_hostile_grant};
 
 const NS: &str = "default";
 
@@ -63,7 +63,9 @@ const MESSAGE_MAX: usize = (32 << 10) + 3;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_flood_ends_in_its_condition_and_metric() {
     let host = Host::start().await;
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     for (name, spec) in [
         // The plugin's defaults: 5000 children, a 2 MiB status, 10,000
         // events, 15 MiB messages.
@@ -164,7 +166,9 @@ async fn every_flood_ends_in_its_condition_and_metric() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_flood_is_truncated_and_counted() {
     let host = Host::start().await;
-    host.load("hostile").await;
+    host.load_with("hostile", full_hostile_grant())
+        .await
+        .unwrap();
     host.attack(NS, "logs", json!({"mode": "log-flood"})).await;
     let cms = dynamic_api(
         &host.client(),
@@ -241,6 +245,7 @@ async fn a_hot_loop_is_reported() {
             candidate,
             ActivationOptions {
                 reconcile_limits: Some(limits),
+                grant: full_hostile_grant(),
                 ..ActivationOptions::default()
             },
         )

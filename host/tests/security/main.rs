@@ -12,6 +12,9 @@
 mod support;
 
 mod children;
+mod deletion;
+mod discovery;
+mod grants;
 mod limits;
 
 use std::time::Duration;
@@ -19,9 +22,12 @@ use std::time::Duration;
 use devcluster::DevCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
+use wasm_operator::contract::{Grant, GroupKind};
 use wasm_operator::engine::{CallLimits, EngineConfig};
 use wasm_operator::manager::{Manager, ManagerOptions};
-use wasm_operator::registry::{LoadedVersion, Registry, RegistryError, RegistryOptions};
+use wasm_operator::registry::{
+    ActivationOptions, LoadedVersion, Registry, RegistryError, RegistryOptions,
+};
 use wasm_operator::telemetry::Metrics;
 
 /// How long a test waits for the host to converge before failing.
@@ -102,6 +108,33 @@ impl Host {
             .await
     }
 
+    /// Prepares and activates the built plugin `plugin` with `grant`; the
+    /// registry's verdict.
+    pub async fn load_with(
+        &self,
+        plugin: &str,
+        grant: Grant,
+    ) -> Result<LoadedVersion, RegistryError> {
+        let path = support::plugin_wasm(plugin);
+        let candidate = self
+            .registry
+            .prepare(
+                &format!("file:{}", path.display()),
+                support::plugin_bytes(plugin),
+                None,
+            )
+            .await?;
+        self.registry
+            .activate(
+                candidate,
+                ActivationOptions {
+                    grant,
+                    ..ActivationOptions::default()
+                },
+            )
+            .await
+    }
+
     /// Like [`Host::try_load`], panicking on a refusal.
     pub async fn load(&self, plugin: &str) -> LoadedVersion {
         self.try_load(plugin)
@@ -120,6 +153,22 @@ impl Host {
             .create(&PostParams::default(), &attack)
             .await
             .unwrap_or_else(|e| panic!("creating Attack {namespace}/{name}: {e}"))
+    }
+}
+
+/// Everything the `hostile` manifest asks for, named: it loads with this,
+/// so the attacks reach the checks behind the grant.
+pub fn full_hostile_grant() -> Grant {
+    let gk = GroupKind::new;
+    Grant {
+        own: Some(vec![
+            gk("test.wasm-operator.dev", "Attack"),
+            gk("", "ConfigMap"),
+            gk("", "Secret"),
+            gk("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+        ]),
+        cluster_scoped: true,
+        ..Grant::default()
     }
 }
 

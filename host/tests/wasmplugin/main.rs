@@ -12,7 +12,9 @@ mod bad_inputs;
 mod cli;
 mod crd;
 mod oci;
+mod permissions;
 mod sources;
+mod survival;
 mod versions;
 
 use std::path::Path;

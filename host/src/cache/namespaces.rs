@@ -1,0 +1,75 @@
+//! The namespaces a plugin's grant allows, decided against the shared
+//! cache's Namespace objects when the grant selects namespaces by label.
+
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
+
+use super::api_resource;
+use crate::contract::{Grant, ResourceKind, Scope};
+
+/// v1 Namespace, the kind a grant's `namespaceSelector` selects.
+pub fn namespace_kind() -> ResourceKind {
+    ResourceKind {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Namespace".into(),
+        plural: "namespaces".into(),
+        scope: Scope::Cluster,
+    }
+}
+
+/// Answers "is this namespace granted?" for one plugin: its [`Grant`] and,
+/// when the grant has a `namespaceSelector`, the shared cache's store of
+/// Namespace objects (a namespace not in it yet is not selected: fail
+/// closed, and it is re-checked on the next event).
+#[derive(Clone)]
+pub struct NamespaceGate {
+    grant: Arc<Grant>,
+    namespaces: Option<Store<DynamicObject>>,
+}
+
+impl std::fmt::Debug for NamespaceGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NamespaceGate")
+            .field("namespaces", &self.grant.describe_namespaces())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NamespaceGate {
+    /// A gate for `grant`; `namespaces` is the Namespace store, needed when
+    /// [`Grant::needs_namespace_labels`].
+    pub fn new(grant: Arc<Grant>, namespaces: Option<Store<DynamicObject>>) -> NamespaceGate {
+        NamespaceGate { grant, namespaces }
+    }
+
+    /// True when objects in `namespace` are granted.
+    pub fn allows(&self, namespace: &str) -> bool {
+        let labels = self.namespaces.as_ref().and_then(|store| {
+            store
+                .get(&StoreRef::new_with(
+                    namespace,
+                    api_resource(&namespace_kind()),
+                ))
+                .map(|ns| ns.labels().clone())
+        });
+        self.grant.namespace_allowed(namespace, labels.as_ref())
+    }
+
+    /// True when `obj` is in a granted namespace; cluster-scoped objects
+    /// are not bounded by namespaces (their kinds need `clusterScoped`).
+    pub fn allows_object(&self, obj: &DynamicObject) -> bool {
+        obj.metadata
+            .namespace
+            .as_deref()
+            .is_none_or(|ns| self.allows(ns))
+    }
+
+    /// The grant's namespaces, for messages.
+    pub fn describe(&self) -> String {
+        self.grant.describe_namespaces()
+    }
+}
