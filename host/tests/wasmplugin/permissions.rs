@@ -74,6 +74,9 @@ async fn permissions_refuse_a_manifest_beyond_the_grant() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_grant_refuses_a_plugin_asking_for_secrets() {
     let fx = Fixture::start().await;
+    // The hostile plugins' primary kind: without it discovery refuses
+    // them (KindNotServed) before any grant is looked at.
+    support::install_crd(&fx.client(), &support::example_crd("hostile")).await;
     let hostile = support::plugin_bytes("hostile");
     let path = fx.dir.path().join("hostile.wasm");
     write_atomically(&path, &hostile);
@@ -99,6 +102,9 @@ async fn the_default_grant_refuses_a_plugin_asking_for_secrets() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_wasmplugin_for_a_served_primary_kind_is_refused() {
     let fx = Fixture::start().await;
+    // The hostile plugins' primary kind: without it discovery refuses
+    // them (KindNotServed) before any grant is looked at.
+    support::install_crd(&fx.client(), &support::example_crd("hostile")).await;
     let hostile = support::plugin_bytes("hostile");
     let liar = support::plugin_bytes("hostile_liar");
     let hostile_path = fx.dir.path().join("hostile.wasm");
