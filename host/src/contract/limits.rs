@@ -47,8 +47,8 @@ pub struct ReconcileLimits {
     pub event_refill: Duration,
     /// Shortest requeue-after the host honours. Default 1 s.
     pub min_requeue: Duration,
-    /// Reconciles of one object without a spec change (same `generation`)
-    /// in a burst before it counts as a hot loop. Default 50 (a rollout's
+    /// Reconciles of one object that did not change since the last one
+    /// (same `resourceVersion`) in a burst before it counts as a hot loop. Default 50 (a rollout's
     /// children changing, version swaps and a few requeues stay below it).
     pub reconcile_burst: u32,
     /// One more reconcile token per this interval. Default 2 s (30 a minute

@@ -349,7 +349,11 @@ async fn run(
     let key = failure_key(obj);
     let limits = active.limits;
     if let Admission::Delay { wait, first } = ctx.with_rates(&key, &limits, |r| {
-        r.admit_reconcile(&limits, Utc::now(), obj.metadata.generation)
+        r.admit_reconcile(
+            &limits,
+            Utc::now(),
+            obj.metadata.resource_version.as_deref(),
+        )
     }) {
         return Ok(hot_loop(obj, ctx, &limits, wait, first).await);
     }

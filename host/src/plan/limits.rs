@@ -141,8 +141,9 @@ pub struct ObjectRates {
     similar: HashMap<(bool, String), (u32, DateTime<Utc>)>,
     /// Reconciles delayed by the rate limit since the last one that ran.
     throttled: u32,
-    /// The primary's `metadata.generation` at the last admitted reconcile.
-    generation: Option<i64>,
+    /// The primary's `metadata.resourceVersion` at the last admitted
+    /// reconcile.
+    version: Option<String>,
 }
 
 /// What [`ObjectRates::admit_reconcile`] decided.
@@ -168,23 +169,26 @@ impl ObjectRates {
             events: TokenBucket::full(limits.event_burst, now),
             similar: HashMap::new(),
             throttled: 0,
-            generation: None,
+            version: None,
         }
     }
 
     /// The per-object reconcile rate limit. A hot loop is an object
-    /// reconciled over and over *without changing*: a reconcile of a new
-    /// `generation` (someone edited the spec) always runs and takes no
-    /// token; the others (requeues, children changing, resyncs) take one.
-    /// Kinds without a generation are always counted.
+    /// reconciled over and over *without changing*: a reconcile of an
+    /// object whose `resourceVersion` changed since the last one (someone
+    /// edited it, or the last reconcile wrote its status) always runs and
+    /// takes no token; the others (requeues, children changing under a
+    /// fight, resyncs of an unchanged object) take one. A plugin that writes
+    /// a different status on every call is therefore never a hot loop here:
+    /// its object changes every time.
     pub fn admit_reconcile(
         &mut self,
         limits: &ReconcileLimits,
         now: DateTime<Utc>,
-        generation: Option<i64>,
+        version: Option<&str>,
     ) -> Admission {
-        if generation.is_some() && generation != self.generation {
-            self.generation = generation;
+        if version.is_some() && version != self.version.as_deref() {
+            self.version = version.map(str::to_string);
             return Admission::Run;
         }
         match self
@@ -299,40 +303,41 @@ mod tests {
             ..ReconcileLimits::default()
         };
         let mut rates = ObjectRates::new(&limits, t(0));
-        // The first sight of a generation is a change: no token taken.
+        // The first sight of a version is a change: no token taken.
         assert_eq!(
-            rates.admit_reconcile(&limits, t(0), Some(1)),
+            rates.admit_reconcile(&limits, t(0), Some("1")),
             Admission::Run
         );
         assert_eq!(
-            rates.admit_reconcile(&limits, t(0), Some(1)),
+            rates.admit_reconcile(&limits, t(0), Some("1")),
             Admission::Run
         );
         assert_eq!(
-            rates.admit_reconcile(&limits, t(0), Some(1)),
+            rates.admit_reconcile(&limits, t(0), Some("1")),
             Admission::Run
         );
-        let Admission::Delay { wait, first: true } = rates.admit_reconcile(&limits, t(0), Some(1))
+        let Admission::Delay { wait, first: true } =
+            rates.admit_reconcile(&limits, t(0), Some("1"))
         else {
             panic!("not delayed")
         };
         assert_eq!(wait, limits.reconcile_refill);
         assert!(matches!(
-            rates.admit_reconcile(&limits, t(1), Some(1)),
+            rates.admit_reconcile(&limits, t(1), Some("1")),
             Admission::Delay { first: false, .. }
         ));
         assert_eq!(
-            rates.admit_reconcile(&limits, t(4), Some(1)),
+            rates.admit_reconcile(&limits, t(4), Some("1")),
             Admission::Run
         );
         assert_eq!(rates.take_throttled(), 2);
         // An edit runs even with an empty bucket.
         assert!(matches!(
-            rates.admit_reconcile(&limits, t(4), Some(1)),
+            rates.admit_reconcile(&limits, t(4), Some("1")),
             Admission::Delay { .. }
         ));
         assert_eq!(
-            rates.admit_reconcile(&limits, t(4), Some(2)),
+            rates.admit_reconcile(&limits, t(4), Some("2")),
             Admission::Run
         );
         rates.take_throttled();

@@ -187,7 +187,7 @@ pub struct LimitsSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
     pub min_requeue_after: Option<String>,
-    /// Reconciles of one object without a spec change in a burst before
+    /// Reconciles of one unchanged object in a burst before
     /// it is a hot loop. Default 50.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 10_000))]
