@@ -506,22 +506,16 @@ impl Worker {
             tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
         }
         let excesses: Vec<String> = excesses.iter().map(ToString::to_string).collect();
-        let transition = Transition {
-            reason: Reason::PermissionDenied.as_str().into(),
-            warning: true,
-            retrying: false,
-            plugin: s.plugin.clone(),
-            from: s.version.clone(),
-            to: String::new(),
-            digest: s.digest.clone(),
-            source: s.source.clone(),
-            message: format!(
+        let transition = stopped(
+            s,
+            Reason::PermissionDenied,
+            format!(
                 "spec.permissions no longer grants what {} {} asks for ({}): it stopped serving",
                 s.plugin,
                 s.version,
                 excesses.join("; ")
             ),
-        };
+        );
         self.audit
             .record(&self.name, &self.object_ref(), &transition)
             .await;
@@ -573,20 +567,14 @@ impl Worker {
                         ));
                     }
                 }
-                let transition = Transition {
-                    reason: Reason::Unloaded.as_str().into(),
-                    warning: false,
-                    retrying: false,
-                    plugin: s.plugin.clone(),
-                    from: s.version.clone(),
-                    to: String::new(),
-                    digest: s.digest.clone(),
-                    source: s.source.clone(),
-                    message: format!(
+                let transition = stopped(
+                    s,
+                    Reason::Unloaded,
+                    format!(
                         "WasmPlugin {} deleted: {} {} stopped{note}",
                         self.name, s.plugin, s.version
                     ),
-                };
+                );
                 self.audit
                     .record(&self.name, &self.object_ref(), &transition)
                     .await;
@@ -602,6 +590,22 @@ impl Worker {
 
     fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
         self.object.object_ref(&api_resource())
+    }
+}
+
+/// `serving` stopped serving for `reason` (unloaded, or its grant
+/// revoked): nothing serves after it. A Warning unless it was unloaded.
+fn stopped(serving: &Serving, reason: Reason, message: String) -> Transition {
+    Transition {
+        reason: reason.as_str().into(),
+        warning: reason != Reason::Unloaded,
+        retrying: false,
+        plugin: serving.plugin.clone(),
+        from: serving.version.clone(),
+        to: String::new(),
+        digest: serving.digest.clone(),
+        source: serving.source.clone(),
+        message,
     }
 }
 

@@ -121,21 +121,5 @@ pub async fn events_for(
     namespace: &str,
     name: &str,
 ) -> Vec<(String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("listing events: {e}"));
-    list.items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::events_about(client, namespace, None, name).await
 }

@@ -3,7 +3,6 @@
 //! `FinalizeSkipped` event on each), so nothing is left Terminating because
 //! a plugin went away, not even an object whose `finalize` never finishes.
 
-use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::wasmplugin;
@@ -34,24 +33,7 @@ fn finalizers(o: &Value) -> Vec<String> {
 }
 
 async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
-    let api: Api<Event> = Api::namespaced(client.clone(), "default");
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Attack")
-        })
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::events_about(client, "default", Some("Attack"), name).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -250,3 +250,35 @@ fn leb128_encodes_multibyte_values() {
     assert_eq!(leb128(128), vec![0x80, 0x01]);
     assert_eq!(leb128(624485), vec![0xe5, 0x8e, 0x26]);
 }
+
+/// The `events.k8s.io/v1` events in `namespace` about the object `name` (of
+/// `kind`, when given), as `(type, reason, note)`. Events about
+/// cluster-scoped objects live in `default`.
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    kind: Option<&str>,
+    name: &str,
+) -> Vec<(String, String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| {
+            let regarding = e.regarding.as_ref();
+            regarding.and_then(|r| r.name.as_deref()) == Some(name)
+                && kind.is_none_or(|k| regarding.and_then(|r| r.kind.as_deref()) == Some(k))
+        })
+        .map(|e| {
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}

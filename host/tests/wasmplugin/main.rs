@@ -258,26 +258,7 @@ pub use support::with_custom_section;
 /// The events.k8s.io/v1 events about WasmPlugin `name` (cluster-scoped
 /// objects' events live in `default`), as `(type, reason, note)`.
 pub async fn events_for(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: Api<Event> = Api::namespaced(client.clone(), NS);
-    let list = api
-        .list(&Default::default())
-        .await
-        .unwrap_or_else(|e| panic!("listing events: {e}"));
-    list.items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("WasmPlugin")
-        })
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::events_about(client, NS, Some("WasmPlugin"), name).await
 }
 
 /// A file source spec for `path`.

@@ -125,25 +125,7 @@ async fn a_plugin_whose_primary_is_not_served_yet_waits_for_its_crd() {
 
 /// The events.k8s.io/v1 events about WebApp `name`, as `(type, reason, note)`.
 async fn webapp_events(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: Api<Event> = Api::namespaced(client.clone(), NS);
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("WebApp")
-        })
-        .map(|e| {
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::events_about(client, NS, Some("WebApp"), name).await
 }
 
 fn finalizers(o: &Value) -> Vec<String> {
