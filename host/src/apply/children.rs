@@ -11,13 +11,18 @@ use crate::plan::{ChildApply, ChildKey, OwnedChild, children::is_owned_child, fi
 /// The children of `primary_uid` in the caches of the owned kinds (see
 /// [`is_owned_child`]), sorted by kind, namespace and name.
 ///
+/// Looked up in each cache's owner index ([`CacheLease::children_of`]): the
+/// cost is this primary's children, however many objects of the owned kinds
+/// the cluster holds (a walk of the stores made a full pass over N primaries
+/// O(N²)).
+///
 /// A read, not a write: it lives here because pruning acts on exactly this
 /// set, so "owned" must mean the same in both places.
 pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) -> Vec<OwnedChild> {
     let mut out = Vec::new();
     for lease in leases {
         let resource = lease.api_resource();
-        for obj in lease.store().state() {
+        for obj in lease.children_of(primary_uid) {
             if is_owned_child(&obj, plugin, primary_uid) {
                 out.push(OwnedChild {
                     resource: resource.clone(),

@@ -6,8 +6,14 @@
 //! (controllers) as [`CacheEvent`]s. Unlike kube-runtime's own shared
 //! streams, deletions are fanned out too: a child deleted by hand must
 //! re-trigger its owner.
+//!
+//! Beside its store each reflector keeps an [`ObjectIndex`] (controller
+//! owner → children, namespace → objects), so that what a reconcile asks of
+//! the caches costs the size of the answer, not the number of objects
+//! cached.
 
 pub mod discovery;
+mod index;
 mod namespaces;
 mod object;
 mod reflection;
@@ -26,6 +32,7 @@ use crate::contract::ResourceKind;
 use reflection::Reflection;
 
 pub use discovery::{Discovery, DiscoveryError, KindProblem, KindRole};
+pub use index::ObjectIndex;
 pub use namespaces::{NamespaceGate, namespace_kind};
 pub use object::{object_text, prepare_for_cache};
 pub use selector::{LabelSelector, SelectorError};
@@ -209,6 +216,25 @@ impl CacheLease {
     /// The reflector's read handle.
     pub fn store(&self) -> Store<DynamicObject> {
         self.reflection.store()
+    }
+
+    /// The reflector's owner and namespace indexes (a cheap handle, for
+    /// closures that outlive a borrow of the lease).
+    pub fn index(&self) -> ObjectIndex {
+        self.reflection.index().clone()
+    }
+
+    /// The cached objects of this kind controlled by (controller
+    /// ownerReference to) the object with UID `owner_uid`, in no particular
+    /// order. Costs the number of children, not the size of the store.
+    pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+        self.reflection.index().controlled_by(owner_uid)
+    }
+
+    /// The cached objects of this kind in `namespace`, in no particular
+    /// order. Costs the number of them, not the size of the store.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<DynamicObject>> {
+        self.reflection.index().in_namespace(namespace)
     }
 
     /// True once the initial list has been loaded into the store.

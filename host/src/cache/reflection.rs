@@ -7,12 +7,13 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, StreamExt, stream};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{Store, store::Writer};
+use kube::runtime::reflector::{ObjectRef as StoreRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use super::CacheEvent;
+use super::index::ObjectIndex;
 use super::object::prepare_for_cache;
 
 /// How many changes a slow subscriber may fall behind before it is resynced
@@ -22,6 +23,8 @@ const FANOUT_BUFFER: usize = 1024;
 pub(super) struct Reflection {
     api_resource: ApiResource,
     store: Store<DynamicObject>,
+    /// The store's owner and namespace indexes, updated with it.
+    index: ObjectIndex,
     tx: broadcast::Sender<CacheEvent>,
     /// Serialises "update store + broadcast" against "subscribe + snapshot",
     /// so a new subscriber neither misses nor reorders a change.
@@ -50,6 +53,7 @@ impl Reflection {
     pub(super) fn start(client: Client, ar: ApiResource, namespace: Option<&str>) -> Reflection {
         let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
+        let index = ObjectIndex::default();
         let (tx, _) = broadcast::channel(FANOUT_BUFFER);
         let gate = Arc::new(Mutex::new(()));
         let synced = Arc::new(AtomicBool::new(false));
@@ -59,16 +63,18 @@ impl Reflection {
             None => Api::all_with(client, &ar),
         };
         let task = {
-            let (tx, gate, synced, unserved, store, kind, watched) = (
+            let (tx, gate, synced, unserved, store, index, kind, watched) = (
                 tx.clone(),
                 gate.clone(),
                 synced.clone(),
                 unserved.clone(),
                 store.clone(),
+                index.clone(),
                 ar.kind.clone(),
                 ar.clone(),
             );
             tokio::spawn(async move {
+                let resource = watched.clone();
                 let mut events = watcher(api, watcher::Config::default())
                     .default_backoff()
                     .modify(move |object| prepare_for_cache(object, &watched))
@@ -98,20 +104,38 @@ impl Reflection {
                     let _guard = gate
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    // The index is written under its lock together with the
+                    // store, so a lookup never sees an object the store has
+                    // dropped (or misses one it has filed) for longer than
+                    // this one event.
+                    let mut filed = index.write();
                     writer.apply_watcher_event(&event);
                     // `send` fails only without subscribers, which is fine.
                     match event {
                         watcher::Event::Apply(obj) => {
-                            let _ = tx.send(CacheEvent::Applied(Arc::new(obj)));
+                            // The store's own `Arc`: the index and the
+                            // subscribers share it rather than a second copy.
+                            let key = StoreRef::from_obj_with(&obj, resource.clone());
+                            let obj = store.get(&key).unwrap_or_else(|| Arc::new(obj));
+                            filed.apply(obj.clone());
+                            drop(filed);
+                            let _ = tx.send(CacheEvent::Applied(obj));
                         }
                         watcher::Event::Delete(obj) => {
+                            filed.delete(&obj);
+                            drop(filed);
                             let _ = tx.send(CacheEvent::Deleted(Arc::new(obj)));
                         }
                         watcher::Event::InitDone => {
+                            // A (re)list replaced the store: the index is
+                            // rebuilt from it (once per relist, like the
+                            // relist itself), and subscribers are told about
+                            // every object once.
+                            let all = store.state();
+                            filed.rebuild(all.iter().cloned());
+                            drop(filed);
                             synced.store(true, Ordering::Release);
-                            // A (re)list may have replaced anything: tell
-                            // subscribers about every object once.
-                            for obj in store.state() {
+                            for obj in all {
                                 let _ = tx.send(CacheEvent::Applied(obj));
                             }
                         }
@@ -123,6 +147,7 @@ impl Reflection {
         Reflection {
             api_resource: ar,
             store,
+            index,
             tx,
             gate,
             synced,
@@ -145,6 +170,10 @@ impl Reflection {
 
     pub(super) fn store(&self) -> Store<DynamicObject> {
         self.store.clone()
+    }
+
+    pub(super) fn index(&self) -> &ObjectIndex {
+        &self.index
     }
 
     pub(super) fn synced(&self) -> bool {

@@ -160,11 +160,15 @@ impl CacheReader for CacheView {
             LabelSelector::parse(label_selector.unwrap_or_default()).map_err(|e| e.to_string())?;
         let reflection = self.reflection(api_version, kind, namespace)?;
         let ar = reflection.api_resource().clone();
-        let mut items: Vec<_> = reflection
-            .store()
-            .state()
+        // A namespaced list is served from the namespace index (the labels
+        // are then matched over that subset only); a list over all
+        // namespaces is the whole store by definition.
+        let candidates = match namespace {
+            Some(ns) => reflection.index().in_namespace(ns),
+            None => reflection.store().state(),
+        };
+        let mut items: Vec<_> = candidates
             .into_iter()
-            .filter(|obj| namespace.is_none_or(|ns| obj.metadata.namespace.as_deref() == Some(ns)))
             .filter(|obj| self.granted(obj))
             .filter(|obj| {
                 selector.matches(obj.metadata.labels.as_ref().unwrap_or(&Default::default()))

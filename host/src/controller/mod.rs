@@ -25,7 +25,6 @@ use kube::Client;
 use kube::ResourceExt;
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
-use kube::runtime::reflector::ObjectRef;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -142,47 +141,26 @@ impl ControllerHandle {
         }
         for lease in &watched {
             let store = primary_store.clone();
+            let index = primary_lease.index();
             let ar = primary_ar.clone();
             // The contract has no mapping from a watched object to the
             // primaries that read it; the primaries of its namespace (all of
             // them for cluster-scoped objects) are the safe over-approximation.
             controller = controller.watches_stream_with(
                 trigger::related(after_sync(&all, lease)),
-                move |other| {
-                    let ns = other.namespace();
-                    store
-                        .state()
-                        .iter()
-                        .filter(|p| ns.is_none() || p.namespace() == ns)
-                        .map(|p| {
-                            let r = ObjectRef::new_with(&p.name_any(), ar.clone());
-                            match p.namespace() {
-                                Some(pns) => r.within(&pns),
-                                None => r,
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                },
+                move |other| trigger::primaries_near(&other, &index, &store, &ar),
                 lease.api_resource().clone(),
             );
         }
 
         if let Some(lease) = &namespace_lease {
-            let store = primary_store.clone();
+            let index = primary_lease.index();
             let ar = primary_ar.clone();
             // A Namespace relabelled into (or out of) the grant: its
             // primaries are reconciled (or skipped) again.
             controller = controller.watches_stream_with(
                 trigger::related(lease.subscribe()),
-                move |ns| {
-                    let name = ns.name_any();
-                    store
-                        .state()
-                        .iter()
-                        .filter(|p| p.namespace().as_deref() == Some(name.as_str()))
-                        .map(|p| ObjectRef::new_with(&p.name_any(), ar.clone()).within(&name))
-                        .collect::<Vec<_>>()
-                },
+                move |ns| trigger::primaries_in(&ns.name_any(), &index, &ar),
                 lease.api_resource().clone(),
             );
         }

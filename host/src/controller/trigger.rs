@@ -6,10 +6,11 @@ use std::hash::{Hash, Hasher};
 
 use futures::{Stream, StreamExt, future};
 use kube::ResourceExt;
-use kube::api::DynamicObject;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
-use crate::cache::{CacheEvent, NamespaceGate};
+use crate::cache::{CacheEvent, NamespaceGate, ObjectIndex};
 use crate::plan::FINALIZER;
 
 /// What must change on a primary for it to be reconciled again: its identity
@@ -68,6 +69,46 @@ pub(super) fn related(
     events: impl Stream<Item = CacheEvent> + Send + 'static,
 ) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
     events.map(|event| Ok(event.object().as_ref().clone()))
+}
+
+/// The controller's reference to a primary.
+fn primary_ref(primary: &DynamicObject, ar: &ApiResource) -> ObjectRef<DynamicObject> {
+    let r = ObjectRef::new_with(&primary.name_any(), ar.clone());
+    match primary.namespace() {
+        Some(ns) => r.within(&ns),
+        None => r,
+    }
+}
+
+/// The primaries in `namespace`, from the primary cache's namespace index
+/// (`primaries`): a change there costs the primaries of that namespace,
+/// not a walk of every primary in the cluster.
+pub(super) fn primaries_in(
+    namespace: &str,
+    primaries: &ObjectIndex,
+    ar: &ApiResource,
+) -> Vec<ObjectRef<DynamicObject>> {
+    primaries
+        .in_namespace(namespace)
+        .iter()
+        .map(|p| primary_ref(p, ar))
+        .collect()
+}
+
+/// The primaries a change of the watched object `other` may concern: those
+/// of its namespace (from the index), or every primary when `other` is
+/// cluster-scoped. Only that last case reads the whole primary store, and
+/// there every primary is the answer.
+pub(super) fn primaries_near(
+    other: &DynamicObject,
+    primaries: &ObjectIndex,
+    store: &Store<DynamicObject>,
+    ar: &ApiResource,
+) -> Vec<ObjectRef<DynamicObject>> {
+    match other.metadata.namespace.as_deref() {
+        Some(ns) => primaries_in(ns, primaries, ar),
+        None => store.state().iter().map(|p| primary_ref(p, ar)).collect(),
+    }
 }
 
 #[cfg(test)]
