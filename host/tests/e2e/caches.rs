@@ -149,3 +149,116 @@ async fn reflectors_are_shared_and_answer_reads() {
         "the last lease stops the reflector"
     );
 }
+
+/// The names of `objects`, sorted.
+fn sorted_names(objects: &[std::sync::Arc<kube::api::DynamicObject>]) -> Vec<String> {
+    let mut names: Vec<_> = objects
+        .iter()
+        .map(|o| o.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A ConfigMap in `ns` controlled by the owner with uid `owner`.
+fn child(ns: &str, name: &str, owner: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "ownerReferences": [{
+            "apiVersion": "example.com/v1", "kind": "WebApp", "name": "owner",
+            "uid": owner, "controller": true,
+        }]},
+    }))
+    .unwrap()
+}
+
+/// The owner and namespace indexes follow the store over a real watch:
+/// creates, an update that moves a child to another owner, a delete, and a
+/// relist (history compacted while the watch was down) that drops an object
+/// no event ever announced gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_and_namespace_indexes_follow_the_store_through_a_relist() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = support::start_cluster().await;
+    let client = cluster.client();
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let default: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "default");
+    let other: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "other");
+    for name in ["a", "b", "c"] {
+        default
+            .create(&PostParams::default(), &child("default", name, "u1"))
+            .await
+            .unwrap();
+    }
+    other
+        .create(&PostParams::default(), &child("other", "d", "u2"))
+        .await
+        .unwrap();
+
+    let cache = SharedCache::new(client.clone());
+    let lease = cache.acquire(&configmaps(), None);
+    let children = |uid: &str| sorted_names(&lease.children_of(uid));
+    let in_ns = |ns: &str| sorted_names(&lease.in_namespace(ns));
+    wait_until("the initial list to be indexed", CONVERGE, || async {
+        let seen = children("u1");
+        if lease.synced() && seen == ["a", "b", "c"] {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await;
+    assert_eq!(children("u2"), ["d"]);
+    assert_eq!(in_ns("other"), ["d"]);
+    assert!(children("nobody").is_empty());
+
+    // b changes hands: u1 loses it, u2 gains it.
+    default
+        .patch(
+            "b",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": [{
+                "apiVersion": "example.com/v1", "kind": "WebApp", "name": "owner",
+                "uid": "u2", "controller": true,
+            }]}})),
+        )
+        .await
+        .unwrap();
+    default.delete("c", &Default::default()).await.unwrap();
+    wait_until("the update and the delete to be indexed", CONVERGE, || async {
+        let seen = (children("u1"), children("u2"), in_ns("default"));
+        if seen.0 == ["a"] && seen.1 == ["b", "d"] && seen.2 == ["a", "b"] {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await;
+
+    // The watch is cut and kept down; "a" is deleted and the history
+    // compacted, so the reflector can only learn of it from a relist.
+    let faults = cluster.faults();
+    faults.fail_next("/api/v1/configmaps", 1_000, 503);
+    faults.close_watches();
+    default.delete("a", &Default::default()).await.unwrap();
+    faults.expire_history();
+    faults.fail_next("/api/v1/configmaps", 0, 503);
+    wait_until("the relist to drop a from the index", CONVERGE, || async {
+        let seen = (children("u1"), in_ns("default"), children("u2"));
+        if seen.0.is_empty() && seen.1 == ["b"] && seen.2 == ["b", "d"] {
+            Ok(())
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await;
+}
