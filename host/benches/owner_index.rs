@@ -188,7 +188,12 @@ fn variants(s: &Sized) -> Vec<Variant<'_>> {
                 for _ in 0..times {
                     let listed = s
                         .view
-                        .list("v1", "ConfigMap", Some("app"), Some("app.kubernetes.io/managed-by"))
+                        .list(
+                            "v1",
+                            "ConfigMap",
+                            Some("app"),
+                            Some("app.kubernetes.io/managed-by"),
+                        )
                         .expect("a synced cache answers");
                     check(listed.len());
                 }
@@ -258,10 +263,7 @@ fn main() {
         let (small, large) = (v, v + per_size);
         for i in [small, large] {
             let [lo, mid, hi] = quartiles(micros[i].clone());
-            println!(
-                "  {:<28} {mid:>10.2} µs/call [{lo:.2}–{hi:.2}]",
-                all[i].0
-            );
+            println!("  {:<28} {mid:>10.2} µs/call [{lo:.2}–{hi:.2}]", all[i].0);
         }
         let [lo, mid, hi] = quartiles(
             (0..ROUNDS)

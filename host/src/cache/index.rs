@@ -175,6 +175,14 @@ impl ObjectIndex {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// An index of `objects`, for tests of code that reads one.
+    #[cfg(test)]
+    pub(crate) fn of(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> ObjectIndex {
+        let index = ObjectIndex::default();
+        index.write().rebuild(objects);
+        index
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, Index> {
         self.inner.read().unwrap_or_else(PoisonError::into_inner)
     }

@@ -175,4 +175,62 @@ mod tests {
             .await;
         assert_eq!(names, ["mine"]);
     }
+
+    fn webapp(ns: &str, name: &str) -> Arc<DynamicObject> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "apiVersion": "example.com/v1", "kind": "WebApp",
+                "metadata": {"name": name, "namespace": ns, "uid": format!("{ns}-{name}")},
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn webapps() -> ApiResource {
+        ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            api_version: "example.com/v1".into(),
+            kind: "WebApp".into(),
+            plural: "webapps".into(),
+        }
+    }
+
+    fn refs(mut refs: Vec<ObjectRef<DynamicObject>>) -> Vec<String> {
+        refs.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
+        refs.iter()
+            .map(|r| format!("{}/{}", r.namespace.as_deref().unwrap_or("-"), r.name))
+            .collect()
+    }
+
+    #[test]
+    fn a_watched_object_maps_to_the_primaries_of_its_namespace_or_all() {
+        let primaries = [
+            webapp("a", "shop"),
+            webapp("a", "blog"),
+            webapp("b", "wiki"),
+        ];
+        let index = ObjectIndex::of(primaries.iter().cloned());
+        let mut writer = kube::runtime::reflector::store::Writer::new(webapps());
+        for p in &primaries {
+            writer.apply_watcher_event(&watcher::Event::Apply(p.as_ref().clone()));
+        }
+        let store = writer.as_reader();
+        let secret = |ns: Option<&str>| -> DynamicObject {
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "s", "namespace": ns},
+            }))
+            .unwrap()
+        };
+        let near = |other| refs(primaries_near(&other, &index, &store, &webapps()));
+        assert_eq!(near(secret(Some("a"))), ["a/blog", "a/shop"]);
+        assert_eq!(near(secret(Some("c"))), Vec::<String>::new());
+        // Cluster-scoped: every primary.
+        assert_eq!(near(secret(None)), ["a/blog", "a/shop", "b/wiki"]);
+        // A Namespace's primaries (the grant's namespaceSelector).
+        assert_eq!(refs(primaries_in("b", &index, &webapps())), ["b/wiki"]);
+        let r = &primaries_in("b", &index, &webapps())[0];
+        assert_eq!(r.dyntype.kind, "WebApp");
+    }
 }

@@ -234,14 +234,18 @@ async fn the_owner_and_namespace_indexes_follow_the_store_through_a_relist() {
         .await
         .unwrap();
     default.delete("c", &Default::default()).await.unwrap();
-    wait_until("the update and the delete to be indexed", CONVERGE, || async {
-        let seen = (children("u1"), children("u2"), in_ns("default"));
-        if seen.0 == ["a"] && seen.1 == ["b", "d"] && seen.2 == ["a", "b"] {
-            Ok(())
-        } else {
-            Err(format!("{seen:?}"))
-        }
-    })
+    wait_until(
+        "the update and the delete to be indexed",
+        CONVERGE,
+        || async {
+            let seen = (children("u1"), children("u2"), in_ns("default"));
+            if seen.0 == ["a"] && seen.1 == ["b", "d"] && seen.2 == ["a", "b"] {
+                Ok(())
+            } else {
+                Err(format!("{seen:?}"))
+            }
+        },
+    )
     .await;
 
     // The watch is cut and kept down; "a" is deleted and the history
