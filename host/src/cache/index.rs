@@ -105,13 +105,34 @@ impl Index {
     }
 
     /// Replaces the whole index with `objects`: what a relist does to the
-    /// store, so nothing the relist dropped stays indexed.
-    pub(super) fn rebuild(&mut self, objects: impl IntoIterator<Item = Arc<DynamicObject>>) {
-        self.by_namespace.clear();
-        self.cluster.clear();
-        self.by_owner.clear();
+    /// store, so nothing the relist dropped stays indexed. Returns the
+    /// objects that were indexed and are not among `objects`: deleted while
+    /// the watch was down, they get no delete event of their own.
+    pub(super) fn rebuild(
+        &mut self,
+        objects: impl IntoIterator<Item = Arc<DynamicObject>>,
+    ) -> Vec<Arc<DynamicObject>> {
+        let mut fresh = Index::default();
         for obj in objects {
-            self.apply(obj);
+            fresh.apply(obj);
+        }
+        let old = std::mem::replace(self, fresh);
+        old.by_namespace
+            .into_values()
+            .chain(std::iter::once(old.cluster))
+            .flatten()
+            .filter(|(key, _)| !self.contains(key))
+            .map(|(_, obj)| obj)
+            .collect()
+    }
+
+    fn contains(&self, key: &ObjectKey) -> bool {
+        match &key.namespace {
+            Some(ns) => self
+                .by_namespace
+                .get(ns)
+                .is_some_and(|bucket| bucket.contains_key(key)),
+            None => self.cluster.contains_key(key),
         }
     }
 
@@ -324,10 +345,11 @@ mod tests {
         index.apply(object(Some("a"), "web", Some("u1")));
         index.apply(object(Some("a"), "gone", Some("u1")));
         index.apply(object(Some("b"), "gone-too", Some("u2")));
-        index.rebuild([
+        let dropped = index.rebuild([
             object(Some("a"), "web", Some("u1")),
             object(Some("c"), "new", Some("u3")),
         ]);
+        assert_eq!(names(dropped), ["gone", "gone-too"]);
         assert_eq!(names(index.controlled_by("u1")), ["web"]);
         assert!(index.controlled_by("u2").is_empty());
         assert_eq!(names(index.controlled_by("u3")), ["new"]);

@@ -104,10 +104,9 @@ impl Reflection {
                     let _guard = gate
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    // The index is written under its lock together with the
-                    // store, so a lookup never sees an object the store has
-                    // dropped (or misses one it has filed) for longer than
-                    // this one event.
+                    // The store and the index change together under the
+                    // index's lock: a lookup waits for the event being
+                    // applied, never sees the index behind the store by more.
                     let mut filed = index.write();
                     writer.apply_watcher_event(&event);
                     // `send` fails only without subscribers, which is fine.
@@ -129,12 +128,18 @@ impl Reflection {
                         watcher::Event::InitDone => {
                             // A (re)list replaced the store: the index is
                             // rebuilt from it (once per relist, like the
-                            // relist itself), and subscribers are told about
-                            // every object once.
+                            // relist itself); subscribers are told about
+                            // every object once, and about each object the
+                            // relist dropped as a deletion (it was deleted
+                            // while the watch was down, and its owner must
+                            // hear of it like of any other deletion).
                             let all = store.state();
-                            filed.rebuild(all.iter().cloned());
+                            let dropped = filed.rebuild(all.iter().cloned());
                             drop(filed);
                             synced.store(true, Ordering::Release);
+                            for obj in dropped {
+                                let _ = tx.send(CacheEvent::Deleted(obj));
+                            }
                             for obj in all {
                                 let _ = tx.send(CacheEvent::Applied(obj));
                             }

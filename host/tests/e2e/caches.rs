@@ -250,6 +250,7 @@ async fn the_owner_and_namespace_indexes_follow_the_store_through_a_relist() {
 
     // The watch is cut and kept down; "a" is deleted and the history
     // compacted, so the reflector can only learn of it from a relist.
+    let mut events = Box::pin(lease.subscribe());
     let faults = cluster.faults();
     faults.fail_next("/api/v1/configmaps", 1_000, 503);
     faults.close_watches();
@@ -265,4 +266,18 @@ async fn the_owner_and_namespace_indexes_follow_the_store_through_a_relist() {
         }
     })
     .await;
+    // Subscribers hear of the drop as a deletion (its owner is re-triggered
+    // like for any deleted child), though no watch event announced it.
+    let deleted = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            match events.next().await {
+                Some(CacheEvent::Deleted(obj)) => break obj,
+                Some(CacheEvent::Applied(_)) => {}
+                None => panic!("the cache stopped"),
+            }
+        }
+    })
+    .await
+    .expect("a deletion of the dropped object");
+    assert_eq!(deleted.metadata.name.as_deref(), Some("a"));
 }
