@@ -5,7 +5,8 @@
 //! Each reflector keeps a [`Store`] and fans its changes out to subscribers
 //! (controllers) as [`CacheEvent`]s. Unlike kube-runtime's own shared
 //! streams, deletions are fanned out too: a child deleted by hand must
-//! re-trigger its owner.
+//! re-trigger its owner (one deleted while the watch was down too: the relist
+//! that drops it announces it as a deletion).
 //!
 //! Beside its store each reflector keeps an [`ObjectIndex`] (controller
 //! owner → children, namespace → objects), so that what a reconcile asks of
