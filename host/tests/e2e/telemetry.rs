@@ -66,6 +66,16 @@ async fn metrics_health_and_readiness() {
     ] {
         assert!(text.contains(needle), "/metrics lacks {needle}:\n{text}");
     }
+    // The fresh object's finalizer and version marks went in one metadata
+    // patch: one finalizer write, no annotation write of its own.
+    assert!(
+        text.contains("wasm_operator_writes_total{plugin=\"webapp\",write=\"finalizer\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("write=\"annotations\""),
+        "the marks were written apart from the finalizer:\n{text}"
+    );
     server.abort();
 }
 
