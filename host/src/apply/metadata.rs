@@ -69,11 +69,14 @@ pub(super) async fn write_first(
 /// appended to the tested list ([`finalizer::add_operations`]) and the
 /// version marks set; `None` when it would change nothing.
 ///
-/// Nothing someone else wrote meanwhile is overwritten: the finalizer list
-/// is tested, a mark is removed only after testing its observed value, and
-/// an annotation map created from nothing is guarded by a test of the
-/// observed `resourceVersion` (adding the map would replace one created
-/// meanwhile).
+/// Nothing someone else wrote meanwhile is overwritten, with the caveat the
+/// finalizer list has too (see [`finalizer`]): the finalizer list is tested,
+/// marks are set key by key and removed only after a `test` of their
+/// observed value; only an object observed without any annotation gets its
+/// map created whole, untested (an absent path cannot be tested portably),
+/// so a first annotation someone adds in the same instant would be lost.
+/// The object is not tested as a whole (`resourceVersion`): a concurrent
+/// spec change must not fail the host's metadata write.
 pub(super) fn first_patch(obj: &DynamicObject, write: &MetadataWrite) -> Option<json_patch::Patch> {
     let mut operations = Vec::new();
     if write.finalizer == FinalizerChange::Add
@@ -82,21 +85,19 @@ pub(super) fn first_patch(obj: &DynamicObject, write: &MetadataWrite) -> Option<
         operations.extend(add);
     }
     operations.extend(annotation_operations(
-        obj.annotations(),
-        obj.metadata.resource_version.as_deref(),
+        obj.metadata.annotations.as_ref(),
         &write.annotations,
     ));
     (!operations.is_empty()).then_some(json_patch::Patch(operations))
 }
 
-/// JSON patch operations applying `changes` to the `observed` annotations.
+/// JSON patch operations applying `changes` to the `observed` annotations
+/// (`None`: the object has no annotation map).
 fn annotation_operations(
-    observed: &BTreeMap<String, String>,
-    resource_version: Option<&str>,
+    observed: Option<&BTreeMap<String, String>>,
     changes: &AnnotationChanges,
 ) -> Vec<PatchOperation> {
-    let path = |key: &str| PointerBuf::from_tokens(["metadata", "annotations", key]);
-    if observed.is_empty() {
+    let Some(observed) = observed else {
         // No map to add keys to: the whole map is added, and nothing is to
         // be removed from it.
         let set: Map<String, Value> = changes
@@ -106,19 +107,12 @@ fn annotation_operations(
         if set.is_empty() {
             return Vec::new();
         }
-        let mut operations = Vec::with_capacity(2);
-        if let Some(rv) = resource_version {
-            operations.push(PatchOperation::Test(TestOperation {
-                path: PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-                value: Value::from(rv),
-            }));
-        }
-        operations.push(PatchOperation::Add(AddOperation {
+        return vec![PatchOperation::Add(AddOperation {
             path: PointerBuf::from_tokens(["metadata", "annotations"]),
             value: Value::Object(set),
-        }));
-        return operations;
-    }
+        })];
+    };
+    let path = |key: &str| PointerBuf::from_tokens(["metadata", "annotations", key]);
     let mut operations = Vec::with_capacity(changes.len());
     for (key, value) in changes {
         match (value, observed.get(key)) {
@@ -144,16 +138,24 @@ fn annotation_operations(
 mod tests {
     use super::*;
 
+    /// An object with `finalizers` and `annotations` (no map at all when
+    /// empty, as the API server leaves it).
     fn object(finalizers: &[&str], annotations: &[(&str, &str)]) -> DynamicObject {
-        serde_json::from_value(json!({
+        let mut obj: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "example.com/v1", "kind": "WebApp",
-            "metadata": {
-                "name": "a", "namespace": "ns", "resourceVersion": "7",
-                "finalizers": finalizers,
-                "annotations": annotations.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<_, _>>(),
-            },
+            "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7",
+                "finalizers": finalizers},
         }))
-        .unwrap()
+        .unwrap();
+        if !annotations.is_empty() {
+            obj.metadata.annotations = Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            );
+        }
+        obj
     }
 
     fn marks() -> AnnotationChanges {
@@ -185,10 +187,21 @@ mod tests {
             doc["metadata"]["annotations"],
             json!({"x/managed": "1.0.0"})
         );
-        // Guarded: the same patch on a newer object fails.
+        // A concurrent spec change does not fail it.
         let mut newer = obj.clone();
         newer.metadata.resource_version = Some("8".into());
-        assert!(apply(&newer, &patch).is_err());
+        newer.data = json!({"spec": {"replicas": 3}});
+        assert!(apply(&newer, &patch).is_ok());
+        // An empty map is added to, key by key.
+        let mut empty = obj.clone();
+        empty.metadata.annotations = Some(BTreeMap::new());
+        let patch = first_patch(&empty, &write).unwrap();
+        assert_eq!(patch.0.len(), 2, "{patch:?}");
+        let doc = apply(&empty, &patch).unwrap();
+        assert_eq!(
+            doc["metadata"]["annotations"],
+            json!({"x/managed": "1.0.0"})
+        );
     }
 
     #[test]
