@@ -575,7 +575,7 @@ pub fn reconcile(
         &ctx.timestamp(),
     );
     if let Some(body) = &status {
-        let size = serde_json::to_vec(body).map_or(usize::MAX, |b| b.len());
+        let size = json_size(body);
         if size > limits.max_status_bytes {
             return Err(PlanError::StatusTooLarge {
                 plugin: manifest.name.clone(),
@@ -599,6 +599,24 @@ pub fn reconcile(
         breaches,
         events_dropped,
     })
+}
+
+/// The size in bytes of `value` as compact JSON, counted without building
+/// the text (this runs on every reconcile that writes a status).
+fn json_size(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A `Value` always serializes; were it not to, the limit refuses it.
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
 
 /// The plan for a deleting primary, after the plugin's `finalize` answered

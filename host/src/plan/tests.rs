@@ -799,3 +799,12 @@ fn only_children_the_caches_show_as_ours_are_force_applied() {
     // meanwhile is refused by the API server instead of taken over.
     assert!(!plan.apply[&key("Service", "fresh")].exists);
 }
+
+#[test]
+fn json_size_counts_the_compact_text() {
+    let value = json!({"phase": "Running", "conditions": [{"type": "Ready", "message": "é"}]});
+    assert_eq!(
+        super::json_size(&value),
+        serde_json::to_vec(&value).unwrap().len()
+    );
+}
