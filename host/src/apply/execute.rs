@@ -56,31 +56,59 @@ pub struct Executed {
     pub events: usize,
     /// The status patch was written.
     pub status_written: bool,
-    /// The annotation patch was written.
+    /// Patches of the primary's metadata written: the finalizer and the
+    /// version marks, one patch carrying both on a first reconcile.
+    pub metadata_patches: usize,
+    /// The version marks were written (alone or with the finalizer).
     pub annotated: bool,
     /// The finalizer write made, [`FinalizerChange::Unchanged`] for none.
     pub finalizer: FinalizerChange,
 }
 
-impl Executed {
-    /// API requests that changed (or tried to change) something.
-    pub fn api_writes(&self) -> usize {
-        self.applied
-            + self.pruned.len()
-            + self.events
-            + usize::from(self.status_written)
-            + usize::from(self.annotated)
-            + usize::from(self.finalizer != FinalizerChange::Unchanged)
+/// API writes of one execution, by kind: one count per request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteCounts {
+    /// Server-side applies of children.
+    pub apply: usize,
+    /// Deletions of children.
+    pub prune: usize,
+    /// Status patches.
+    pub status: usize,
+    /// Patches of the primary's metadata (finalizer and/or version marks).
+    pub metadata: usize,
+    /// Events recorded (writes too, to the events API, best effort).
+    pub events: usize,
+}
+
+impl WriteCounts {
+    /// Writes of the primary and its children: everything but events.
+    pub fn objects(&self) -> usize {
+        self.apply + self.prune + self.status + self.metadata
     }
 }
 
-/// Carries out `plan` for the primary `obj` (as observed: the finalizer
-/// patches test its finalizer list).
+impl Executed {
+    /// The writes made, by kind.
+    pub fn writes(&self) -> WriteCounts {
+        WriteCounts {
+            apply: self.applied,
+            prune: self.pruned.len(),
+            status: usize::from(self.status_written),
+            metadata: self.metadata_patches,
+            events: self.events,
+        }
+    }
+}
+
+/// Carries out `plan` for the primary `obj` (as observed: the metadata
+/// patches test what they saw of it).
 ///
 /// # Order
 ///
-/// 1. Finalizer add: before any child exists, so a deletion cannot skip the
-///    plugin's `finalize` for something it created.
+/// 1. The `first` metadata write ([`Plan::metadata_writes`]): adding the
+///    finalizer, before any child exists, so a deletion cannot skip the
+///    plugin's `finalize` for something it created; the version marks of the
+///    same plan go in the same JSON patch (one request instead of two).
 /// 2. Server-side apply of every child in the plan (always sent: it is
 ///    idempotent and takes back fields another manager changed).
 /// 3. Pruning of children no longer desired.
@@ -90,9 +118,13 @@ impl Executed {
 ///    status write fails; before the release, after which the object may be
 ///    gone.
 /// 5. The status patch, if the plan has one.
-/// 6. The annotation patch (version marks), if any: last of the reconcile's
-///    writes, since the marks say this version reconciled successfully.
-/// 7. Finalizer removal: releases a deleting primary; nothing follows it.
+/// 6. The `last` metadata write: the version marks, if not written in step
+///    1, last of the reconcile's writes since they say this version
+///    reconciled successfully; then the finalizer removal, which releases a
+///    deleting primary (nothing follows it).
+///
+/// A fresh object with a finalizer-asking plugin of two children thus costs
+/// four object writes (metadata, two applies, status) plus its events.
 ///
 /// # Errors
 ///
@@ -116,14 +148,14 @@ pub async fn execute(
         writer.primary.kind,
         display_name(obj.namespace().as_deref(), &name)
     );
+    let metadata = plan.metadata_writes();
 
-    if plan.finalizer == FinalizerChange::Add {
-        let write = finalizer::add(&primary_api, obj, FINALIZER)
-            .await
-            .map_err(|e| ApplyError::api("adding the finalizer to", target.as_str(), e))?;
-        if write == FinalizerWrite::Written {
-            done.finalizer = FinalizerChange::Add;
-        }
+    if let Some(first) = &metadata.first
+        && metadata::write_first(&primary_api, obj, &target, writer.plugin, first).await?
+    {
+        done.metadata_patches += 1;
+        done.finalizer = first.finalizer;
+        done.annotated = !first.annotations.is_empty();
     }
     for (key, child) in &plan.apply {
         children::apply(writer, key, child).await?;
@@ -156,22 +188,27 @@ pub async fn execute(
     if let Some(body) = &plan.status {
         done.status_written = status::write(&primary_api, &name, &target, body).await?;
     }
-    if !plan.annotations.is_empty() {
+    let Some(last) = &metadata.last else {
+        return Ok(done);
+    };
+    if !last.annotations.is_empty() {
         metadata::annotate(
             &primary_api,
             &name,
             &target,
             writer.plugin,
-            &plan.annotations,
+            &last.annotations,
         )
         .await?;
+        done.metadata_patches += 1;
         done.annotated = true;
     }
-    if plan.finalizer == FinalizerChange::Remove {
+    if last.finalizer == FinalizerChange::Remove {
         let write = finalizer::remove(&primary_api, obj, FINALIZER)
             .await
             .map_err(|e| ApplyError::api("removing the finalizer from", target.as_str(), e))?;
         if write == FinalizerWrite::Written {
+            done.metadata_patches += 1;
             done.finalizer = FinalizerChange::Remove;
         }
     }

@@ -50,21 +50,17 @@ fn finalizers_path() -> PointerBuf {
     PointerBuf::from_tokens(["metadata", "finalizers"])
 }
 
-/// Adds finalizer `name` to `obj` unless it is listed already.
+/// The JSON patch operations that add finalizer `name` to the list
+/// `finalizers` as observed; `None` when it is listed already.
 ///
-/// # Errors
-///
-/// The API server's refusal, including a failed `test` when the list changed
-/// since `obj` was read; see the [module docs](self).
-pub async fn add<K>(api: &Api<K>, obj: &K, name: &str) -> kube::Result<FinalizerWrite>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let finalizers = obj.finalizers();
+/// The whole observed list is tested first, so a concurrent change fails the
+/// patch instead of being overwritten; an empty list cannot be tested (see
+/// the module's Caveats).
+pub(crate) fn add_operations(finalizers: &[String], name: &str) -> Option<Vec<PatchOperation>> {
     if finalizers.iter().any(|f| f == name) {
-        return Ok(FinalizerWrite::Unchanged);
+        return None;
     }
-    let operations = if finalizers.is_empty() {
+    Some(if finalizers.is_empty() {
         // No list to test: servers disagree on testing an absent path
         // against null, so the first entry goes in untested (see Caveats).
         vec![PatchOperation::Add(AddOperation {
@@ -82,6 +78,21 @@ where
                 value: Value::from(name),
             }),
         ]
+    })
+}
+
+/// Adds finalizer `name` to `obj` unless it is listed already.
+///
+/// # Errors
+///
+/// The API server's refusal, including a failed `test` when the list changed
+/// since `obj` was read; see the [module docs](self).
+pub async fn add<K>(api: &Api<K>, obj: &K, name: &str) -> kube::Result<FinalizerWrite>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    let Some(operations) = add_operations(obj.finalizers(), name) else {
+        return Ok(FinalizerWrite::Unchanged);
     };
     api.patch(
         &obj.name_any(),

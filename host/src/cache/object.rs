@@ -1,6 +1,6 @@
 //! Objects as the shared caches keep them and as plugin calls take them.
 
-use kube::api::{ApiResource, DynamicObject, TypeMeta};
+use kube::api::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
 
 /// Trims an object as it enters a shared cache (every reflector applies it to
 /// what it watches, like kube-runtime's `WatchStreamExt::modify`), so that
@@ -19,6 +19,55 @@ pub fn prepare_for_cache(object: &mut DynamicObject, ar: &ApiResource) {
     }
 }
 
+/// `object` as [`prepare_for_cache`] would leave it, for serializing: only
+/// the metadata is copied (without `managedFields`, the largest part of an
+/// API response), the body is borrowed. Serializes as the prepared
+/// `DynamicObject` does, key for key.
+#[derive(serde::Serialize)]
+struct Prepared<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'a str,
+    kind: &'a str,
+    metadata: ObjectMeta,
+    #[serde(flatten)]
+    data: &'a serde_json::Value,
+}
+
+impl<'a> Prepared<'a> {
+    fn of(object: &'a DynamicObject, ar: &'a ApiResource) -> Prepared<'a> {
+        let (api_version, kind) = match &object.types {
+            Some(types) => (types.api_version.as_str(), types.kind.as_str()),
+            None => (ar.api_version.as_str(), ar.kind.as_str()),
+        };
+        let m = &object.metadata;
+        // Field by field, so that a field added to ObjectMeta is a compile
+        // error here rather than silently dropped.
+        let metadata = ObjectMeta {
+            annotations: m.annotations.clone(),
+            creation_timestamp: m.creation_timestamp.clone(),
+            deletion_grace_period_seconds: m.deletion_grace_period_seconds,
+            deletion_timestamp: m.deletion_timestamp.clone(),
+            finalizers: m.finalizers.clone(),
+            generate_name: m.generate_name.clone(),
+            generation: m.generation,
+            labels: m.labels.clone(),
+            managed_fields: None,
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            owner_references: m.owner_references.clone(),
+            resource_version: m.resource_version.clone(),
+            self_link: m.self_link.clone(),
+            uid: m.uid.clone(),
+        };
+        Prepared {
+            api_version,
+            kind,
+            metadata,
+            data: &object.data,
+        }
+    }
+}
+
 /// True when `object` is not yet as [`prepare_for_cache`] leaves it (e.g. it
 /// came from an API response rather than from a cache).
 fn needs_preparing(object: &DynamicObject) -> bool {
@@ -31,9 +80,7 @@ fn needs_preparing(object: &DynamicObject) -> bool {
 /// prepared on a copy first, so a plugin sees the same either way.
 pub fn object_text(object: &DynamicObject, ar: &ApiResource) -> String {
     let serialized = if needs_preparing(object) {
-        let mut prepared = object.clone();
-        prepare_for_cache(&mut prepared, ar);
-        serde_json::to_string(&prepared)
+        serde_json::to_string(&Prepared::of(object, ar))
     } else {
         serde_json::to_string(object)
     };
@@ -102,5 +149,29 @@ mod tests {
             parsed(&object_text(&other, &config_maps()))["kind"],
             "Other"
         );
+    }
+
+    #[test]
+    fn preparing_on_the_fly_writes_what_a_prepared_copy_writes() {
+        let ar = config_maps();
+        for object in [
+            list_item(),
+            serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "b", "namespace": "default", "uid": "u", "resourceVersion": "3",
+                    "labels": {"a": "b"}, "annotations": {"c": "d"}, "finalizers": ["f"],
+                    "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "o"}],
+                    "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+                "data": {"k": "v"},
+            }))
+            .unwrap(),
+        ] {
+            let mut prepared = object.clone();
+            prepare_for_cache(&mut prepared, &ar);
+            assert_eq!(
+                object_text(&object, &ar),
+                serde_json::to_string(&prepared).unwrap()
+            );
+        }
     }
 }

@@ -482,29 +482,26 @@ fn children_outside<'a>(
 /// Carries out `plan`, logging what was written and counting it.
 async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
     let executed = apply::execute(&writer(ctx), obj, plan).await?;
+    let writes = executed.writes();
     let m = &ctx.metrics;
-    m.writes(&ctx.plugin, WriteKind::Apply, executed.applied);
-    m.writes(&ctx.plugin, WriteKind::Prune, executed.pruned.len());
-    m.writes(
-        &ctx.plugin,
-        WriteKind::Status,
-        usize::from(executed.status_written),
-    );
+    m.writes(&ctx.plugin, WriteKind::Apply, writes.apply);
+    m.writes(&ctx.plugin, WriteKind::Prune, writes.prune);
+    m.writes(&ctx.plugin, WriteKind::Status, writes.status);
+    // One count per request: a metadata patch that carries the finalizer
+    // (and the marks with it) is a finalizer write; the rest carry marks.
+    let finalizer = usize::from(executed.finalizer != plan::FinalizerChange::Unchanged);
+    m.writes(&ctx.plugin, WriteKind::Finalizer, finalizer);
     m.writes(
         &ctx.plugin,
         WriteKind::Annotations,
-        usize::from(executed.annotated),
-    );
-    m.writes(
-        &ctx.plugin,
-        WriteKind::Finalizer,
-        usize::from(executed.finalizer != plan::FinalizerChange::Unchanged),
+        writes.metadata.saturating_sub(finalizer),
     );
     m.events(&ctx.plugin, executed.events, plan.events_dropped);
     tracing::debug!(
         plugin = %ctx.plugin,
         object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
-        writes = executed.api_writes(),
+        writes = writes.objects(),
+        events = writes.events,
         ?executed,
         "plan executed"
     );

@@ -1,4 +1,8 @@
 //! The version marks a successful reconcile leaves on its primary.
+//!
+//! Written last, after the status, except on a reconcile that also adds the
+//! host's finalizer (an object's first): then they go in the finalizer's
+//! patch, before the children ([`super::MetadataWrites`]).
 
 use std::collections::BTreeMap;
 

@@ -9,7 +9,8 @@
 //!
 //! 1. A user creates a primary; its plugin's manifest asks for a finalizer.
 //! 2. The reconcile plan says [`FinalizerChange::Add`] ([`on_reconcile`]); the
-//!    executor adds [`FINALIZER`] before it applies any child.
+//!    executor adds [`FINALIZER`] before it applies any child, in one patch
+//!    with the plan's version marks ([`super::MetadataWrites`]).
 //! 3. Later reconciles see the finalizer and plan [`FinalizerChange::Unchanged`].
 //! 4. The user deletes the primary; the API server sets `deletionTimestamp`
 //!    and keeps the object while the finalizer is listed.
@@ -26,6 +27,10 @@
 //! - When the plugin asks for a finalizer, no child is applied before the
 //!   finalizer is on the primary (the executor writes it first), so anything
 //!   the plugin created is finalized before the primary is gone.
+//! - The version marks that go with the finalizer never overwrite what
+//!   someone else changed meanwhile: a mark is removed only after a `test`
+//!   of its observed value, and an annotation map created from nothing is
+//!   guarded by a `test` of the observed `resourceVersion`.
 //! - The host removes only its own entry (a JSON patch `test`s the entry at
 //!   its index first), never another controller's, and never adds a second
 //!   copy (the add `test`s the whole list it saw).

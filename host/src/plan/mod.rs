@@ -209,6 +209,34 @@ impl Plan {
         }
     }
 
+    /// The patches of the primary's metadata this plan makes (the host's
+    /// finalizer and the version marks), grouped into the fewest requests
+    /// that keep their order; see [`MetadataWrites`].
+    pub fn metadata_writes(&self) -> MetadataWrites {
+        let annotations = || self.annotations.clone();
+        match self.finalizer {
+            // The finalizer must be on the object before any child exists;
+            // the marks ride along in the same patch instead of a request of
+            // their own at the end.
+            FinalizerChange::Add => MetadataWrites {
+                first: Some(MetadataWrite {
+                    finalizer: FinalizerChange::Add,
+                    annotations: annotations(),
+                }),
+                last: None,
+            },
+            change => MetadataWrites {
+                first: None,
+                last: (change != FinalizerChange::Unchanged || !self.annotations.is_empty()).then(
+                    || MetadataWrite {
+                        finalizer: change,
+                        annotations: annotations(),
+                    },
+                ),
+            },
+        }
+    }
+
     /// True when carrying the plan out makes no API write at all.
     pub fn is_noop(&self) -> bool {
         self.apply.is_empty()
@@ -218,6 +246,37 @@ impl Plan {
             && self.annotations.is_empty()
             && self.finalizer == FinalizerChange::Unchanged
     }
+}
+
+/// Changes to the primary's own metadata that the executor sends together.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataWrite {
+    /// The host's finalizer.
+    pub finalizer: FinalizerChange,
+    /// The version marks (empty: none).
+    pub annotations: AnnotationChanges,
+}
+
+/// Where a plan's metadata changes are written, as [`Plan::metadata_writes`]
+/// groups them.
+///
+/// - Adding the finalizer goes `first`, before any child is applied (see
+///   [`finalizer`]); the version marks of the same plan go with it, in one
+///   patch. That is the first reconcile of an object (or the first under a
+///   version that asks for a finalizer): the marks then record the version
+///   that took the object on, written before its children. A later write of
+///   that reconcile can still fail; the retry plans no marks (they are
+///   already there) and writes the rest.
+/// - Otherwise the marks go `last`, after the status: they say this version
+///   reconciled the object. Removing the finalizer is last too (it may
+///   release the object); the executor removes it after writing the marks of
+///   the same plan, if any (no planner makes both today).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataWrites {
+    /// Written before any child.
+    pub first: Option<MetadataWrite>,
+    /// Written after the status.
+    pub last: Option<MetadataWrite>,
 }
 
 /// Why a plugin's answer cannot be planned. Nothing is written for it; the
@@ -516,7 +575,7 @@ pub fn reconcile(
         &ctx.timestamp(),
     );
     if let Some(body) = &status {
-        let size = serde_json::to_vec(body).map_or(usize::MAX, |b| b.len());
+        let size = json_size(body);
         if size > limits.max_status_bytes {
             return Err(PlanError::StatusTooLarge {
                 plugin: manifest.name.clone(),
@@ -540,6 +599,24 @@ pub fn reconcile(
         breaches,
         events_dropped,
     })
+}
+
+/// The size in bytes of `value` as compact JSON, counted without building
+/// the text (this runs on every reconcile that writes a status).
+fn json_size(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A `Value` always serializes; were it not to, the limit refuses it.
+    serde_json::to_writer(&mut count, value).map_or(usize::MAX, |()| count.0)
 }
 
 /// The plan for a deleting primary, after the plugin's `finalize` answered

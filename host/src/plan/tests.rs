@@ -172,6 +172,87 @@ fn create_applies_children_adds_the_finalizer_and_marks_the_version() {
     assert_eq!(plan.events.len(), 1);
     assert_eq!(plan.events[0].action, EventAction::Reconcile);
     assert_eq!(plan.requeue, Requeue::AfterMs(1500));
+    // One metadata write, before the children: the finalizer and the marks.
+    let metadata = plan.metadata_writes();
+    assert_eq!(
+        metadata.first,
+        Some(MetadataWrite {
+            finalizer: FinalizerChange::Add,
+            annotations: plan.annotations.clone(),
+        })
+    );
+    assert_eq!(metadata.last, None);
+}
+
+/// Object writes of a plan (events apart), one per request, as the executor
+/// sends them when every write changes something.
+fn object_writes(plan: &Plan) -> usize {
+    let metadata = plan.metadata_writes();
+    let last = metadata.last.as_ref().map_or(0, |last| {
+        usize::from(!last.annotations.is_empty())
+            + usize::from(last.finalizer != FinalizerChange::Unchanged)
+    });
+    plan.apply.len()
+        + plan.prune.len()
+        + usize::from(plan.status.is_some())
+        + usize::from(metadata.first.is_some())
+        + last
+}
+
+#[test]
+fn a_fresh_object_costs_one_write_per_child_plus_two() {
+    let m = manifest();
+    let obj = primary();
+    let answer = desired(vec![service("shop"), service("shop-admin")]);
+    let plan = plan_of(&obj, &[], &answer, &ctx(&m)).unwrap();
+    // Metadata (finalizer and marks), two children, status.
+    assert_eq!(object_writes(&plan), 4);
+    // Without a finalizer the marks are written last, after the status.
+    let no_finalizer = Manifest {
+        finalizer: false,
+        ..manifest()
+    };
+    let plan = plan_of(&obj, &[], &answer, &ctx(&no_finalizer)).unwrap();
+    let metadata = plan.metadata_writes();
+    assert_eq!(metadata.first, None);
+    assert_eq!(metadata.last.unwrap().annotations, plan.annotations);
+    assert_eq!(object_writes(&plan), 4);
+}
+
+#[test]
+fn a_new_version_marks_last_and_a_missing_finalizer_goes_first_alone() {
+    let m = manifest();
+    let answer = desired(vec![]);
+    let created = plan_of(&primary(), &[], &answer, &ctx(&m)).unwrap();
+    let settled = settle(primary(), &created);
+    // Served by a newer version: only the marks change, written last.
+    let newer = Manifest {
+        version: "1.3.0".into(),
+        ..manifest()
+    };
+    let upgraded = plan_of(&settled, &[], &answer, &ctx(&newer)).unwrap();
+    let metadata = upgraded.metadata_writes();
+    assert_eq!(metadata.first, None);
+    let last = metadata.last.unwrap();
+    assert_eq!(last.finalizer, FinalizerChange::Unchanged);
+    assert_eq!(
+        last.annotations[MANAGED_BY_VERSION_ANNOTATION].as_deref(),
+        Some("1.3.0")
+    );
+    // Marked, but the finalizer was removed by hand: it goes back alone,
+    // first.
+    let mut unheld = settled.clone();
+    unheld.metadata.finalizers = Some(Vec::new());
+    let plan = plan_of(&unheld, &[], &answer, &ctx(&m)).unwrap();
+    let metadata = plan.metadata_writes();
+    assert_eq!(
+        metadata.first,
+        Some(MetadataWrite {
+            finalizer: FinalizerChange::Add,
+            annotations: AnnotationChanges::new(),
+        })
+    );
+    assert_eq!(metadata.last, None);
 }
 
 #[test]
@@ -189,6 +270,7 @@ fn nothing_changed_plans_no_write() {
 
     let again = plan_of(&settled, &[], &answer, &ctx(&m)).unwrap();
     assert!(again.is_noop(), "{again:#?}");
+    assert_eq!(again.metadata_writes(), MetadataWrites::default());
     assert_eq!(again.requeue, Requeue::Resync);
 }
 
@@ -326,6 +408,16 @@ fn finalize_removes_the_finalizer_when_done() {
     assert_eq!(
         finalize(&obj, None, &ctx(&m)).finalizer,
         FinalizerChange::Remove
+    );
+    // Removed last, alone.
+    let metadata = plan.metadata_writes();
+    assert_eq!(metadata.first, None);
+    assert_eq!(
+        metadata.last,
+        Some(MetadataWrite {
+            finalizer: FinalizerChange::Remove,
+            annotations: AnnotationChanges::new(),
+        })
     );
     // Released: the object settles without it.
     assert!(settle(obj, &plan).metadata.finalizers.unwrap().is_empty());
@@ -706,4 +798,13 @@ fn only_children_the_caches_show_as_ours_are_force_applied() {
     // Not cached: created without force, so an object someone created
     // meanwhile is refused by the API server instead of taken over.
     assert!(!plan.apply[&key("Service", "fresh")].exists);
+}
+
+#[test]
+fn json_size_counts_the_compact_text() {
+    let value = json!({"phase": "Running", "conditions": [{"type": "Ready", "message": "é"}]});
+    assert_eq!(
+        super::json_size(&value),
+        serde_json::to_vec(&value).unwrap().len()
+    );
 }

@@ -51,8 +51,21 @@ async fn metrics_health_and_readiness() {
     })
     .await;
 
-    let (status, text) = http_get(&format!("{base}/metrics")).await.unwrap();
-    assert_eq!(status, 200);
+    // The status is visible before the reconcile that wrote it has returned
+    // and been counted: wait for the count.
+    let text = wait_until("the reconcile to be counted", CONVERGE, || async {
+        match http_get(&format!("{base}/metrics")).await? {
+            (200, text)
+                if text.contains(
+                    "controller_runtime_reconcile_total{controller=\"webapp\",result=\"success\"}",
+                ) =>
+            {
+                Ok(text)
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     for needle in [
         "controller_runtime_reconcile_total{controller=\"webapp\",result=\"success\"}",
         "controller_runtime_reconcile_time_seconds_count{controller=\"webapp\"}",
@@ -66,6 +79,16 @@ async fn metrics_health_and_readiness() {
     ] {
         assert!(text.contains(needle), "/metrics lacks {needle}:\n{text}");
     }
+    // The fresh object's finalizer and version marks went in one metadata
+    // patch: one finalizer write, no annotation write of its own.
+    assert!(
+        text.contains("wasm_operator_writes_total{plugin=\"webapp\",write=\"finalizer\"} 1\n"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("write=\"annotations\""),
+        "the marks were written apart from the finalizer:\n{text}"
+    );
     server.abort();
 }
 
