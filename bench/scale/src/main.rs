@@ -512,7 +512,7 @@ fn start_operator(args: &Args, op: &str, kubeconfig: &Path, log: &Path) -> anyho
         }
         "kopf" => {
             let mut c = Command::new(&args.kopf);
-            c.args(["run", "--standalone", "--all-namespaces", "--quiet"])
+            c.args(["run", "--standalone", "--all-namespaces"])
                 .arg(&args.kopf_script)
                 .env("KUBECONFIG", kubeconfig)
                 .env("BENCH_CONCURRENCY", args.concurrency.to_string());
