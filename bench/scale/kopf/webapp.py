@@ -103,3 +103,10 @@ def reconcile(spec, meta, name, namespace, body, patch, **_):
             "observedGeneration": generation,
         }
     ]
+
+
+@kopf.on.delete("example.com", "v1", "webapps")
+def finalize(name, logger, **_):
+    # The plugin asks for a finalizer; kopf keeps its own only while a delete
+    # handler exists, so this is what puts it on every WebApp.
+    logger.info(f"WebApp {name} is being deleted; its Deployment and Service follow")
