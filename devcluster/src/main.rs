@@ -2,7 +2,8 @@
 //!
 //! Fault injection is exposed as an admin API: `POST /_devcluster/faults/close-watches`,
 //! `/expire-history`, `/fail-next` (`{"pathPrefix": "/api", "count": 3, "status": 503}`)
-//! and `/latency` (`{"millis": 200}`).
+//! and `/latency` (`{"millis": 200}`); `GET /_devcluster/requests` answers the count of served
+//! requests by verb and resource (for benchmarks).
 
 use std::path::PathBuf;
 

@@ -8,6 +8,7 @@ mod discovery;
 mod path;
 mod protobuf;
 mod query;
+pub mod requests;
 mod resources;
 mod select;
 mod table;
@@ -40,6 +41,8 @@ pub struct Shared {
     pub token: Option<String>,
     /// Client for admission and conversion webhooks.
     pub webhooks: WebhookClient,
+    /// Served resource requests by verb, for benchmarks (`GET /_devcluster/requests`).
+    pub requests: requests::RequestCounter,
 }
 
 impl Shared {
@@ -51,6 +54,7 @@ impl Shared {
             store,
             token,
             webhooks: WebhookClient::default(),
+            requests: requests::RequestCounter::default(),
         }
     }
 }
@@ -143,6 +147,9 @@ fn injected(status: u16) -> ApiError {
 
 async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
+    if path == "/_devcluster/requests" {
+        return json_response(200, &shared.requests.snapshot());
+    }
     if let Some(action) = path.strip_prefix("/_devcluster/faults/") {
         let action = action.to_string();
         let body = read_body(req).await.unwrap_or_default();
@@ -174,7 +181,23 @@ async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Res
     }
     match discovery::handle(&shared, &path) {
         Some(resp) => resp,
-        None => resources::handle(shared, req).await,
+        None => {
+            // Classified before the handler consumes the request, counted with its outcome.
+            let counted = ResourcePath::parse(&path).map(|rp| {
+                let query = Query::parse(req.uri().query());
+                let content_type = req
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default();
+                (requests::verb(req.method(), &rp, &query, content_type), rp)
+            });
+            let resp = resources::handle(shared.clone(), req).await;
+            if let Some((verb, rp)) = counted {
+                shared.requests.record(verb, &rp, resp.status().as_u16());
+            }
+            resp
+        }
     }
 }
 
