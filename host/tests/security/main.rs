@@ -19,80 +19,30 @@ mod limits;
 
 use std::time::Duration;
 
-use devcluster::DevCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::contract::{Grant, GroupKind};
-use wasm_operator::engine::{CallLimits, EngineConfig};
-use wasm_operator::manager::{Manager, ManagerOptions};
-use wasm_operator::registry::{
-    ActivationOptions, LoadedVersion, Registry, RegistryError, RegistryOptions,
-};
-use wasm_operator::telemetry::Metrics;
+use wasm_operator::engine::CallLimits;
+use wasm_operator::registry::{ActivationOptions, LoadedVersion, RegistryError};
 
 /// How long a test waits for the host to converge before failing.
 pub const CONVERGE: Duration = Duration::from_secs(60);
 
-/// A devcluster with the host (manager, registry, controllers) running
-/// against it, and the Attack CRD installed.
-pub struct Host {
-    pub cluster: DevCluster,
-    pub manager: Manager,
-    /// The manager's registry.
-    pub registry: Registry,
-    pub metrics: Metrics,
-    _cache_dir: tempfile::TempDir,
-}
+pub use support::host::Host;
 
 impl Host {
-    /// A host with short limits (1 s per call, 256 MiB: the flood attacks
+    /// A host with short limits (2 s per call, 256 MiB: the flood attacks
     /// need room to build their answers) and the Attack CRD installed.
     pub async fn start() -> Host {
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-        let cluster = support::start_cluster().await;
-        let cache_dir = tempfile::tempdir().unwrap();
-        let metrics = Metrics::new();
-        let options = RegistryOptions {
-            concurrency: 4,
-            engine: EngineConfig {
-                cache_dir: Some(cache_dir.path().to_path_buf()),
-                limits: CallLimits {
-                    timeout: Duration::from_secs(2),
-                    memory_bytes: 256 << 20,
-                    output_bytes: 16 << 20,
-                    ..CallLimits::default()
-                },
-                ..EngineConfig::default()
-            },
-            metrics: metrics.clone(),
-        };
-        let manager = Manager::start(
-            cluster.client(),
-            ManagerOptions {
-                registry: options,
-                ..ManagerOptions::default()
-            },
-        )
-        .await
-        .unwrap();
-        support::install_crd(&cluster.client(), &support::example_crd("hostile")).await;
-        Host {
-            cluster,
-            registry: manager.registry().clone(),
-            manager,
-            metrics,
-            _cache_dir: cache_dir,
-        }
-    }
-
-    pub fn client(&self) -> kube::Client {
-        self.cluster.client()
+        let host = Host::start_with(CallLimits {
+            timeout: Duration::from_secs(2),
+            memory_bytes: 256 << 20,
+            output_bytes: 16 << 20,
+            ..CallLimits::default()
+        })
+        .await;
+        support::install_crd(&host.client(), &support::example_crd("hostile")).await;
+        host
     }
 
     /// Loads the built plugin `plugin` (e.g. `hostile`, `hostile_liar`)

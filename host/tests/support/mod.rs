@@ -5,6 +5,7 @@
 //! Include it with `#[path = "../support/mod.rs"] mod support;`.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod host;
 pub mod registry;
 
 use std::future::Future;
