@@ -21,17 +21,6 @@ fn hostile_spec(path: &std::path::Path) -> Value {
     })
 }
 
-fn finalizers(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 async fn events_about(client: &kube::Client, name: &str) -> Vec<(String, String, String)> {
     support::events_about(client, "default", Some("Attack"), name).await
 }
@@ -69,7 +58,7 @@ async fn deleting_the_wasmplugin_of_a_plugin_that_never_finalizes_leaves_nothing
                 let attacks = attacks.clone();
                 async move {
                     let o = get_json(&attacks, name).await.ok_or("gone")?;
-                    if finalizers(&o).iter().any(|f| f == HOST_FINALIZER) {
+                    if support::finalizers(&o).iter().any(|f| f == HOST_FINALIZER) {
                         Ok(())
                     } else {
                         Err(o.to_string())
@@ -108,7 +97,9 @@ async fn deleting_the_wasmplugin_of_a_plugin_that_never_finalizes_leaves_nothing
     .await;
     let live = get_json(&attacks, "live").await.expect("live stays");
     assert!(
-        !finalizers(&live).iter().any(|f| f == HOST_FINALIZER),
+        !support::finalizers(&live)
+            .iter()
+            .any(|f| f == HOST_FINALIZER),
         "the host's finalizer outlived the plugin: {live}"
     );
     for (name, effect) in [

@@ -283,3 +283,15 @@ pub async fn events_about(
         })
         .collect()
 }
+
+/// `metadata.finalizers` of an object as JSON (empty when absent).
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

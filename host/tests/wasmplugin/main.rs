@@ -177,6 +177,21 @@ impl Fixture {
         .await
     }
 
+    /// Waits for `Degraded` with `reason` (a refusal: nothing need be
+    /// serving); returns the object and the condition's message.
+    pub async fn wait_refused(&self, name: &str, reason: &str) -> (Value, String) {
+        let o = self
+            .wait_for(name, &format!("Degraded {reason}"), |o| {
+                condition(o, "Degraded").and_then(|c| c.get("reason")) == Some(&json!(reason))
+            })
+            .await;
+        let message = condition(&o, "Degraded")
+            .and_then(|c| c["message"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        (o, message)
+    }
+
     /// Waits for an event about WasmPlugin `name` with `reason`; returns
     /// `(type, note)`.
     pub async fn wait_event(&self, name: &str, reason: &str) -> (String, String) {

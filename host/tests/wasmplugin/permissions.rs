@@ -21,17 +21,8 @@ async fn permissions_refuse_a_manifest_beyond_the_grant() {
         "own": [{"group": "example.com", "kind": "WebApp"}, {"group": "apps", "kind": "Deployment"}],
     });
     fx.create("narrow", spec).await;
-    let o = fx
-        .wait_for("narrow", "Degraded PermissionDenied", |o| {
-            condition(o, "Degraded").and_then(|c| c.get("reason"))
-                == Some(&json!("PermissionDenied"))
-        })
-        .await;
+    let (o, message) = fx.wait_refused("narrow", "PermissionDenied").await;
     assert!(!condition_is(&o, "Ready", "True"), "{o}");
-    let message = condition(&o, "Degraded").unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
     assert!(
         message.contains("owns v1 Service") && message.contains("not in the grant's own list"),
         "{message}"
@@ -81,16 +72,7 @@ async fn the_default_grant_refuses_a_plugin_asking_for_secrets() {
     let path = fx.dir.path().join("hostile.wasm");
     write_atomically(&path, &hostile);
     fx.create("hostile", file_spec(&path)).await;
-    let o = fx
-        .wait_for("hostile", "Degraded PermissionDenied", |o| {
-            condition(o, "Degraded").and_then(|c| c.get("reason"))
-                == Some(&json!("PermissionDenied"))
-        })
-        .await;
-    let message = condition(&o, "Degraded").unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_, message) = fx.wait_refused("hostile", "PermissionDenied").await;
     assert!(
         message.contains("owns v1 Secret")
             && message.contains("owns rbac.authorization.k8s.io/v1 ClusterRoleBinding"),
@@ -124,16 +106,7 @@ async fn a_second_wasmplugin_for_a_served_primary_kind_is_refused() {
     fx.wait_serving("attacks", &digest(&hostile)).await;
 
     fx.create("liar", file_spec(&liar_path)).await;
-    let o = fx
-        .wait_for("liar", "Degraded PrimaryKindConflict", |o| {
-            condition(o, "Degraded").and_then(|c| c.get("reason"))
-                == Some(&json!("PrimaryKindConflict"))
-        })
-        .await;
-    let message = condition(&o, "Degraded").unwrap()["message"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (_, message) = fx.wait_refused("liar", "PrimaryKindConflict").await;
     assert!(
         message.contains("hostile-liar") && message.contains("plugin hostile already serves"),
         "{message}"

@@ -5,7 +5,7 @@
 //! WasmPlugin whose plugin holds finalizers lets go of its primaries.
 
 use kube::api::{Api, DeleteParams, DynamicObject};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{self, condition, wait_until};
 use crate::{CONVERGE, Fixture, NS, digest, file_spec, write_atomically};
@@ -128,17 +128,6 @@ async fn webapp_events(client: &kube::Client, name: &str) -> Vec<(String, String
     support::events_about(client, NS, Some("WebApp"), name).await
 }
 
-fn finalizers(o: &Value) -> Vec<String> {
-    o.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_wasmplugin_releases_the_primaries_its_plugin_held() {
     let fx = Fixture::start().await;
@@ -155,7 +144,7 @@ async fn deleting_a_wasmplugin_releases_the_primaries_its_plugin_held() {
     );
     let held = support::get_json(&webapps, "kept").await.unwrap();
     assert!(
-        finalizers(&held).contains(&"wasm-operator.dev/finalizer".to_string()),
+        support::finalizers(&held).contains(&"wasm-operator.dev/finalizer".to_string()),
         "{held}"
     );
 
@@ -173,7 +162,7 @@ async fn deleting_a_wasmplugin_releases_the_primaries_its_plugin_held() {
     .await;
     let released = support::get_json(&webapps, "kept").await.unwrap();
     assert!(
-        !finalizers(&released).contains(&"wasm-operator.dev/finalizer".to_string()),
+        !support::finalizers(&released).contains(&"wasm-operator.dev/finalizer".to_string()),
         "the host's finalizer outlived the plugin: {released}"
     );
     let client = fx.client();
