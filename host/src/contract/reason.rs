@@ -173,6 +173,12 @@ reasons! {
     RolledBack => Normal,
     /// The plugin was stopped.
     Unloaded => Normal,
+    /// A split or selector canary candidate declares a
+    /// `min_compatible_version` above the stable version: objects it wrote
+    /// could not be rolled back, so it was refused.
+    CanaryIrreversible => WasmPlugin,
+    /// A canary operation (promote, abort, step) found no candidate.
+    NoCanary => WasmPlugin,
 }
 
 impl fmt::Display for Reason {
