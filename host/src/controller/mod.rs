@@ -267,11 +267,17 @@ impl ControllerHandle {
     /// promoted), at most `rate` per second, so it is reconciled by its new
     /// version without a herd. Returns how many were queued.
     pub fn reconcile_moved(&self, previous: &VersionSet, next: &VersionSet, rate: f64) -> usize {
+        self.reconcile_paced(|o| previous.moves(next, o), rate)
+    }
+
+    /// Queues every primary `pick` selects, at most `rate` per second (see
+    /// [`ControllerHandle::reconcile_moved`]). Returns how many were queued.
+    pub fn reconcile_paced(&self, pick: impl Fn(&DynamicObject) -> bool, rate: f64) -> usize {
         let mut objects: Vec<Arc<DynamicObject>> = self
             .primary
             .state()
             .into_iter()
-            .filter(|o| previous.moves(next, o))
+            .filter(|o| pick(o))
             .collect();
         // Deterministic order: namespace, then name.
         objects.sort_by_key(|o| (o.namespace(), o.name_any()));

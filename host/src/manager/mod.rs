@@ -406,7 +406,15 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                     // are reconciled again, at the rollout rate.
                     Some(previous) if previous.candidate.is_some() || next.candidate.is_some() => {
                         let rate = rollout_rate(previous, &next);
-                        let moved = controller.reconcile_moved(previous, &next, rate);
+                        let moved = if starts_shadowing(previous, &next) {
+                            // Every object gets a stable reconcile soon, so
+                            // each is compared once without waiting for a
+                            // change or the resync (a converged object's
+                            // reconcile writes nothing).
+                            controller.reconcile_paced(|_| true, rate)
+                        } else {
+                            controller.reconcile_moved(previous, &next, rate)
+                        };
                         tracing::info!(
                             plugin = %name, objects = moved, rate,
                             "reconciling the objects whose serving version changed"
@@ -464,6 +472,16 @@ fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
     kinds_of(previous) != kinds_of(next)
         || previous.concurrency != next.concurrency
         || previous.stable.grant != next.stable.grant
+}
+
+/// True when `next` has a shadowing candidate that did not shadow in
+/// `previous` (a new candidate, or a change into Shadow or DryRun).
+fn starts_shadowing(previous: &VersionSet, next: &VersionSet) -> bool {
+    next.shadow().is_some_and(|c| {
+        !previous
+            .shadow()
+            .is_some_and(|p| Arc::ptr_eq(&p.observations, &c.observations))
+    })
 }
 
 /// The rate to move objects between versions at: the candidate's (the new
