@@ -12,7 +12,7 @@
 //! `cargo bench -p wasm-operator --bench shadow`
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::time::{Duration, Instant};
@@ -21,9 +21,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::engine::EngineConfig;
 use wasm_operator::manager::{Manager, ManagerOptions};
-use wasm_operator::registry::{
-    ActivationOptions, RegistryOptions, Rollout, RolloutSettings,
-};
+use wasm_operator::registry::{ActivationOptions, RegistryOptions, Rollout, RolloutSettings};
 use wasm_operator::telemetry::Metrics;
 
 const OBJECTS: usize = 20;
@@ -52,11 +50,15 @@ async fn one_reconcile(api: &Api<DynamicObject>, name: &str, replicas: i64) -> D
         .await
         .expect("patch");
     let generation = patched.metadata.generation.unwrap_or_default();
-    let done = kube::runtime::wait::await_condition(api.clone(), name, move |o: Option<&DynamicObject>| {
-        o.and_then(|o| o.data.pointer("/status/observedGeneration"))
-            .and_then(Value::as_i64)
-            .is_some_and(|g| g >= generation)
-    });
+    let done = kube::runtime::wait::await_condition(
+        api.clone(),
+        name,
+        move |o: Option<&DynamicObject>| {
+            o.and_then(|o| o.data.pointer("/status/observedGeneration"))
+                .and_then(Value::as_i64)
+                .is_some_and(|g| g >= generation)
+        },
+    );
     tokio::time::timeout(Duration::from_secs(30), done)
         .await
         .expect("reconciled within 30 s")
@@ -116,7 +118,9 @@ async fn main() {
             "spec": {"replicas": 1, "image": "nginx:1.27"},
         }))
         .expect("object");
-        api.create(&PostParams::default(), &app).await.expect("create");
+        api.create(&PostParams::default(), &app)
+            .await
+            .expect("create");
     }
     // Warm up: every object reconciled once.
     for i in 0..OBJECTS {
@@ -148,7 +152,11 @@ async fn main() {
             let name = format!("bench-{}", s % OBJECTS);
             replicas = if replicas == 1 { 2 } else { 1 };
             let took = one_reconcile(&api, &name, replicas).await;
-            if shadowing { on.push(took) } else { off.push(took) }
+            if shadowing {
+                on.push(took)
+            } else {
+                off.push(took)
+            }
         }
     }
     let counts = registry

@@ -393,3 +393,49 @@ impl Drop for ControllerHandle {
         self.shutdown.cancel();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> ObjectRef<DynamicObject> {
+        let ar = ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            api_version: "example.com/v1".into(),
+            kind: "WebApp".into(),
+            plural: "webapps".into(),
+        };
+        ObjectRef::new_with(name, ar).within("default")
+    }
+
+    #[tokio::test]
+    async fn the_pacer_queues_each_object_once_in_order() {
+        let (batches, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (out, mut received) = mpsc::unbounded();
+        let shutdown = CancellationToken::new();
+        let pacer = tokio::spawn(pace(rx, out, shutdown.clone()));
+        let refs = |names: &[&str]| names.iter().map(|n| object(n)).collect();
+        batches
+            .send(Paced {
+                objects: refs(&["a", "b", "c"]),
+                rate: 1000.0,
+            })
+            .unwrap();
+        // "b" and "c" are still queued: only "d" is added.
+        batches
+            .send(Paced {
+                objects: refs(&["b", "c", "d"]),
+                rate: 1000.0,
+            })
+            .unwrap();
+        let mut names = Vec::new();
+        while names.len() < 4 {
+            let next = received.next().await.expect("the pacer runs");
+            names.push(next.name);
+        }
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        shutdown.cancel();
+        pacer.await.unwrap();
+    }
+}

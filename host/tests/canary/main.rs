@@ -47,6 +47,8 @@ pub const DIFFER: &str = "webapp_differ";
 pub const FLAKY: &str = "webapp_flaky";
 /// webapp 1.4.0: its reconcile never returns.
 pub const LOOP: &str = "webapp_loop";
+/// webapp 2.0.0: an upgrade step, a tier label on its children.
+pub const V2: &str = "webapp_v2";
 /// webapp 3.0.0: min_compatible_version 3.0.0.
 pub const V3: &str = "webapp_v3";
 
@@ -108,6 +110,19 @@ impl Host {
     }
 
     /// Sets the built plugin `file` as webapp's candidate with `settings`.
+    /// Compiles and checks the built plugin `file` as a new webapp version.
+    pub async fn prepare(&self, file: &str) -> wasm_operator::registry::Candidate {
+        let path = support::plugin_wasm(file);
+        self.registry
+            .prepare(
+                &format!("file:{}", path.display()),
+                support::plugin_bytes(file),
+                Some("webapp"),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("preparing {file}: {e}"))
+    }
+
     pub async fn try_canary(
         &self,
         file: &str,

@@ -1,13 +1,14 @@
 //! Split and selector candidates: which version serves each object, sticky
 //! across weight steps and restarts, and back to stable when dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use wasm_operator::cache::LabelSelector;
 use wasm_operator::registry::{ActivationOptions, RegistryError, Rollout, assign};
 
+use crate::support;
 use crate::{Host, NEXT, STABLE, V3, create_webapps, fast, uid, wait_versions, webapps};
 
 /// The version the split at `weight` must give `app`.
@@ -65,13 +66,46 @@ async fn a_split_is_sticky_across_steps_and_restarts_and_drops_back_to_stable() 
         );
     }
     assert_routing(&host, 50).await;
+    // Both versions apply with the same field manager: the Deployments of
+    // objects on either version have the same managers.
+    let deployments = support::dynamic_api(&client, &crate::deployment_kind(), Some(crate::NS));
+    let managers: BTreeSet<Vec<String>> = deployments
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| {
+            d.metadata
+                .managed_fields
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| {
+                    format!(
+                        "{}/{}",
+                        m.manager.unwrap_or_default(),
+                        m.operation.unwrap_or_default()
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    assert_eq!(managers.len(), 1, "{managers:?}");
 
     // A restart reproduces the assignment: the same versions serve the same
     // objects (nothing moves).
     host.restart().await;
+    // Compiled first, so the candidate is set right after the stable version.
+    let candidate = host.prepare(NEXT).await;
     host.load(STABLE).await;
-    host.canary(NEXT, Rollout::Split { weight_percent: 50 })
-        .await;
+    host.registry
+        .activate_candidate(
+            candidate,
+            fast(Rollout::Split { weight_percent: 50 }),
+            ActivationOptions::default(),
+        )
+        .await
+        .unwrap();
     assert_routing(&host, 50).await;
     wait_versions(&client, by_hash(50)).await;
 

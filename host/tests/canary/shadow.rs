@@ -296,3 +296,48 @@ async fn a_dry_run_names_exactly_the_objects_the_candidate_fails_on() {
         events(&client).await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_candidate_upgrades_in_memory_only() {
+    let host = Host::start().await;
+    let client = host.client();
+    host.load(STABLE).await;
+    let names = create_webapps(&client, "up", 3, |_| json!({})).await;
+    let apps = wait_versions(&client, |_, _| "1.0.0").await;
+    let before = written_state(&client).await;
+    // webapp 2.0.0 upgrades objects 1.0.0 managed, then adds a tier label.
+    host.canary(crate::V2, Rollout::Shadow).await;
+    let observations = host.registry.canary("webapp").expect("a candidate");
+    wait_until("every WebApp compared", CONVERGE, || async {
+        let counts = observations.shadow_counts();
+        if counts.objects_differing == names.len() as u64 {
+            Ok(())
+        } else {
+            Err(format!("{counts:?}"))
+        }
+    })
+    .await;
+    for diff in observations.differing_objects() {
+        assert!(
+            diff.fields
+                .iter()
+                .any(|f| f.path.contains("example.com/tier")),
+            "{diff:#?}"
+        );
+    }
+    // The upgrade was computed, never written: no migration mark, no
+    // upgraded spec, nothing else written.
+    assert_eq!(before, written_state(&client).await);
+    for (name, app) in crate::webapps(&client).await {
+        assert_eq!(app.get("spec"), apps[&name].get("spec"), "{name}");
+        assert_eq!(
+            crate::annotation(&app, "wasm-operator.dev/managed-by-version"),
+            Some("1.0.0")
+        );
+        assert_eq!(
+            crate::annotation(&app, "wasm-operator.dev/migration-state"),
+            Some("completed")
+        );
+        assert_eq!(crate::annotation(&app, "example.com/upgraded-from"), None);
+    }
+}
