@@ -295,6 +295,28 @@ async fn a_dry_run_names_exactly_the_objects_the_candidate_fails_on() {
         "{:?}",
         events(&client).await
     );
+
+    // DryRun → Shadow: every object is compared once; the labelled ones
+    // are errors, the others agree. The dry-run report stays.
+    host.registry
+        .set_rollout("webapp", fast(Rollout::Shadow))
+        .await
+        .unwrap();
+    let counts = wait_until("every WebApp compared", CONVERGE, || async {
+        let counts = observations.shadow_counts();
+        if counts.objects_agreeing >= 5 && counts.errors >= 3 {
+            Ok(counts)
+        } else {
+            Err(format!("{counts:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        (counts.differing, counts.objects_differing),
+        (0, 0),
+        "{counts:?}"
+    );
+    assert_eq!(observations.dry_run().failed, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
