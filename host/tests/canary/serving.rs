@@ -93,21 +93,41 @@ async fn a_split_is_sticky_across_steps_and_restarts_and_drops_back_to_stable() 
     assert_eq!(managers.len(), 1, "{managers:?}");
 
     // A restart reproduces the assignment: the same versions serve the same
-    // objects (nothing moves).
+    // objects, so the new host's first reconcile of every object writes
+    // nothing (no resourceVersion moves).
+    let before = crate::written_state(&client).await;
     host.restart().await;
-    // Compiled first, so the candidate is set right after the stable version.
+    let stable = host.prepare(STABLE).await;
     let candidate = host.prepare(NEXT).await;
-    host.load(STABLE).await;
     host.registry
-        .activate_candidate(
-            candidate,
-            fast(Rollout::Split { weight_percent: 50 }),
+        .activate_with(
+            stable,
             ActivationOptions::default(),
+            Some((
+                candidate,
+                fast(Rollout::Split { weight_percent: 50 }),
+                ActivationOptions::default(),
+            )),
         )
         .await
         .unwrap();
     assert_routing(&host, 50).await;
+    crate::support::wait_until(
+        "every WebApp reconciled after the restart",
+        crate::CONVERGE,
+        || async {
+            let (stable, candidate) = host.registry.counters("webapp").expect("serving");
+            let calls = stable.calls + candidate.map_or(0, |c| c.calls);
+            if calls >= 100 {
+                Ok(())
+            } else {
+                Err(format!("{calls} reconciles"))
+            }
+        },
+    )
+    .await;
     wait_versions(&client, by_hash(50)).await;
+    assert_eq!(before, crate::written_state(&client).await);
 
     // Dropping the candidate returns every object it served to stable.
     let dropped = host.registry.drop_candidate("webapp").await.unwrap();

@@ -1,7 +1,7 @@
 //! Shadow mode and dry runs: the candidate computes, the host compares,
 //! nothing of the candidate is written.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -10,48 +10,11 @@ use wasm_operator::registry::{
     ActivationOptions, DryRunState, Rollout, RolloutSettings, VersionRole,
 };
 
-use crate::support::{dynamic_api, wait_until};
+use crate::support::wait_until;
 use crate::{
-    CONVERGE, DIFFER, FLAKY, Host, LOOP, NEXT, NS, STABLE, create_webapps, deployment_kind, events,
-    fast, service_kind, wait_versions, webapp_kind,
+    CONVERGE, DIFFER, FLAKY, Host, LOOP, NEXT, NS, STABLE, create_webapps, events, fast,
+    wait_versions, written_state,
 };
-
-/// `kind name → (resourceVersion, field managers)` of every WebApp,
-/// Deployment and Service in [`NS`].
-async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>)> {
-    let mut out = BTreeMap::new();
-    for ar in [webapp_kind(), deployment_kind(), service_kind()] {
-        let api = dynamic_api(client, &ar, Some(NS));
-        for o in api.list(&Default::default()).await.unwrap().items {
-            let managers = o
-                .metadata
-                .managed_fields
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| {
-                    format!(
-                        "{}/{}",
-                        m.manager.unwrap_or_default(),
-                        m.subresource.unwrap_or_default()
-                    )
-                })
-                .collect();
-            out.insert(
-                format!(
-                    "{} {}",
-                    ar.kind,
-                    o.metadata.name.clone().unwrap_or_default()
-                ),
-                (
-                    o.metadata.resource_version.clone().unwrap_or_default(),
-                    managers,
-                ),
-            );
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_catches_every_difference_and_writes_nothing() {
