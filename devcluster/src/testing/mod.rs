@@ -113,9 +113,9 @@ impl Backend {
     ) -> Result<Backend, String> {
         match backend {
             Some("real") => Ok(Backend::Real {
-                binary: realcluster.map(PathBuf::from).unwrap_or_else(|| {
-                    target_dir.join("realcluster").join("realcluster")
-                }),
+                binary: realcluster
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| target_dir.join("realcluster").join("realcluster")),
             }),
             None | Some("dev") | Some("devcluster") => Ok(match kubeconfig {
                 Some(path) => Backend::Kubeconfig(PathBuf::from(path)),
@@ -252,7 +252,8 @@ pub fn real_backend(test: &str, needs: &str) -> bool {
 
 /// Starts (or leases) a cluster for a test; see the module docs.
 pub async fn try_test_cluster() -> Result<TestCluster, DevClusterError> {
-    let backend = Backend::from_env().map_err(|message| DevClusterError::TestBackend { message })?;
+    let backend =
+        Backend::from_env().map_err(|message| DevClusterError::TestBackend { message })?;
     match &backend {
         Backend::Kubeconfig(path) => {
             let client = crate::kubeconfig::client(path, "kubeconfig").await?;
@@ -304,7 +305,10 @@ mod tests {
     fn the_devcluster_is_the_default() {
         let t = Path::new("/t");
         assert_eq!(Backend::choose(None, None, None, t), Ok(Backend::Dev));
-        assert_eq!(Backend::choose(Some("dev"), None, None, t), Ok(Backend::Dev));
+        assert_eq!(
+            Backend::choose(Some("dev"), None, None, t),
+            Ok(Backend::Dev)
+        );
     }
 
     #[test]
@@ -335,6 +339,9 @@ mod tests {
     #[test]
     fn an_unknown_backend_is_refused_by_name() {
         let err = Backend::choose(Some("kind"), None, None, Path::new("/t")).unwrap_err();
-        assert!(err.contains("\"kind\"") && err.contains("\"real\""), "{err}");
+        assert!(
+            err.contains("\"kind\"") && err.contains("\"real\""),
+            "{err}"
+        );
     }
 }

@@ -163,7 +163,10 @@ async fn start(binary: &Path) -> Result<Shared, DevClusterError> {
     let began = Instant::now();
     while !kubeconfig.is_file() {
         if let Some(status) = exited.lock().unwrap_or_else(|e| e.into_inner()).clone() {
-            return Err(err(format!("`up` exited ({status}) before it was ready:\n{}", tail())));
+            return Err(err(format!(
+                "`up` exited ({status}) before it was ready:\n{}",
+                tail()
+            )));
         }
         if began.elapsed() > READY_TIMEOUT {
             return Err(err(format!(

@@ -56,7 +56,9 @@ pub struct Seen<'a> {
 
 /// Whether `obj` was left behind by a test (and the reset deletes it).
 pub fn leftover(obj: &Seen<'_>, baseline: &HashSet<String>) -> bool {
-    if obj.namespace.is_some_and(|ns| SYSTEM_NAMESPACES.contains(&ns))
+    if obj
+        .namespace
+        .is_some_and(|ns| SYSTEM_NAMESPACES.contains(&ns))
         || MANAGED_RESOURCES.contains(&obj.resource)
         || obj.bootstrapping
         || baseline.contains(obj.uid)
@@ -156,7 +158,8 @@ pub async fn reset(
                     namespace: obj.metadata.namespace.as_deref(),
                     name: obj.metadata.name.as_deref().unwrap_or_default(),
                     uid: obj.metadata.uid.as_deref().unwrap_or_default(),
-                    bootstrapping: labels.is_some_and(|l| l.contains_key("kubernetes.io/bootstrapping")),
+                    bootstrapping: labels
+                        .is_some_and(|l| l.contains_key("kubernetes.io/bootstrapping")),
                 };
                 if !leftover(&seen, baseline) {
                     continue;
@@ -195,8 +198,13 @@ async fn remove(
         (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, ar),
         _ => Api::all_with(client.clone(), ar),
     };
-    let ignorable = |e: &kube::Error| matches!(e, kube::Error::Api(r) if r.code == 404 || r.code == 409);
-    let has_finalizers = obj.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+    let ignorable =
+        |e: &kube::Error| matches!(e, kube::Error::Api(r) if r.code == 404 || r.code == 409);
+    let has_finalizers = obj
+        .metadata
+        .finalizers
+        .as_ref()
+        .is_some_and(|f| !f.is_empty());
     if has_finalizers && resource != "customresourcedefinitions.apiextensions.k8s.io" {
         let patch = serde_json::json!({ "metadata": { "finalizers": null } });
         if let Err(e) = api
@@ -233,10 +241,17 @@ mod tests {
     #[test]
     fn what_a_test_created_is_a_leftover() {
         let base = HashSet::new();
-        assert!(leftover(&seen("webapps.example.com", Some("default"), "shop"), &base));
+        assert!(leftover(
+            &seen("webapps.example.com", Some("default"), "shop"),
+            &base
+        ));
         assert!(leftover(&seen("namespaces", None, "team-a"), &base));
         assert!(leftover(
-            &seen("customresourcedefinitions.apiextensions.k8s.io", None, "webapps.example.com"),
+            &seen(
+                "customresourcedefinitions.apiextensions.k8s.io",
+                None,
+                "webapps.example.com"
+            ),
             &base
         ));
         assert!(leftover(&seen("events", Some("default"), "shop.1"), &base));
@@ -251,23 +266,46 @@ mod tests {
         let mut boot = seen("clusterroles.rbac.authorization.k8s.io", None, "system:x");
         boot.bootstrapping = true;
         assert!(!leftover(&boot, &base));
-        assert!(!leftover(&seen("leases.coordination.k8s.io", Some("kube-system"), "kcm"), &base));
+        assert!(!leftover(
+            &seen("leases.coordination.k8s.io", Some("kube-system"), "kcm"),
+            &base
+        ));
         assert!(!leftover(&seen("namespaces", None, "default"), &base));
         assert!(!leftover(&seen("namespaces", None, "kube-public"), &base));
-        assert!(!leftover(&seen("apiservices.apiregistration.k8s.io", None, "v1.example.com"), &base));
-        assert!(!leftover(&seen("serviceaccounts", Some("default"), "default"), &base));
-        assert!(!leftover(&seen("configmaps", Some("default"), "kube-root-ca.crt"), &base));
+        assert!(!leftover(
+            &seen("apiservices.apiregistration.k8s.io", None, "v1.example.com"),
+            &base
+        ));
+        assert!(!leftover(
+            &seen("serviceaccounts", Some("default"), "default"),
+            &base
+        ));
+        assert!(!leftover(
+            &seen("configmaps", Some("default"), "kube-root-ca.crt"),
+            &base
+        ));
         // ...but only in `default`: a test's namespace goes, with its copies.
-        assert!(leftover(&seen("serviceaccounts", Some("team-a"), "default"), &base));
+        assert!(leftover(
+            &seen("serviceaccounts", Some("team-a"), "default"),
+            &base
+        ));
     }
 
     #[test]
     fn crds_go_after_their_resources_and_namespaces_last() {
-        let mut names = vec!["namespaces", "customresourcedefinitions.apiextensions.k8s.io", "webapps.example.com"];
+        let mut names = vec![
+            "namespaces",
+            "customresourcedefinitions.apiextensions.k8s.io",
+            "webapps.example.com",
+        ];
         names.sort_by_key(|n| phase(n));
         assert_eq!(
             names,
-            ["webapps.example.com", "customresourcedefinitions.apiextensions.k8s.io", "namespaces"]
+            [
+                "webapps.example.com",
+                "customresourcedefinitions.apiextensions.k8s.io",
+                "namespaces"
+            ]
         );
     }
 }

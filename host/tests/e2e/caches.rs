@@ -123,7 +123,12 @@ async fn reflectors_are_shared_and_answer_reads() {
             .unwrap()
             .unwrap();
         let obj = event.object();
-        if obj.metadata.labels.as_ref().is_some_and(|l| l.contains_key("tier")) {
+        if obj
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key("tier"))
+        {
             seen.push(obj.metadata.name.clone().unwrap());
         }
     }

@@ -27,7 +27,10 @@ async fn devcluster_only_a_plugin_whose_caches_never_sync_does_not_make_the_host
     let host = Host::start().await;
     // Every list and watch of Deployments fails: the webapp plugin's
     // Deployment cache cannot sync until the fault is lifted.
-    let faults = host.cluster.faults().expect("the devcluster injects faults");
+    let faults = host
+        .cluster
+        .faults()
+        .expect("the devcluster injects faults");
     faults.fail_next("/apis/apps/v1/deployments", 1_000_000, 503);
     host.load("webapp").await;
     let manager = host.manager.clone();

@@ -38,7 +38,10 @@ async fn devcluster_only_api_errors_and_lost_watches_are_survived() {
     let host = Host::start().await;
     let client = host.client();
     host.load("webapp").await;
-    let faults = host.cluster.faults().expect("the devcluster injects faults");
+    let faults = host
+        .cluster
+        .faults()
+        .expect("the devcluster injects faults");
     let webapps = dynamic_api(&client, &webapp_kind(), Some(NS));
     let deployments = dynamic_api(&client, &deployment_kind(), Some(NS));
     let app = serde_json::from_value(json!({
