@@ -94,11 +94,21 @@ fn phase(resource: &str) -> u8 {
 }
 
 /// Every listable, deletable resource the cluster serves, in deletion order.
+///
+/// Discovery is retried for a while: a group whose last CRD is being deleted
+/// is listed and then answers 404.
 async fn resources(client: &kube::Client) -> Result<Vec<(ApiResource, ApiCapabilities)>, String> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(|e| format!("API discovery failed: {e}"))?;
+    let mut attempt = 0;
+    let discovery = loop {
+        match Discovery::new(client.clone()).run().await {
+            Ok(d) => break d,
+            Err(e) if attempt >= 50 => return Err(format!("API discovery failed: {e}")),
+            Err(_) => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    };
     let mut all: Vec<(ApiResource, ApiCapabilities)> = discovery
         .groups()
         .flat_map(|g| g.recommended_resources())
