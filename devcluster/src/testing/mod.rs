@@ -5,7 +5,7 @@
 //! | backend | chosen by | what a test gets |
 //! | --- | --- | --- |
 //! | devcluster (default) | nothing set, or `WASM_OPERATOR_TEST_BACKEND=dev` | its own in-memory [`DevCluster`] on a free port |
-//! | real control plane | `WASM_OPERATOR_TEST_BACKEND=real` | a lease on the test process's shared `realcluster` (kube-apiserver + etcd + kube-controller-manager built from upstream by `scripts/build-realcluster.sh`), reset to its initial state |
+//! | real control plane | `WASM_OPERATOR_TEST_BACKEND=real` | a lease on one of the test process's `realcluster`s (kube-apiserver + etcd + kube-controller-manager built from upstream by `scripts/build-realcluster.sh`), reset to its initial state |
 //! | any cluster | `WASM_OPERATOR_TEST_KUBECONFIG=FILE` | a client for that cluster, as is |
 //!
 //! `WASM_OPERATOR_REALCLUSTER` names the `realcluster` binary (default:
@@ -13,17 +13,19 @@
 //!
 //! # Sharing the real control plane
 //!
-//! A real control plane costs about 7–10 s and 600 MB to start, about as much as
-//! a whole test's work, so it is not started per test. Each test *process*
-//! (one per test binary) starts one, lazily, when its first test asks for a
-//! cluster, and every test of the process takes an exclusive lease on it for
-//! as long as it holds the [`TestCluster`] (the harness's `Host` holds it). The
-//! tests of one binary therefore run one after another on the real backend
-//! (libtest still runs them on several threads; the lease queues them), and a
-//! host a test starts never sees another test's objects, whichever namespaces
-//! the tests use: the host needs no namespace confinement for the tests to be
-//! isolated. Before handing the cluster to the next test the lease resets it:
-//! every object created since the control plane started (outside
+//! A real control plane costs about 5–10 s and 600 MB to start, about as much
+//! as a whole test's work, so it is not started per test. Each test *process*
+//! (one per test binary) keeps a small pool of them (2, or
+//! `WASM_OPERATOR_REALCLUSTER_POOL`), started lazily when a test asks for a
+//! cluster and none is free, and every test takes an exclusive lease on one
+//! for as long as it holds the [`TestCluster`] (the harness's `Host` holds
+//! it). So at most two tests of a binary run at a time on the real backend
+//! (libtest still starts them on several threads; the lease queues them), and
+//! a host a test starts never sees another test's objects, whichever
+//! namespaces the tests use: the host needs no namespace confinement for the
+//! tests to be isolated, and tests written for the devcluster (most use
+//! `default`) run unchanged. Before handing a control plane to the next test
+//! the lease resets it: every object created since it started (outside
 //! `kube-system`, `kube-public` and `kube-node-lease`) is deleted, with its
 //! finalizers removed first (the host that put them there is gone), CRDs and
 //! their custom resources included, and the reset waits until they are gone

@@ -1,14 +1,16 @@
-//! The test process's shared real control plane (see the parent module):
-//! started once, lazily, leased to one test at a time and reset in between.
+//! The test process's real control planes (see the parent module): a pool
+//! of at most [`DEFAULT_POOL`] (or `WASM_OPERATOR_REALCLUSTER_POOL`), started
+//! lazily, each leased to one test at a time and reset in between.
 
 use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::DevClusterError;
 
@@ -18,21 +20,38 @@ const READY_TIMEOUT: Duration = Duration::from_secs(180);
 /// How long a reset may take (namespace deletion takes a few seconds).
 const RESET_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The running control plane of this process.
+/// Environment variable: how many control planes a test process may run
+/// (default [`DEFAULT_POOL`]).
+pub const POOL_ENV: &str = "WASM_OPERATOR_REALCLUSTER_POOL";
+
+/// Two control planes per test process: the tests of one binary take half
+/// as long as with one, for 600 MB more (CI runs one test binary at a time).
+pub const DEFAULT_POOL: usize = 2;
+
+/// One running control plane.
 struct Shared {
-    binary: PathBuf,
     kubeconfig: PathBuf,
     baseline: HashSet<String>,
-    lease: Arc<Semaphore>,
 }
 
-static SHARED: OnceCell<Shared> = OnceCell::const_new();
+/// The control planes of this process: at most `admit`'s permits of them,
+/// started when a test finds none free.
+struct Pool {
+    binary: PathBuf,
+    admit: Arc<Semaphore>,
+    free: Mutex<Vec<Arc<Shared>>>,
+}
 
-/// A test's exclusive use of the shared control plane; dropping it lets the
-/// next test have it.
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+/// A test's exclusive use of one control plane of the pool; dropping it
+/// lets the next test have it.
 pub(super) struct Lease {
     client: kube::Client,
     kubeconfig: PathBuf,
+    shared: Option<Arc<Shared>>,
+    pool: &'static Pool,
+    // Dropped after `drop` below has put the control plane back.
     _permit: OwnedSemaphorePermit,
 }
 
@@ -46,31 +65,61 @@ impl Lease {
     }
 }
 
-/// Waits for the shared control plane (starting it on first use), then
-/// resets it for the caller.
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            self.pool
+                .free
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(shared);
+        }
+    }
+}
+
+/// Waits for a free control plane (starting one on first use, up to the
+/// pool's size), then resets it for the caller.
 pub(super) async fn lease(binary: &Path) -> Result<Lease, DevClusterError> {
-    let shared = SHARED.get_or_try_init(|| start(binary)).await?;
+    let pool = POOL.get_or_init(|| {
+        let size = std::env::var(POOL_ENV)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(DEFAULT_POOL);
+        Pool {
+            binary: binary.to_path_buf(),
+            admit: Arc::new(Semaphore::new(size)),
+            free: Mutex::new(Vec::new()),
+        }
+    });
     let err = |message: String| DevClusterError::RealCluster {
-        binary: shared.binary.clone(),
+        binary: pool.binary.clone(),
         message,
     };
-    let permit = shared
-        .lease
+    let permit = pool
+        .admit
         .clone()
         .acquire_owned()
         .await
         .map_err(|e| err(e.to_string()))?;
+    let free = pool.free.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    let shared = match free {
+        Some(shared) => shared,
+        None => Arc::new(start(&pool.binary).await?),
+    };
     // A client per lease: a kube::Client's connections live on the runtime
     // that made them, and every #[tokio::test] has its own runtime.
-    let client = crate::kubeconfig::client(&shared.kubeconfig, "the real control plane").await?;
-    super::reset::reset(&client, &shared.baseline, RESET_TIMEOUT)
+    let lease = Lease {
+        client: crate::kubeconfig::client(&shared.kubeconfig, "the real control plane").await?,
+        kubeconfig: shared.kubeconfig.clone(),
+        shared: Some(shared.clone()),
+        pool,
+        _permit: permit,
+    };
+    super::reset::reset(&lease.client, &shared.baseline, RESET_TIMEOUT)
         .await
         .map_err(|e| err(format!("cannot reset it for the next test: {e}")))?;
-    Ok(Lease {
-        client,
-        kubeconfig: shared.kubeconfig.clone(),
-        _permit: permit,
-    })
+    Ok(lease)
 }
 
 /// Starts `realcluster up` from a thread that lives as long as the process
@@ -90,9 +139,11 @@ async fn start(binary: &Path) -> Result<Shared, DevClusterError> {
     }
     let dir = std::env::temp_dir();
     // `up` removes this file (and its state directory under `dir`) on exit.
+    static STARTED: AtomicUsize = AtomicUsize::new(0);
     let kubeconfig = dir.join(format!(
-        "wasm-operator-test-{}-realcluster.kubeconfig",
-        std::process::id()
+        "wasm-operator-test-{}-realcluster-{}.kubeconfig",
+        std::process::id(),
+        STARTED.fetch_add(1, Ordering::Relaxed)
     ));
     let log = Arc::new(Mutex::new(String::new()));
     let exited = Arc::new(Mutex::new(None::<String>));
@@ -181,14 +232,12 @@ async fn start(binary: &Path) -> Result<Shared, DevClusterError> {
         .await
         .map_err(|e| err(format!("cannot read its initial objects: {e}")))?;
     eprintln!(
-        "realcluster: the real control plane of this test process is ready after {:.1?} (kubeconfig {})",
+        "realcluster: a real control plane of this test process is ready after {:.1?} (kubeconfig {})",
         began.elapsed(),
         kubeconfig.display()
     );
     Ok(Shared {
-        binary: binary.to_path_buf(),
         kubeconfig,
         baseline,
-        lease: Arc::new(Semaphore::new(1)),
     })
 }
