@@ -202,7 +202,8 @@ async fn a_configmap_over_one_mebibyte_is_invalid_as_on_kube_apiserver() {
     let c = start().await;
     let api: Api<ConfigMap> = Api::namespaced(c.client(), "default");
     let mut big = cm("big", &[]);
-    big.binary_data = Some([("k".to_string(), ByteString(vec![0; 1 << 20]))].into());
+    // `cm` holds data {k: v}: 2 bytes; a key of binaryData may not repeat one of data.
+    big.binary_data = Some([("b".to_string(), ByteString(vec![0; (1 << 20) - 2]))].into());
     let e = status(api.create(&PostParams::default(), &big).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert_eq!(
@@ -210,6 +211,6 @@ async fn a_configmap_over_one_mebibyte_is_invalid_as_on_kube_apiserver() {
         "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"
     );
     let mut fits = cm("fits", &[]);
-    fits.binary_data = Some([("k".to_string(), ByteString(vec![0; (1 << 20) - 1]))].into());
+    fits.binary_data = Some([("b".to_string(), ByteString(vec![0; (1 << 20) - 3]))].into());
     api.create(&PostParams::default(), &fits).await.unwrap();
 }
