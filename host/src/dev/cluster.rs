@@ -164,9 +164,10 @@ impl RealCluster {
             message,
         };
         let pid = std::process::id();
-        let kubeconfig = kubeconfig.map(Path::to_path_buf).unwrap_or_else(|| {
-            std::env::temp_dir().join(format!("wasm-operator-dev-real-{pid}.kubeconfig"))
-        });
+        let kubeconfig = kubeconfig.map_or_else(
+            || std::env::temp_dir().join(format!("wasm-operator-dev-real-{pid}.kubeconfig")),
+            Path::to_path_buf,
+        );
         let log = std::env::temp_dir().join(format!("wasm-operator-dev-real-{pid}.log"));
         let log_file = std::fs::File::create(&log)
             .map_err(|e| start_err(format!("cannot create {}: {e}", log.display())))?;
