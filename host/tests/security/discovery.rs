@@ -193,10 +193,7 @@ async fn a_read_of_a_kind_the_cluster_stopped_serving_is_an_error() {
     crds.delete("attacks.test.wasm-operator.dev", &DeleteParams::default())
         .await
         .unwrap();
-    // The real API server ends the watches itself once the CRD is gone.
-    if let Some(faults) = host.cluster.faults() {
-        faults.close_watches();
-    }
+    // The API server (devcluster or real) ends the watches of the resource.
     let error = wait_until("reads of the gone kind to fail", CONVERGE, || async {
         match view.list("test.wasm-operator.dev/v1", "Attack", None, None) {
             Err(error) => Ok(error),
