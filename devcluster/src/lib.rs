@@ -86,6 +86,12 @@ pub enum DevClusterError {
     /// The `kube` client could not be built from the kubeconfig.
     #[error("cannot build a kube client for {url}: {message}")]
     Client { url: String, message: String },
+    /// The test backend named in the environment is unknown.
+    #[error("{message}")]
+    TestBackend { message: String },
+    /// The real control plane (`realcluster`) could not be started, leased or reset.
+    #[error("real control plane {binary}: {message}")]
+    RealCluster { binary: PathBuf, message: String },
 }
 
 /// A running (or stopped) local API server. Dropping it stops serving.

@@ -16,6 +16,15 @@ const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 /// Defaults, prunes and validates a custom resource against its version's
 /// schema; a CustomResourceDefinition itself must carry structural schemas.
 pub(super) fn schema(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError> {
+    if let Some(field) = over_size_limit(&rt.key(), obj) {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let message = format!("Too long: may not be more than {MAX_DATA_BYTES} bytes");
+        return Err(ApiError::invalid(
+            rt,
+            name,
+            &[("FieldValueTooLong".to_string(), field.to_string(), message)],
+        ));
+    }
     if rt.key() == CRDS {
         return crd_schemas_are_structural(rt, obj);
     }
@@ -33,6 +42,41 @@ pub(super) fn schema(rt: &ResourceType, obj: &mut Value) -> Result<(), ApiError>
             .collect();
         ApiError::invalid(rt, &name, &causes)
     })
+}
+
+/// kube-apiserver's limit on a ConfigMap's or Secret's data (`MaxConfigMapSize`,
+/// `MaxSecretSize`: 1 MiB; etcd's request limit is not much larger).
+pub const MAX_DATA_BYTES: usize = 1 << 20;
+
+/// The field kube-apiserver names when the ConfigMap or Secret `obj` (of
+/// resource `key`) holds more than [`MAX_DATA_BYTES`] of data, counted as it
+/// counts: every key plus its value (`binaryData` values decoded from
+/// base64); `None` when within the limit or another kind.
+pub fn over_size_limit(key: &str, obj: &Value) -> Option<&'static str> {
+    let (fields, reported): (&[&str], &'static str) = match key {
+        "/configmaps" => (&["data", "binaryData"], "[]"),
+        "/secrets" => (&["data", "stringData"], "data"),
+        _ => return None,
+    };
+    let mut total = 0usize;
+    for field in fields {
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
+        for (k, v) in map {
+            let text = v.as_str().unwrap_or_default();
+            let binary = *field == "binaryData" || (key == "/secrets" && *field == "data");
+            // base64 of n bytes is 4*ceil(n/3) characters, minus padding.
+            let len = if binary {
+                let pad = text.bytes().rev().take_while(|b| *b == b'=').count();
+                (text.len() / 4) * 3 - pad.min(2)
+            } else {
+                text.len()
+            };
+            total += k.len() + len;
+        }
+    }
+    (total > MAX_DATA_BYTES).then_some(reported)
 }
 
 /// Rejects a CRD whose versions' `openAPIV3Schema` is not structural, as
@@ -163,4 +207,35 @@ pub(super) async fn webhooks(
             .map_err(webhook_error)?;
     }
     Ok(attrs.object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn configmaps_and_secrets_hold_at_most_one_mebibyte() {
+        let big = "a".repeat(MAX_DATA_BYTES);
+        let cm = json!({"data": {"k": big}});
+        assert_eq!(over_size_limit("/configmaps", &cm), Some("[]"));
+        let fits = json!({"data": {"k": "a".repeat(MAX_DATA_BYTES - 1)}});
+        assert_eq!(over_size_limit("/configmaps", &fits), None);
+        // binaryData counts decoded bytes: 4 base64 characters are 3 bytes.
+        let b64 = "QUFB".repeat(MAX_DATA_BYTES / 3 + 1);
+        assert_eq!(
+            over_size_limit("/configmaps", &json!({"binaryData": {"k": b64}})),
+            Some("[]")
+        );
+        let b64 = "QUFB".repeat(MAX_DATA_BYTES / 4);
+        assert_eq!(
+            over_size_limit("/configmaps", &json!({"binaryData": {"k": b64}})),
+            None
+        );
+        assert_eq!(
+            over_size_limit("/secrets", &json!({"stringData": {"k": big}})),
+            Some("data")
+        );
+        assert_eq!(over_size_limit("apps/deployments", &cm), None);
+    }
 }

@@ -467,6 +467,9 @@ impl State {
         for (ns, name) in keys {
             self.remove(resource, &ns, &name)?;
         }
+        // kube-apiserver ends the watches of a resource that is no longer
+        // served; the DELETED events above are delivered first.
+        self.watchers.remove(resource);
         Ok(())
     }
 

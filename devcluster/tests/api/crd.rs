@@ -191,3 +191,47 @@ async fn non_structural_crd_is_refused_with_422() {
             .is_none()
     );
 }
+
+/// When a CRD goes, watches of its resource see the objects deleted and then
+/// end, as kube-apiserver ends them (clients relist and find it not served).
+#[tokio::test]
+async fn watches_of_a_removed_crd_end() {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let c = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client());
+    crds.create(&PostParams::default(), &crd("gadgets", "Gadget", false))
+        .await
+        .unwrap();
+    let gadgets = api(&c.client(), "v1", "Gadget", "gadgets");
+    let made = gadgets
+        .create(&PostParams::default(), &obj("v1", "Gadget", "g", 1))
+        .await
+        .unwrap();
+    let rv = made.metadata.resource_version.clone().unwrap();
+    let mut watch = gadgets
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    crds.delete("gadgets.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    // Generous: only a watch that never ends fails here.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(event) = watch.next().await {
+            match event.unwrap() {
+                WatchEvent::Deleted(o) => seen.push(o.metadata.name.unwrap_or_default()),
+                WatchEvent::Bookmark(_) => {}
+                other => panic!("unexpected watch event {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the watch stayed open after its CRD was deleted"
+    );
+    assert_eq!(seen, ["g"]);
+}

@@ -193,3 +193,24 @@ async fn scale_subresource_of_deployments() {
     let e = status(api.get("nope").await.unwrap_err());
     assert_eq!(e.message, "deployments.apps \"nope\" not found");
 }
+
+/// Like kube-apiserver, a ConfigMap holds at most 1 MiB (keys plus values,
+/// binaryData decoded): more is 422 `FieldValueTooLong`, with its message.
+#[tokio::test]
+async fn a_configmap_over_one_mebibyte_is_invalid_as_on_kube_apiserver() {
+    use k8s_openapi::ByteString;
+    let c = start().await;
+    let api: Api<ConfigMap> = Api::namespaced(c.client(), "default");
+    let mut big = cm("big", &[]);
+    // `cm` holds data {k: v}: 2 bytes; a key of binaryData may not repeat one of data.
+    big.binary_data = Some([("b".to_string(), ByteString(vec![0; (1 << 20) - 2]))].into());
+    let e = status(api.create(&PostParams::default(), &big).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"
+    );
+    let mut fits = cm("fits", &[]);
+    fits.binary_data = Some([("b".to_string(), ByteString(vec![0; (1 << 20) - 3]))].into());
+    api.create(&PostParams::default(), &fits).await.unwrap();
+}

@@ -44,6 +44,17 @@ pub struct DevArgs {
     /// How long a rebuilt .wasm must be quiet before it is reloaded, in milliseconds.
     #[arg(long, default_value_t = 500, value_name = "MS")]
     pub debounce_ms: u64,
+    /// Run on a real control plane (kube-apiserver, etcd, kube-controller-manager
+    /// from `scripts/build-realcluster.sh`) instead of the embedded devcluster.
+    #[arg(long)]
+    pub real: bool,
+    /// The `realcluster` binary `--real` runs.
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "target/realcluster/realcluster"
+    )]
+    pub realcluster: PathBuf,
 }
 
 impl DevArgs {
@@ -54,6 +65,7 @@ impl DevArgs {
         options.port = self.port;
         options.data = self.data.clone();
         options.kubeconfig = self.kubeconfig.clone();
+        options.real = self.real.then(|| self.realcluster.clone());
         options.build = !self.no_build;
         options.plugins_dir = self.plugins_dir.clone();
         options.examples_dir = self.examples_dir.clone();

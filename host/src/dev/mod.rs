@@ -11,6 +11,7 @@
 //! summary.
 
 pub mod build;
+pub mod cluster;
 pub mod manifests;
 pub mod progress;
 pub mod wasmplugins;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cluster::{Cluster, RealCluster, RealClusterError};
 use devcluster::{DevCluster, DevClusterError, DevClusterOptions};
 use serde_json::Value;
 use tokio::sync::broadcast;
@@ -70,6 +72,9 @@ pub struct DevOptions {
     pub registry: RegistryOptions,
     /// `config` passed to every plugin.
     pub plugin_config: Value,
+    /// Run on a real control plane started from this `realcluster` binary
+    /// (`dev --real`) instead of the embedded devcluster.
+    pub real: Option<PathBuf>,
 }
 
 impl DevOptions {
@@ -92,6 +97,7 @@ impl DevOptions {
             debounce: Duration::from_millis(500),
             metrics_addr: None,
             plugin_config: Value::Object(Default::default()),
+            real: None,
         }
     }
 }
@@ -102,6 +108,9 @@ pub enum DevError {
     /// The embedded API server did not start.
     #[error("cannot start the embedded devcluster: {0}")]
     Cluster(#[from] DevClusterError),
+    /// The real control plane (`dev --real`) did not start.
+    #[error(transparent)]
+    RealCluster(#[from] RealClusterError),
     /// The examples' CRDs could not be applied or did not become established.
     #[error("cannot install the example CRDs: {0}")]
     Crds(#[source] ManifestError),
@@ -153,7 +162,7 @@ pub struct DevSummary {
 /// A running dev session. Call [`DevSession::shutdown`] to stop it cleanly;
 /// dropping it stops the cluster too, without waiting for in-flight calls.
 pub struct DevSession {
-    cluster: DevCluster,
+    cluster: Cluster,
     manager: Manager,
     events: broadcast::Sender<LoadEvent>,
     /// Stops the event forwarder when the session is dropped without `shutdown`.
@@ -169,22 +178,48 @@ impl DevSession {
     pub async fn start(options: DevOptions) -> Result<DevSession, DevError> {
         let mut summary = DevSummary::default();
 
-        let step = Step::start("Starting the embedded devcluster");
-        let cluster = DevCluster::start(DevClusterOptions {
-            port: options.port,
-            data: options.data.clone(),
-            kubeconfig: options.kubeconfig.clone(),
-            ..DevClusterOptions::default()
-        })
-        .await;
-        let cluster = match cluster {
-            Ok(cluster) => cluster,
-            Err(error) => {
-                step.failed();
-                return Err(error.into());
+        let cluster = match &options.real {
+            None => {
+                let step = Step::start("Starting the embedded devcluster");
+                let cluster = DevCluster::start(DevClusterOptions {
+                    port: options.port,
+                    data: options.data.clone(),
+                    kubeconfig: options.kubeconfig.clone(),
+                    ..DevClusterOptions::default()
+                })
+                .await;
+                match cluster {
+                    Ok(cluster) => {
+                        step.done(cluster.url());
+                        Cluster::Embedded(cluster)
+                    }
+                    Err(error) => {
+                        step.failed();
+                        return Err(error.into());
+                    }
+                }
+            }
+            Some(binary) => {
+                if options.data.is_some() {
+                    return Err(RealClusterError::DataWithReal.into());
+                }
+                let step = Step::start(
+                    "Starting the real control plane (kube-apiserver, etcd, kube-controller-manager)",
+                );
+                match RealCluster::start(binary, options.port, options.kubeconfig.as_deref()).await
+                {
+                    Ok(cluster) => {
+                        let cluster = Cluster::Real(cluster);
+                        step.done(cluster.describe());
+                        cluster
+                    }
+                    Err(error) => {
+                        step.failed();
+                        return Err(error.into());
+                    }
+                }
             }
         };
-        step.done(cluster.url());
         let client = cluster.client();
 
         let step = Step::start("Installing the WasmPlugin and example CRDs");
@@ -319,7 +354,7 @@ impl DevSession {
 /// examples, and forward later transitions as [`LoadEvent`]s.
 async fn finish_start(
     options: &DevOptions,
-    cluster: &DevCluster,
+    cluster: &Cluster,
     manager: &Manager,
     filter: PluginFilter,
     mut summary: DevSummary,

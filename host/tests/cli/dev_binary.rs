@@ -15,11 +15,43 @@ use crate::common::{ChildGuard, binary, eventually, plugin_wasm, workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_installs_examples_and_prints_how_to_use_them() {
+    dev_session(&[]).await;
+}
+
+/// `dev --real`: the same session on a real control plane, stopped (its
+/// kubeconfig removed) when dev exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_only_dev_real_runs_the_examples_on_the_real_control_plane() {
+    if !crate::support::real_only(
+        "real_only_dev_real_runs_the_examples_on_the_real_control_plane",
+        "the built realcluster binary (WASM_OPERATOR_TEST_BACKEND=real)",
+    ) {
+        return;
+    }
+    let binary = match devcluster::testing::Backend::from_env() {
+        Ok(devcluster::testing::Backend::Real { binary }) => binary,
+        other => panic!("not the real backend: {other:?}"),
+    };
+    let kubeconfig = dev_session(&["--real", "--realcluster", binary.to_str().unwrap()]).await;
+    assert!(
+        kubeconfig.contains("wasm-operator-dev-real-"),
+        "not the real control plane's kubeconfig: {kubeconfig}"
+    );
+    assert!(
+        !std::path::Path::new(&kubeconfig).exists(),
+        "the real control plane's kubeconfig {kubeconfig} outlived dev"
+    );
+}
+
+/// Runs `dev` (with `extra` arguments) on the examples and the webapp
+/// plugin, checks what it prints and does, stops it; returns its kubeconfig.
+async fn dev_session(extra: &[&str]) -> String {
     let wasm_dir = tempfile::tempdir().unwrap();
     std::fs::copy(plugin_wasm("webapp"), wasm_dir.path().join("webapp.wasm")).unwrap();
 
     let mut child = Command::new(binary())
         .args(["dev", "--port", "0", "--no-build"])
+        .args(extra)
         .args(["--wasm-dir", wasm_dir.path().to_str().unwrap()])
         .args([
             "--plugins-dir",
@@ -139,4 +171,5 @@ async fn dev_installs_examples_and_prints_how_to_use_them() {
         .await
         .unwrap();
     assert!(clean, "dev did not exit cleanly on SIGTERM");
+    kubeconfig
 }

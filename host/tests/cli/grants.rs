@@ -3,7 +3,6 @@
 //! grant (`--grant FILE`, or the restricted default) is refused naming each
 //! excess.
 
-use devcluster::{DevCluster, DevClusterOptions};
 use wasm_operator::dev::manifests::install_crds;
 
 use crate::common::{plugin_wasm, run_binary, workspace};
@@ -11,9 +10,7 @@ use crate::common::{plugin_wasm, run_binary, workspace};
 /// Runs `wasm-operator run` against a fresh devcluster with the webapp and
 /// Attack CRDs, with `args` after `run`; returns stderr of the failed run.
 async fn run_failing(args: Vec<String>) -> String {
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .unwrap();
+    let cluster = crate::support::start_cluster().await;
     for crd in ["examples/webapp/crd.yaml", "examples/hostile/crd.yaml"] {
         install_crds(&cluster.client(), &workspace().join(crd))
             .await
@@ -150,9 +147,7 @@ fn plugin_rbac_prints_the_rbac_of_a_grant_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugin_rbac_reads_the_grant_of_a_wasmplugin() {
     use kube::api::{Api, DynamicObject, PostParams};
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .unwrap();
+    let cluster = crate::support::start_cluster().await;
     install_crds(
         &cluster.client(),
         &workspace().join("deploy/crds/wasmplugin.yaml"),

@@ -3,7 +3,6 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use devcluster::{DevCluster, DevClusterOptions};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::GroupVersionKind;
@@ -22,9 +21,7 @@ fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_reconciles_a_webapp_into_a_deployment() {
     let wasm = plugin_wasm("webapp");
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .unwrap();
+    let cluster = crate::support::start_cluster().await;
     let client = cluster.client();
     install_crds(&client, &workspace().join("examples/webapp/crd.yaml"))
         .await
@@ -140,9 +137,7 @@ fn run_rejects_malformed_config_for() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_rejects_config_for_an_unknown_plugin() {
     let wasm = plugin_wasm("webapp");
-    let cluster = DevCluster::start(DevClusterOptions::default())
-        .await
-        .unwrap();
+    let cluster = crate::support::start_cluster().await;
     install_crds(
         &cluster.client(),
         &workspace().join("examples/webapp/crd.yaml"),

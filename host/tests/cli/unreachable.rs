@@ -112,7 +112,13 @@ async fn an_unreachable_server_is_named_and_sigint_stops_the_host() {
 /// The host served, then the API server went away: reflectors retry, and a
 /// SIGTERM still stops the host (within the grace period).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_stops_the_host_after_the_server_went_away() {
+async fn devcluster_only_sigterm_stops_the_host_after_the_server_went_away() {
+    if !crate::support::devcluster_only(
+        "devcluster_only_sigterm_stops_the_host_after_the_server_went_away",
+        "stopping the API server under a running host",
+    ) {
+        return;
+    }
     let mut cluster = DevCluster::start(DevClusterOptions::default())
         .await
         .unwrap();

@@ -17,11 +17,20 @@ async fn http_get(url: &str) -> Result<(u16, String), String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plugin_whose_caches_never_sync_does_not_make_the_host_unready() {
+async fn devcluster_only_a_plugin_whose_caches_never_sync_does_not_make_the_host_unready() {
+    if !crate::support::devcluster_only(
+        "devcluster_only_a_plugin_whose_caches_never_sync_does_not_make_the_host_unready",
+        "fault injection (lists failing with 503)",
+    ) {
+        return;
+    }
     let host = Host::start().await;
     // Every list and watch of Deployments fails: the webapp plugin's
     // Deployment cache cannot sync until the fault is lifted.
-    let faults = host.cluster.faults();
+    let faults = host
+        .cluster
+        .faults()
+        .expect("the devcluster injects faults");
     faults.fail_next("/apis/apps/v1/deployments", 1_000_000, 503);
     host.load("webapp").await;
     let manager = host.manager.clone();

@@ -28,11 +28,20 @@ async fn wait_replicas(deployments: &kube::Api<kube::api::DynamicObject>, replic
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn api_errors_and_lost_watches_are_survived() {
+async fn devcluster_only_api_errors_and_lost_watches_are_survived() {
+    if !crate::support::devcluster_only(
+        "devcluster_only_api_errors_and_lost_watches_are_survived",
+        "fault injection (API errors, closed watches, expired history)",
+    ) {
+        return;
+    }
     let host = Host::start().await;
     let client = host.client();
     host.load("webapp").await;
-    let faults = host.cluster.faults();
+    let faults = host
+        .cluster
+        .faults()
+        .expect("the devcluster injects faults");
     let webapps = dynamic_api(&client, &webapp_kind(), Some(NS));
     let deployments = dynamic_api(&client, &deployment_kind(), Some(NS));
     let app = serde_json::from_value(json!({

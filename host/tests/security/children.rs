@@ -254,7 +254,13 @@ async fn takeover_of_an_existing_cluster_role_binding_is_refused() {
 /// is `ApplyRejected` carrying the server's message, not retried until the
 /// object changes; the change then converges.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unfixable_api_refusal_is_permanent_with_the_servers_message() {
+async fn devcluster_only_an_unfixable_api_refusal_is_permanent_with_the_servers_message() {
+    if !crate::support::devcluster_only(
+        "devcluster_only_an_unfixable_api_refusal_is_permanent_with_the_servers_message",
+        "fault injection (a write refused with 422)",
+    ) {
+        return;
+    }
     let host = Host::start().await;
     host.load_with("hostile", full_hostile_grant())
         .await
@@ -265,6 +271,7 @@ async fn an_unfixable_api_refusal_is_permanent_with_the_servers_message() {
     let attacks = dynamic_api(&host.client(), &attack_kind(), Some(NS));
     host.cluster
         .faults()
+        .expect("the devcluster injects faults")
         .fail_next(&format!("/api/v1/namespaces/{NS}/configmaps"), 1, 422);
     attacks
         .patch(

@@ -111,8 +111,15 @@ fn config_maps_kind() -> ResourceKind {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list() {
+async fn devcluster_only_a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list() {
+    if !crate::support::devcluster_only(
+        "devcluster_only_a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list",
+        "fault injection (lists failing with 503)",
+    ) {
+        return;
+    }
     let cluster = support::start_cluster().await;
+    let faults = cluster.faults().expect("the devcluster injects faults");
     let client = cluster.client();
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     config_maps
@@ -124,9 +131,7 @@ async fn a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list() {
         .unwrap();
     // Every list of ConfigMaps fails until the fault is lifted: the
     // reflector cannot finish its initial list.
-    cluster
-        .faults()
-        .fail_next("/api/v1/configmaps", 1_000_000, 503);
+    faults.fail_next("/api/v1/configmaps", 1_000_000, 503);
     let cache = SharedCache::new(client.clone());
     let lease = cache.acquire(&config_maps_kind(), None);
     let view = CacheView::new(cache.clone(), [config_maps_kind()]);
@@ -151,7 +156,7 @@ async fn a_cache_read_before_the_cache_synced_is_an_error_not_an_empty_list() {
     assert!(got.contains("has not finished its initial list"), "{got}");
 
     // Once the list works the same reads answer.
-    cluster.faults().fail_next("/api/v1/configmaps", 0, 503);
+    faults.fail_next("/api/v1/configmaps", 0, 503);
     let names = wait_until("the ConfigMap cache to answer", CONVERGE, || async {
         view.list("v1", "ConfigMap", Some("default"), None)
     })
@@ -188,7 +193,7 @@ async fn a_read_of_a_kind_the_cluster_stopped_serving_is_an_error() {
     crds.delete("attacks.test.wasm-operator.dev", &DeleteParams::default())
         .await
         .unwrap();
-    host.cluster.faults().close_watches();
+    // The API server (devcluster or real) ends the watches of the resource.
     let error = wait_until("reads of the gone kind to fail", CONVERGE, || async {
         match view.list("test.wasm-operator.dev/v1", "Attack", None, None) {
             Err(error) => Ok(error),

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::contract::{Grant, GroupKind};
 use wasm_operator::registry::{LoadedVersion, RegistryError};
@@ -383,20 +383,63 @@ async fn a_second_plugin_for_a_served_primary_kind_is_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_of_a_plugin_with_a_service_account_go_through_its_impersonating_client() {
-    // The devcluster enforces no RBAC and ignores Impersonate-User: this
-    // proves the impersonating client carries every write over real HTTP;
-    // that RBAC then enforces the grant waits for a real control plane.
+    // The devcluster enforces no RBAC and ignores Impersonate-User: there this
+    // proves the impersonating client carries every write over real HTTP. On
+    // the real control plane RBAC enforces the grant: the writes are refused
+    // (403) until `wasm-operator plugin rbac`'s objects are applied, and
+    // converge after.
     let host = Host::start().await;
     let grant = Grant {
         service_account: Some(wasm_operator::contract::ServiceAccountRef {
             namespace: "default".into(),
             name: "hostile".into(),
         }),
+        // RBAC cannot express "every namespace but the system ones".
+        namespaces: Some(vec!["default".into()]),
         ..full_hostile_grant()
     };
-    host.load_with("hostile", grant).await.unwrap();
+    host.load_with("hostile", grant.clone()).await.unwrap();
     host.attack("default", "as-itself", json!({"mode": "ok"}))
         .await;
+    if !host.cluster.is_dev() {
+        support::wait_until(
+            "the host's first write as the plugin to be refused (403, ApplyRejected)",
+            CONVERGE,
+            || async {
+                let text = host.metrics.encode();
+                text.lines()
+                    .find(|l| {
+                        l.starts_with("wasm_operator_refusals")
+                            && l.contains("plugin=\"hostile\"")
+                            && l.contains("reason=\"ApplyRejected\"")
+                    })
+                    .map(|_| ())
+                    .ok_or(text)
+            },
+        )
+        .await;
+        let o = support::get_json(
+            &support::dynamic_api(&host.client(), &attack_kind(), Some("default")),
+            "as-itself",
+        )
+        .await
+        .expect("the Attack exists");
+        assert!(
+            o.pointer("/metadata/finalizers").is_none(),
+            "nothing may be written as the plugin before RBAC allows it: {o}"
+        );
+        apply_rbac(&host.client(), &grant).await;
+        // A refusal is permanent until the object's spec changes: change it
+        // (`target` means nothing to mode "ok").
+        support::dynamic_api(&host.client(), &attack_kind(), Some("default"))
+            .patch(
+                "as-itself",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"target": "rbac-applied"}})),
+            )
+            .await
+            .unwrap();
+    }
     let o = wait_attack(&host, "default", "as-itself", "Ready on as-itself", |o| {
         condition(o, "Ready").is_some_and(|c| c["status"] == "True")
     })
@@ -460,4 +503,38 @@ async fn a_primary_left_outside_a_narrowed_grant_is_released_not_stuck() {
         |gone| *gone,
     )
     .await;
+}
+
+/// Applies what `wasm-operator plugin rbac` prints for `grant` (server-side
+/// apply, as `kubectl apply` would).
+async fn apply_rbac(client: &kube::Client, grant: &Grant) {
+    let objects =
+        wasm_operator::cli::rbac::rbac_objects(grant).expect("the grant is expressible in RBAC");
+    for object in objects {
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let api_version = object["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let plural = match kind.as_str() {
+            "ServiceAccount" => "serviceaccounts",
+            "Role" => "roles",
+            "RoleBinding" => "rolebindings",
+            "ClusterRole" => "clusterroles",
+            "ClusterRoleBinding" => "clusterrolebindings",
+            other => panic!("plugin rbac printed an unexpected kind {other}"),
+        };
+        let ar = support::api_resource(group, version, &kind, plural);
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let namespace = object["metadata"]["namespace"].as_str();
+        support::dynamic_api(client, &ar, namespace)
+            .patch(
+                &name,
+                &PatchParams::apply("rbac-test").force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    }
 }

@@ -1,7 +1,7 @@
 //! The host (manager, registry, controllers, telemetry) running against a
-//! fresh devcluster: what the `e2e` and `security` binaries start per test.
+//! test cluster (a fresh devcluster, or a lease on the real control plane): what the `e2e` and `security` binaries start per test.
 
-use devcluster::DevCluster;
+use devcluster::TestCluster;
 use wasm_operator::engine::{CallLimits, EngineConfig};
 use wasm_operator::manager::{Manager, ManagerOptions};
 use wasm_operator::registry::{Registry, RegistryOptions};
@@ -9,7 +9,7 @@ use wasm_operator::telemetry::Metrics;
 
 /// A devcluster with the host running against it.
 pub struct Host {
-    pub cluster: DevCluster,
+    pub cluster: TestCluster,
     pub manager: Manager,
     /// The manager's registry.
     pub registry: Registry,

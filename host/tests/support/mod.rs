@@ -1,5 +1,7 @@
 //! Test support shared by the host's integration tests (`e2e`, `cli`):
-//! a devcluster, CRD installation, the built plugins, and waiting helpers
+//! a cluster on the chosen backend (the devcluster by default, or the real
+//! control plane: see `devcluster::testing` for how it is shared and reset
+//! between tests), CRD installation, the built plugins, and waiting helpers
 //! that say what they last saw when they give up.
 //!
 //! Include it with `#[path = "../support/mod.rs"] mod support;`.
@@ -12,7 +14,7 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use devcluster::{DevCluster, DevClusterOptions};
+use devcluster::{DevCluster, DevClusterOptions, TestCluster};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
@@ -26,12 +28,33 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Starts a fresh in-memory devcluster on a free port.
-pub async fn start_cluster() -> DevCluster {
+/// A cluster for one test on the backend the environment chooses
+/// (`devcluster::testing`): by default a fresh in-memory devcluster on a free
+/// port; with `WASM_OPERATOR_TEST_BACKEND=real` an exclusive lease on this
+/// test process's real control plane, reset to its initial state.
+pub async fn start_cluster() -> TestCluster {
+    devcluster::test_cluster().await
+}
+
+/// Starts a fresh in-memory devcluster on a free port, whatever the backend:
+/// for `devcluster_only_` tests, after [`devcluster_only`] said yes.
+pub async fn start_devcluster() -> DevCluster {
     match DevCluster::start(DevClusterOptions::default()).await {
         Ok(c) => c,
         Err(e) => panic!("cannot start a devcluster: {e}"),
     }
+}
+
+/// For a `devcluster_only_` test: whether it runs on this backend; when not,
+/// prints why (`needs`: what only the devcluster has) and the test returns.
+pub fn devcluster_only(test: &str, needs: &str) -> bool {
+    devcluster::testing::devcluster_backend(test, needs)
+}
+
+/// For a `real_only_` test: whether it runs on this backend; when not,
+/// prints why (`needs`: what only the real control plane has).
+pub fn real_only(test: &str, needs: &str) -> bool {
+    devcluster::testing::real_backend(test, needs)
 }
 
 /// The built component of plugin `name`

@@ -16,7 +16,7 @@ mod walk;
 
 use std::time::Duration;
 
-use devcluster::DevCluster;
+use devcluster::TestCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::engine::EngineConfig;
@@ -39,7 +39,7 @@ pub const V3: &str = "webapp_v3";
 /// A devcluster with the host (manager, registry, controllers) running
 /// against it.
 pub struct Host {
-    pub cluster: DevCluster,
+    pub cluster: TestCluster,
     pub manager: Manager,
     /// The manager's registry.
     pub registry: Registry,
@@ -105,7 +105,7 @@ impl Host {
 }
 
 async fn new_manager(
-    cluster: &DevCluster,
+    cluster: &TestCluster,
     cache_dir: &tempfile::TempDir,
     metrics: &Metrics,
 ) -> Manager {

@@ -54,7 +54,7 @@ fn crd_print_prints_the_generated_crd() {
 
 /// A devcluster with only the WasmPlugin CRD (examples/, the copy the other
 /// tests install): the schema's verdicts without a controller writing status.
-async fn cluster_with_the_crd() -> (devcluster::DevCluster, Api<WasmPlugin>) {
+async fn cluster_with_the_crd() -> (devcluster::TestCluster, Api<WasmPlugin>) {
     crate::install_crypto_provider();
     let cluster = support::start_cluster().await;
     support::install_crd(&cluster.client(), &support::example_crd("wasmplugin")).await;

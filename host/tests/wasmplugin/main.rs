@@ -20,7 +20,7 @@ mod versions;
 use std::path::Path;
 use std::time::Duration;
 
-use devcluster::DevCluster;
+use devcluster::TestCluster;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -46,7 +46,7 @@ const NS: &str = "default";
 /// A devcluster with the WasmPlugin and WebApp CRDs, and the host (manager,
 /// registry, WasmPlugin controller) running against it.
 pub struct Fixture {
-    pub cluster: DevCluster,
+    pub cluster: TestCluster,
     pub manager: Manager,
     /// The manager's registry.
     pub registry: Registry,
