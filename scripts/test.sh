@@ -55,7 +55,7 @@ if [ -n "$realcluster_pid" ]; then
         # Each test binary starts one control plane and its tests take turns
         # on it (devcluster/src/testing); devcluster_only_ tests print SKIPPED.
         WASM_OPERATOR_TEST_BACKEND=real cargo test --workspace --all-features --no-fail-fast \
-            --test e2e --test upgrade --test wasmplugin --test cli --test security \
+            --test e2e --test upgrade --test wasmplugin --test cli --test security --test canary \
             -- --nocapture 2>&1 | tee target/test-output-real.log
         real_status=${PIPESTATUS[0]}
         [ "$real_status" = 0 ] || status=$real_status

@@ -21,7 +21,7 @@ mod shadow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use devcluster::DevCluster;
+use devcluster::TestCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use wasm_operator::engine::EngineConfig;
@@ -54,7 +54,7 @@ pub const V3: &str = "webapp_v3";
 
 /// A devcluster with the host running against it.
 pub struct Host {
-    pub cluster: DevCluster,
+    pub cluster: TestCluster,
     pub manager: Manager,
     pub registry: Registry,
     pub metrics: Metrics,
@@ -159,7 +159,7 @@ pub fn fast(rollout: Rollout) -> RolloutSettings {
 }
 
 async fn new_manager(
-    cluster: &DevCluster,
+    cluster: &TestCluster,
     cache_dir: &tempfile::TempDir,
     metrics: &Metrics,
 ) -> Manager {
