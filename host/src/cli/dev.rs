@@ -44,6 +44,9 @@ pub struct DevArgs {
     /// How long a rebuilt .wasm must be quiet before it is reloaded, in milliseconds.
     #[arg(long, default_value_t = 500, value_name = "MS")]
     pub debounce_ms: u64,
+    /// The CRD conversion webhook (always served; these flags move it).
+    #[command(flatten)]
+    pub webhook: super::webhook::WebhookArgs,
 }
 
 impl DevArgs {
@@ -63,6 +66,9 @@ impl DevArgs {
         options.apply_examples = !self.no_examples;
         options.metrics_addr = self.metrics_addr;
         options.debounce = Duration::from_millis(self.debounce_ms);
+        options.webhook = self
+            .webhook
+            .options(crate::dev::default_webhook().addr.into());
         options
     }
 }

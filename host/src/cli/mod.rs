@@ -11,6 +11,7 @@ pub mod push;
 pub mod rbac;
 pub mod run;
 pub mod signals;
+pub mod webhook;
 
 use clap::{Parser, Subcommand, ValueEnum};
 

@@ -29,6 +29,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{Registry, RegistryOptions};
 use crate::wasmplugin::{AuditRecord, WasmPlugin};
+use crate::webhook::{
+    CertSource, ConversionWebhook, DEFAULT_SECRET_NAME, WebhookError, WebhookOptions,
+};
 use build::{BuildError, PluginCrate};
 use kube::CustomResourceExt;
 use manifests::ManifestError;
@@ -70,6 +73,23 @@ pub struct DevOptions {
     pub registry: RegistryOptions,
     /// `config` passed to every plugin.
     pub plugin_config: Value,
+    /// The CRD conversion webhook for plugins that implement migration
+    /// (default: 127.0.0.1, a free port, certificates in Secret
+    /// `default/wasm-operator-webhook-cert`); `None` serves none.
+    pub webhook: Option<WebhookOptions>,
+}
+
+/// The webhook `dev` serves by default: loopback, a free port, the
+/// certificate kept in the cluster (so a `--data` session keeps its CA).
+pub fn default_webhook() -> WebhookOptions {
+    WebhookOptions {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        client_config: None,
+        certs: CertSource::Secret {
+            namespace: "default".to_string(),
+            name: DEFAULT_SECRET_NAME.to_string(),
+        },
+    }
 }
 
 impl DevOptions {
@@ -92,6 +112,7 @@ impl DevOptions {
             debounce: Duration::from_millis(500),
             metrics_addr: None,
             plugin_config: Value::Object(Default::default()),
+            webhook: Some(default_webhook()),
         }
     }
 }
@@ -125,6 +146,9 @@ pub enum DevError {
     /// The manager around the devcluster could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
+    /// The conversion webhook could not start or configure a CRD.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
     /// Not one component of the wasm directory loaded: a session without a
     /// plugin has nothing to show.
     #[error(
@@ -155,6 +179,7 @@ pub struct DevSummary {
 pub struct DevSession {
     cluster: DevCluster,
     manager: Manager,
+    webhook: Option<ConversionWebhook>,
     events: broadcast::Sender<LoadEvent>,
     /// Stops the event forwarder when the session is dropped without `shutdown`.
     cancel: DropGuard,
@@ -232,14 +257,47 @@ impl DevSession {
         )
         .await?;
         summary.metrics_addr = manager.telemetry_addr();
+        // The webhook serves before plugins load: the round-trip gate does
+        // not need it, but objects of a plugin's older API version do.
+        let webhook = match &options.webhook {
+            Some(webhook) => {
+                match ConversionWebhook::start(
+                    cluster.client(),
+                    manager.registry().clone(),
+                    webhook.clone(),
+                )
+                .await
+                {
+                    Ok(webhook) => Some(webhook),
+                    Err(error) => {
+                        manager.shutdown().await;
+                        return Err(error.into());
+                    }
+                }
+            }
+            None => None,
+        };
         if let Err(error) = manager.serve_wasmplugins().await {
+            if let Some(webhook) = &webhook {
+                webhook.shutdown().await;
+            }
             manager.shutdown().await;
             return Err(error.into());
         }
-        match finish_start(&options, &cluster, &manager, filter, summary).await {
+        match finish_start(
+            &options,
+            &cluster,
+            &manager,
+            webhook.as_ref(),
+            filter,
+            summary,
+        )
+        .await
+        {
             Ok((summary, events, forwarder, cancel)) => Ok(DevSession {
                 cluster,
                 manager,
+                webhook,
                 events,
                 cancel: cancel.drop_guard(),
                 forwarder,
@@ -248,6 +306,9 @@ impl DevSession {
             }),
             Err(error) => {
                 // Controllers stop before the cluster (dropped here) goes away.
+                if let Some(webhook) = &webhook {
+                    webhook.shutdown().await;
+                }
                 manager.shutdown().await;
                 Err(error)
             }
@@ -272,6 +333,11 @@ impl DevSession {
     /// The plugin registry serving the loaded plugins.
     pub fn registry(&self) -> &Registry {
         self.manager.registry()
+    }
+
+    /// The conversion webhook, when served.
+    pub fn webhook(&self) -> Option<&ConversionWebhook> {
+        self.webhook.as_ref()
     }
 
     /// The host wired for this session.
@@ -306,6 +372,9 @@ impl DevSession {
     /// Stops watching, lets the controllers finish their in-flight calls and
     /// stop, then stops the cluster.
     pub async fn shutdown(self) {
+        if let Some(webhook) = &self.webhook {
+            webhook.shutdown().await;
+        }
         self.manager.shutdown().await;
         drop(self.cancel);
         let _ = self.forwarder.await;
@@ -321,6 +390,7 @@ async fn finish_start(
     options: &DevOptions,
     cluster: &DevCluster,
     manager: &Manager,
+    webhook: Option<&ConversionWebhook>,
     filter: PluginFilter,
     mut summary: DevSummary,
 ) -> Result<
@@ -390,6 +460,30 @@ async fn finish_start(
         });
     }
     step.done(format!("{loaded} of {} loaded", files.len()));
+
+    // Objects of a plugin's other API versions are converted by its
+    // webhook: point the CRDs at it before applying any.
+    if let Some(webhook) = webhook {
+        let step = Step::start("Pointing CRD conversion at the host's webhook");
+        match webhook.sync_crds().await {
+            Ok(_) => {
+                let crds = webhook.migrating_crds();
+                step.done(if crds.is_empty() {
+                    format!("none needed ({})", webhook.addr())
+                } else {
+                    format!(
+                        "{} ({})",
+                        crds.into_iter().collect::<Vec<_>>().join(", "),
+                        webhook.addr()
+                    )
+                });
+            }
+            Err(error) => {
+                step.failed();
+                return Err(error.into());
+            }
+        }
+    }
 
     if options.apply_examples {
         let step = Step::start("Applying example objects");
