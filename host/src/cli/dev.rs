@@ -46,7 +46,7 @@ pub struct DevArgs {
     pub debounce_ms: u64,
     /// The CRD conversion webhook (always served; these flags move it).
     #[command(flatten)]
-    pub webhook: super::webhook::WebhookArgs,
+    pub webhook: Box<super::webhook::WebhookArgs>,
 }
 
 impl DevArgs {

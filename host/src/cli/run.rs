@@ -70,7 +70,7 @@ pub struct RunArgs {
     pub shutdown_grace: u64,
     /// The CRD conversion webhook (served with --webhook-addr).
     #[command(flatten)]
-    pub webhook: WebhookArgs,
+    pub webhook: Box<WebhookArgs>,
 }
 
 /// The first pause between tries to reach the API server.
