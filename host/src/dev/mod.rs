@@ -487,7 +487,19 @@ async fn finish_start(
 
     if options.apply_examples {
         let step = Step::start("Applying example objects");
-        match apply_examples(&client, &options.examples_dir, &options.skip_examples).await {
+        let mut skip = options.skip_examples.clone();
+        let converted = webhook
+            .map(ConversionWebhook::migrating_crds)
+            .unwrap_or_default();
+        for (example, crd) in unconverted_examples(&options.examples_dir, &converted) {
+            tracing::warn!(
+                example = %example,
+                crd = %crd,
+                "not applying the objects of examples/{example}: CRD {crd} serves several versions and no loaded plugin converts them (build and load its plugin)"
+            );
+            skip.push(example);
+        }
+        match apply_examples(&client, &options.examples_dir, &skip).await {
             Ok(applied) => {
                 step.done(format!("{} objects", applied.len()));
                 summary.applied = applied;
@@ -648,6 +660,47 @@ async fn install_crds(
     Ok(crds)
 }
 
+/// Example directories whose CRD serves several versions without saying
+/// how to convert them, and no loaded plugin's webhook does (`converted`):
+/// applying their objects would store them unconverted. `(example, CRD)`.
+fn unconverted_examples(
+    examples_dir: &Path,
+    converted: &std::collections::BTreeSet<String>,
+) -> Vec<(String, String)> {
+    let Ok(dirs) = example_dirs(examples_dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(objects) = manifests::read_manifest(&dir.join("crd.yaml")) else {
+            continue;
+        };
+        let example = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        for crd in objects.iter().map(|o| &o.object) {
+            let versions = crd
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let name = crd
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if versions > 1
+                && crd.pointer("/spec/conversion").is_none()
+                && !converted.contains(name)
+            {
+                out.push((example.clone(), name.to_string()));
+                break;
+            }
+        }
+    }
+    out
+}
+
 async fn apply_examples(
     client: &kube::Client,
     examples_dir: &Path,
@@ -664,4 +717,26 @@ async fn apply_examples(
         }
     }
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_of_multi_version_crds_wait_for_a_converting_plugin() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let none = std::collections::BTreeSet::new();
+        let skipped = unconverted_examples(&examples, &none);
+        assert_eq!(
+            skipped,
+            [(
+                "distributedkv".to_string(),
+                "distributedkvs.kv.example.com".to_string()
+            )]
+        );
+        let converted =
+            std::collections::BTreeSet::from(["distributedkvs.kv.example.com".to_string()]);
+        assert!(unconverted_examples(&examples, &converted).is_empty());
+    }
 }

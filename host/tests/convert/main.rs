@@ -9,6 +9,8 @@
 mod support;
 
 mod certificates;
+#[cfg(feature = "devcluster")]
+mod dev;
 mod gate;
 mod served;
 
