@@ -59,6 +59,8 @@ pub const DEFAULT_SECRET_NAME: &str = "wasm-operator-webhook-cert";
 const POLL: Duration = Duration::from_millis(500);
 /// Every CRD is checked again at least this often (repairs an edited CRD).
 const RESYNC: Duration = Duration::from_secs(60);
+/// The pause after a sync the API server refused, before the next try.
+const FAILED_SYNC_PAUSE: Duration = Duration::from_secs(5);
 
 /// Where the serving certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,7 +298,11 @@ async fn keep_crds(webhook: ConversionWebhook, cancel: CancellationToken) {
             synced.1.is_none_or(|at| at.elapsed() >= RESYNC) || synced.0 != webhook.migrating_crds()
         };
         if due && let Err(error) = webhook.sync_crds().await {
-            tracing::warn!(%error, "retrying shortly");
+            tracing::warn!(%error, "retrying in {}s", FAILED_SYNC_PAUSE.as_secs());
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(FAILED_SYNC_PAUSE) => {}
+            }
         }
     }
 }
