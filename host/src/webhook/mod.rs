@@ -37,6 +37,7 @@ pub mod crd;
 pub mod gate;
 pub mod review;
 pub mod server;
+pub mod storage;
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -13,6 +13,7 @@ mod certificates;
 mod dev;
 mod gate;
 mod served;
+mod storage;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -69,6 +70,12 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn start() -> Fixture {
+        Fixture::start_with_storage("v1beta1").await
+    }
+
+    /// [`Fixture::start`] with the DistributedKV CRD storing `storage`
+    /// (both versions served).
+    pub async fn start_with_storage(storage: &str) -> Fixture {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -80,7 +87,7 @@ impl Fixture {
         let cluster = support::start_cluster().await;
         let client = cluster.client();
         support::install_crd(&client, &support::example_crd("wasmplugin")).await;
-        support::install_crd(&client, &support::example_crd("distributedkv")).await;
+        install_kv_crd(&client, storage).await;
         let cache_dir = tempfile::tempdir().unwrap();
         let options = RegistryOptions {
             concurrency: 2,
@@ -248,6 +255,33 @@ pub fn kvs(client: &kube::Client, version: &str) -> Api<DynamicObject> {
         &support::api_resource("kv.example.com", version, "DistributedKV", "distributedkvs"),
         Some(NS),
     )
+}
+
+/// Installs the example DistributedKV CRD with `storage` as the storage
+/// version (both versions served).
+pub async fn install_kv_crd(client: &kube::Client, storage: &str) {
+    install_kv_crd_versions(client, storage, &["v1alpha1", "v1beta1"]).await;
+}
+
+/// Installs the example DistributedKV CRD serving `versions`, `storage`
+/// the storage version, and waits until it is served.
+pub async fn install_kv_crd_versions(client: &kube::Client, storage: &str, versions: &[&str]) {
+    let text = std::fs::read_to_string(support::example_crd("distributedkv")).unwrap();
+    let mut crd: Value = serde_yaml::from_str(&text).unwrap();
+    let all = crd["spec"]["versions"].as_array().unwrap().clone();
+    crd["spec"]["versions"] = Value::Array(
+        all.into_iter()
+            .filter(|v| versions.contains(&v["name"].as_str().unwrap()))
+            .map(|mut v| {
+                v["storage"] = json!(v["name"] == storage);
+                v
+            })
+            .collect(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crd.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&crd).unwrap()).unwrap();
+    support::install_crd(client, &path).await;
 }
 
 pub async fn wait_crd_points_at(client: &kube::Client, webhook: &ConversionWebhook) -> Value {
