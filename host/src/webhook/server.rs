@@ -15,6 +15,11 @@ use super::crd::PATH;
 use super::review;
 use crate::registry::{ActiveVersion, Registry};
 
+/// The largest ConversionReview accepted. The API server sends a whole
+/// list in one review (a list of 10,000 small objects is ~4 MiB), far
+/// beyond axum's default of 2 MiB.
+pub const MAX_REVIEW_BYTES: usize = 256 << 20;
+
 /// The stable version of the loaded plugin that implements `migration` and
 /// reconciles `group`/`kind`, if any.
 pub fn serving(registry: &Registry, group: &str, kind: &str) -> Option<Arc<ActiveVersion>> {
@@ -114,7 +119,10 @@ pub async fn serve(
     registry: Registry,
     cancel: CancellationToken,
 ) {
-    let router = Router::new().route(PATH, post(handle)).with_state(registry);
+    let router = Router::new()
+        .route(PATH, post(handle))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(registry);
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
     loop {
         let tcp = tokio::select! {

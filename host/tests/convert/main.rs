@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bench;
 mod certificates;
 #[cfg(feature = "devcluster")]
 mod dev;

@@ -168,3 +168,78 @@ async fn a_conversion_the_plugin_refuses_names_object_plugin_and_version() {
     let object = fx.read_kv("v1alpha1", "broken").await;
     assert_eq!(object["spec"]["size"], 3, "{object}");
 }
+
+/// The webhook over HTTPS, called directly: it trusts nothing but its CA,
+/// accepts reviews far beyond axum's 2 MiB default (the API server sends a
+/// whole list in one review), and answers a malformed review with a Failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_answers_large_and_malformed_reviews_over_https() {
+    use base64::Engine as _;
+    let fx = Fixture::start().await;
+    fx.deploy("distributedkv").await;
+    let pem = base64::engine::general_purpose::STANDARD
+        .decode(fx.webhook.ca_bundle())
+        .unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://{}/convert", fx.webhook.addr());
+    let mut object = beta("big", 3, 1);
+    object["metadata"]["annotations"] = json!({"big": "x".repeat(3 << 20)});
+    let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-1", "desiredAPIVersion": "kv.example.com/v1alpha1", "objects": [object]}});
+    let answer: Value = client
+        .post(&url)
+        .json(&review)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["uid"], "u-1");
+    assert_eq!(
+        answer["response"]["result"]["status"], "Success",
+        "{}",
+        answer["response"]["result"]
+    );
+    assert_eq!(answer["response"]["convertedObjects"][0]["spec"]["size"], 3);
+
+    let malformed = json!({"apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "ConversionReview",
+        "request": {"uid": "u-2", "desiredAPIVersion": "kv.example.com/v1alpha1", "objects": []}});
+    let answer: Value = client
+        .post(&url)
+        .json(&malformed)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["response"]["uid"], "u-2");
+    assert_eq!(answer["response"]["result"]["status"], "Failure");
+    let unknown = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "u-3", "desiredAPIVersion": "other.example.com/v2",
+                    "objects": [{"apiVersion": "other.example.com/v1", "kind": "Other", "metadata": {"name": "o"}}]}});
+    let answer: Value = client
+        .post(&url)
+        .json(&unknown)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let message = answer["response"]["result"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains(
+            "no plugin loaded in this host implements migration for Other.other.example.com"
+        ),
+        "{message}"
+    );
+}
