@@ -42,6 +42,16 @@ async fn a_lossy_convert_is_refused_naming_object_and_path_until_allowed() {
         fx.registry.current("distributedkv").unwrap().info.version,
         "1.1.0"
     );
+    // The swap switched conversions too: 1.1.0 answers, and drops the field.
+    let sessions = fx.read_kv("v1alpha1", "sessions").await;
+    assert!(
+        sessions["metadata"]
+            .get("annotations")
+            .and_then(|a| a.get("kv.example.com/v1beta1-fields"))
+            .is_none(),
+        "{sessions}"
+    );
+    assert_eq!(sessions["spec"]["size"], 5, "{sessions}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
