@@ -68,7 +68,12 @@ impl DevArgs {
         options.debounce = Duration::from_millis(self.debounce_ms);
         options.webhook = self
             .webhook
-            .options(crate::dev::default_webhook().addr.into());
+            .options(crate::dev::default_webhook().addr.into())
+            .map(|mut webhook| {
+                // A dev session keeps storage migrated by itself.
+                webhook.migrate_storage = true;
+                webhook
+            });
         options
     }
 }

@@ -37,6 +37,13 @@ pub struct WebhookArgs {
     /// without POD_NAMESPACE).
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = parse_secret)]
     pub webhook_secret: Option<(String, String)>,
+    /// Rewrite the objects of a migrating plugin's CRD into its storage
+    /// version by itself (50 writes/s, resumable), then narrow
+    /// status.storedVersions, whenever it lists older versions; checked
+    /// every 10 s. `dev` always does; `wasm-operator migrate storage CRD`
+    /// does it once by hand.
+    #[arg(long)]
+    pub migrate_storage: bool,
 }
 
 fn split_namespaced(value: &str, what: &str) -> Result<(String, String), String> {
@@ -98,6 +105,7 @@ impl WebhookArgs {
             addr,
             client_config,
             certs,
+            migrate_storage: self.migrate_storage,
         })
     }
 }
@@ -141,6 +149,7 @@ mod tests {
             webhook_service: None,
             webhook_cert_dir: None,
             webhook_secret: Some(("ns".into(), "s".into())),
+            migrate_storage: false,
         };
         assert!(args.options(None).is_none());
         let options = args.options(Some("127.0.0.1:0".parse().unwrap())).unwrap();

@@ -89,6 +89,7 @@ pub fn default_webhook() -> WebhookOptions {
             namespace: "default".to_string(),
             name: DEFAULT_SECRET_NAME.to_string(),
         },
+        migrate_storage: true,
     }
 }
 

@@ -60,6 +60,9 @@ pub const DEFAULT_SECRET_NAME: &str = "wasm-operator-webhook-cert";
 const POLL: Duration = Duration::from_millis(500);
 /// Every CRD is checked again at least this often (repairs an edited CRD).
 const RESYNC: Duration = Duration::from_secs(60);
+/// How often CRDs are checked for objects in old storage versions (with
+/// [`WebhookOptions::migrate_storage`]).
+pub const STORAGE_CHECK: Duration = Duration::from_secs(10);
 /// The pause after a sync the API server refused, before the next try.
 const FAILED_SYNC_PAUSE: Duration = Duration::from_secs(5);
 
@@ -89,6 +92,11 @@ pub struct WebhookOptions {
     pub client_config: Option<ClientConfig>,
     /// Where the certificate comes from.
     pub certs: CertSource,
+    /// Migrate the objects of a migrating plugin's CRD to its storage
+    /// version by itself whenever `status.storedVersions` lists more than
+    /// that version ([`storage::migrate`], default rate), checked every
+    /// [`STORAGE_CHECK`].
+    pub migrate_storage: bool,
 }
 
 /// Why the webhook could not start.
@@ -129,6 +137,9 @@ struct Inner {
     tasks: Mutex<Vec<JoinHandle<()>>>,
     /// The CRDs configured by the last complete sync.
     synced: tokio::sync::Mutex<(BTreeSet<String>, Option<Instant>)>,
+    migrate_storage: bool,
+    /// CRDs whose storage migration runs now.
+    migrating: Mutex<BTreeSet<String>>,
 }
 
 /// The running conversion webhook. Cheap to clone; clones share it.
@@ -201,6 +212,8 @@ impl ConversionWebhook {
                 cancel: cancel.clone(),
                 tasks: Mutex::new(Vec::new()),
                 synced: tokio::sync::Mutex::new((BTreeSet::new(), None)),
+                migrate_storage: options.migrate_storage,
+                migrating: Mutex::new(BTreeSet::new()),
             }),
         };
         let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
@@ -286,10 +299,82 @@ impl ConversionWebhook {
     }
 }
 
+/// Starts a storage migration of every migrating plugin's CRD whose
+/// `storedVersions` lists more than its storage version, unless one runs.
+async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(webhook.inner.client.clone());
+    for name in webhook.migrating_crds() {
+        if lock(&webhook.inner.migrating).contains(&name) {
+            continue;
+        }
+        let Ok(Some(crd)) = crds.get_opt(&name).await else {
+            continue;
+        };
+        let storage = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.clone());
+        let stored = crd
+            .status
+            .and_then(|s| s.stored_versions)
+            .unwrap_or_default();
+        let Some(storage) = storage else { continue };
+        if storage::is_migrated(&stored, &storage) {
+            continue;
+        }
+        lock(&webhook.inner.migrating).insert(name.clone());
+        tracing::info!(crd = %name, stored = ?stored, %storage, "migrating objects to the storage version");
+        let client = webhook.inner.client.clone();
+        let this = webhook.clone();
+        let cancel = cancel.clone();
+        let task = tokio::spawn(async move {
+            let options = storage::StorageOptions::default();
+            let run = storage::migrate(&client, &name, &options, |_, _| {});
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => None,
+                outcome = run => Some(outcome),
+            };
+            match outcome {
+                Some(Ok(report)) if report.done => {
+                    tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
+                }
+                Some(Ok(report)) => {
+                    tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(crd = %name, %error, "storage migration stopped; it resumes later");
+                }
+                // Stopped with the host: the progress annotation resumes it.
+                None => {}
+            }
+            lock(&this.inner.migrating).remove(&name);
+        });
+        webhook.tasks().push(task);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Re-syncs the CRDs whenever the set of migrating plugins changes, and
-/// every [`RESYNC`].
+/// every [`RESYNC`]; with `migrate_storage`, starts storage migrations
+/// every [`STORAGE_CHECK`].
 async fn keep_crds(webhook: ConversionWebhook, cancel: CancellationToken) {
+    let mut storage_checked: Option<Instant> = None;
     loop {
+        if webhook.inner.migrate_storage
+            && storage_checked.is_none_or(|at| at.elapsed() >= STORAGE_CHECK)
+            && webhook.inner.synced.lock().await.1.is_some()
+        {
+            storage_checked = Some(Instant::now());
+            start_storage_migrations(&webhook, &cancel).await;
+        }
         tokio::select! {
             () = cancel.cancelled() => return,
             () = tokio::time::sleep(POLL) => {}

@@ -54,6 +54,7 @@ pub fn webhook_options() -> WebhookOptions {
             namespace: NS.into(),
             name: SECRET.into(),
         },
+        migrate_storage: false,
     }
 }
 

@@ -142,3 +142,41 @@ async fn the_migrate_storage_command_narrows_stored_versions() {
     assert!(stdout.contains("now [v1beta1]"), "{stdout}");
     assert_eq!(stored_versions(&crd(&client).await), ["v1beta1"]);
 }
+
+/// With `migrate_storage` (`--migrate-storage`, always on in `dev`) the
+/// host migrates by itself once the storage version changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_migrates_storage_by_itself_when_asked_to() {
+    let fx = Fixture::start_with_storage("v1alpha1").await;
+    fx.deploy("distributedkv").await;
+    let client = fx.client();
+    for i in 0..3 {
+        fx.create_kv(alpha(&format!("kv-{i}"), 2)).await;
+    }
+    install_kv_crd(&client, "v1beta1").await;
+    assert_eq!(stored_versions(&crd(&client).await).len(), 2);
+    let migrating = wasm_operator::webhook::ConversionWebhook::start(
+        client.clone(),
+        fx.registry.clone(),
+        wasm_operator::webhook::WebhookOptions {
+            migrate_storage: true,
+            ..crate::webhook_options()
+        },
+    )
+    .await
+    .unwrap();
+    wait_until("storedVersions [v1beta1]", CONVERGE, || async {
+        let stored = stored_versions(&crd(&client).await);
+        if stored == ["v1beta1"] {
+            Ok(())
+        } else {
+            Err(format!("{stored:?}"))
+        }
+    })
+    .await;
+    for i in 0..3 {
+        let object = fx.read_kv("v1beta1", &format!("kv-{i}")).await;
+        assert_eq!(object["spec"]["replicaCount"], 2, "{object}");
+    }
+    migrating.shutdown().await;
+}
