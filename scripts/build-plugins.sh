@@ -20,7 +20,7 @@ if ! rustup target add wasm32-wasip2 >/dev/null 2>&1; then
     exit 1
 fi
 
-plugins=(webapp faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core webapp-next webapp-differ webapp-flaky webapp-loop)
+plugins=(webapp faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core webapp-next webapp-differ webapp-flaky webapp-loop distributedkv distributedkv-lossy distributedkv-trap)
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
 

@@ -38,6 +38,7 @@
 //! | `plan` | pure: a plugin's answer plus the observed state become a plan of writes |
 //! | `apply` | executes a plan: SSA, prune, status, events, finalizers |
 //! | `migration` | the upgrade walk of objects an older version managed |
+//! | [`webhook`] | the CRD conversion webhook (HTTPS, answered by plugins' `convert`) and the round-trip gate |
 //! | `controller` | one kube-runtime `Controller` per plugin: queue, backoff, call → plan → write |
 //! | [`wasmplugin`] | the `WasmPlugin` controller: sources, loads, status, audit trail |
 //! | [`manager`] | the composition root: what runs on every replica, what only where it may write |
@@ -86,6 +87,7 @@ pub mod registry;
 pub(crate) mod rollout;
 pub mod telemetry;
 pub mod wasmplugin;
+pub mod webhook;
 
 pub use engine::Engine;
 pub use manager::{Manager, ManagerOptions, Role};

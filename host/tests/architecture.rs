@@ -50,6 +50,10 @@ const LAYERS: &[(&str, &str)] = &[
         "the upgrade walk: an upgrade call, its plan and its write",
     ),
     (
+        "webhook",
+        "CRD conversion: serves ConversionReviews from the registry's stable versions, the round-trip gate the WasmPlugin controller runs",
+    ),
+    (
         "controller",
         "queue: one kube-runtime Controller per plugin, calling → planning → writing",
     ),

@@ -55,6 +55,9 @@ pub struct DevArgs {
         default_value = "target/realcluster/realcluster"
     )]
     pub realcluster: PathBuf,
+    /// The CRD conversion webhook (always served; these flags move it).
+    #[command(flatten)]
+    pub webhook: Box<super::webhook::WebhookArgs>,
 }
 
 impl DevArgs {
@@ -75,6 +78,14 @@ impl DevArgs {
         options.apply_examples = !self.no_examples;
         options.metrics_addr = self.metrics_addr;
         options.debounce = Duration::from_millis(self.debounce_ms);
+        options.webhook = self
+            .webhook
+            .options(crate::dev::default_webhook().addr.into())
+            .map(|mut webhook| {
+                // A dev session keeps storage migrated by itself.
+                webhook.migrate_storage = true;
+                webhook
+            });
         options
     }
 }

@@ -7,10 +7,12 @@ pub mod crd;
 #[cfg(feature = "devcluster")]
 pub mod dev;
 pub mod inspect;
+pub mod migrate;
 pub mod push;
 pub mod rbac;
 pub mod run;
 pub mod signals;
+pub mod webhook;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -65,6 +67,9 @@ pub enum Command {
     /// Print the CRDs this host serves (WasmPlugin), generated from its types.
     #[command(subcommand)]
     Crd(crd::CrdCommand),
+    /// Migrate the objects of a CRD (storage version).
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCommand),
 }
 
 /// `wasm-operator plugin ...`
@@ -105,6 +110,9 @@ pub enum CliError {
     /// `crd` failed.
     #[error(transparent)]
     Crd(#[from] crd::CrdError),
+    /// `migrate` failed.
+    #[error(transparent)]
+    Migrate(#[from] migrate::MigrateError),
     /// The Ctrl-C / SIGTERM handlers that stop a command cleanly could not
     /// be installed.
     #[error("cannot install signal handlers: {0}")]
@@ -131,6 +139,7 @@ impl Cli {
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
+            Command::Migrate(command) => migrate::execute(command).await,
         }
     }
 }

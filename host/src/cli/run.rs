@@ -8,12 +8,14 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::Value;
 
+use super::webhook::WebhookArgs;
 use super::{CliError, connect};
 use crate::contract::Grant;
 use crate::engine::InstanceAllocation;
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
 use crate::wasmplugin::source::{FileError, read_plugin_file};
+use crate::webhook::{ConversionWebhook, WebhookError, gate};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -66,6 +68,9 @@ pub struct RunArgs {
     /// pod's terminationGracePeriodSeconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 20)]
     pub shutdown_grace: u64,
+    /// The CRD conversion webhook (served with --webhook-addr).
+    #[command(flatten)]
+    pub webhook: Box<WebhookArgs>,
 }
 
 /// The first pause between tries to reach the API server.
@@ -132,6 +137,18 @@ pub enum RunError {
     /// The registry, telemetry or WasmPlugin controller could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
+    /// The conversion webhook could not start.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// A `--plugin` file's `convert` failed the round-trip gate.
+    #[error("cannot load plugin {}: {source}", path.display())]
+    ConversionGate {
+        /// The `--plugin` path.
+        path: PathBuf,
+        /// What the gate found.
+        #[source]
+        source: Box<gate::GateError>,
+    },
     /// A `--config-for` value has no `=`; holds the value.
     #[error(
         "--config-for {0:?} is not NAME=JSON; write e.g. --config-for 'webapp={{\"replicas\":2}}'"
@@ -259,7 +276,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     tokio::pin!(shutdown);
     // A signal while connecting, waiting for the API server or compiling
     // stops right away.
-    let manager = tokio::select! {
+    let (manager, webhook) = tokio::select! {
         started = start(&args, plugins, configs, grant) => started?,
         signal = &mut shutdown => {
             tracing::info!(signal, "stopped before the plugins were loaded");
@@ -276,8 +293,14 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     // Stopping must never depend on the cluster: whatever the API server
     // does, the host exits within the grace period, or at a second signal.
     let again = super::signals::shutdown_signal().map_err(CliError::Signals)?;
+    let stop = async {
+        if let Some(webhook) = &webhook {
+            webhook.shutdown().await;
+        }
+        manager.shutdown().await;
+    };
     tokio::select! {
-        () = manager.shutdown() => tracing::info!("stopped"),
+        () = stop => tracing::info!("stopped"),
         () = tokio::time::sleep(grace) => tracing::warn!(
             grace_seconds = args.shutdown_grace,
             "reconciles in flight did not finish within the grace period; exiting anyway"
@@ -323,7 +346,7 @@ async fn start(
     plugins: Vec<(PathBuf, Vec<u8>)>,
     configs: BTreeMap<String, Value>,
     grant: Grant,
-) -> Result<Manager, CliError> {
+) -> Result<(Manager, Option<ConversionWebhook>), CliError> {
     let (client, url) =
         connect::connect_with_url(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
     let manager = Manager::start(
@@ -340,16 +363,43 @@ async fn start(
     .map_err(RunError::Start)?;
     // Telemetry serves (/healthz answers) while the API server is waited for.
     wait_for_api_server(&client, &url).await;
+    // The webhook serves before any plugin loads, so a CRD pointed at it by
+    // an earlier run is answered as soon as its plugin is back.
+    let webhook = match args.webhook.options(None) {
+        Some(options) => {
+            match ConversionWebhook::start(client.clone(), manager.registry().clone(), options)
+                .await
+            {
+                Ok(webhook) => Some(webhook),
+                Err(error) => {
+                    manager.shutdown().await;
+                    return Err(RunError::Webhook(error).into());
+                }
+            }
+        }
+        None => None,
+    };
     let loaded = if plugins.is_empty() {
         manager.serve_wasmplugins().await.map_err(RunError::Start)
     } else {
-        load_all(manager.registry(), plugins, configs, &grant).await
+        load_all(&client, manager.registry(), plugins, configs, &grant).await
     };
-    if let Err(error) = loaded {
+    let synced = match (&loaded, &webhook) {
+        (Ok(()), Some(webhook)) => webhook
+            .sync_crds()
+            .await
+            .map(drop)
+            .map_err(RunError::Webhook),
+        _ => Ok(()),
+    };
+    if let Err(error) = loaded.and(synced) {
+        if let Some(webhook) = &webhook {
+            webhook.shutdown().await;
+        }
         manager.shutdown().await;
         return Err(error.into());
     }
-    Ok(manager)
+    Ok((manager, webhook))
 }
 
 /// Loads every plugin with its config. A config is found by file name
@@ -358,6 +408,7 @@ async fn start(
 /// activated, so no controller ever runs with the wrong config. Every
 /// plugin gets `grant`; two files of one plugin name are an error.
 async fn load_all(
+    client: &kube::Client,
     registry: &Registry,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     mut configs: BTreeMap<String, Value>,
@@ -397,6 +448,14 @@ async fn load_all(
             });
         }
         files.insert(candidate.name().to_string(), path.clone());
+        // The conversion round-trip gate, as for a WasmPlugin (which may
+        // allow lossy conversion; a --plugin file may not).
+        gate::check(client, candidate.plugin(), false)
+            .await
+            .map_err(|source| RunError::ConversionGate {
+                path: path.clone(),
+                source: Box::new(source),
+            })?;
         let config = configs
             .remove(&stem)
             .or_else(|| configs.remove(candidate.name()))

@@ -179,6 +179,11 @@ reasons! {
     CanaryIrreversible => WasmPlugin,
     /// A canary operation (promote, abort, step) found no candidate.
     NoCanary => WasmPlugin,
+    /// A version's `convert` failed the round-trip gate: a stored object
+    /// did not come back identical through another served API version (and
+    /// the WasmPlugin does not allow lossy conversion), or `convert` failed
+    /// on it. The version does not serve; the previous one keeps serving.
+    ConversionNotLossless => WasmPlugin,
 }
 
 impl fmt::Display for Reason {

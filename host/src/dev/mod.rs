@@ -31,6 +31,9 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{Registry, RegistryOptions};
 use crate::wasmplugin::{AuditRecord, WasmPlugin};
+use crate::webhook::{
+    CertSource, ConversionWebhook, DEFAULT_SECRET_NAME, WebhookError, WebhookOptions,
+};
 use build::{BuildError, PluginCrate};
 use kube::CustomResourceExt;
 use manifests::ManifestError;
@@ -75,6 +78,24 @@ pub struct DevOptions {
     /// Run on a real control plane started from this `realcluster` binary
     /// (`dev --real`) instead of the embedded devcluster.
     pub real: Option<PathBuf>,
+    /// The CRD conversion webhook for plugins that implement migration
+    /// (default: 127.0.0.1, a free port, certificates in Secret
+    /// `default/wasm-operator-webhook-cert`); `None` serves none.
+    pub webhook: Option<WebhookOptions>,
+}
+
+/// The webhook `dev` serves by default: loopback, a free port, the
+/// certificate kept in the cluster (so a `--data` session keeps its CA).
+pub fn default_webhook() -> WebhookOptions {
+    WebhookOptions {
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        client_config: None,
+        certs: CertSource::Secret {
+            namespace: "default".to_string(),
+            name: DEFAULT_SECRET_NAME.to_string(),
+        },
+        migrate_storage: true,
+    }
 }
 
 impl DevOptions {
@@ -98,6 +119,7 @@ impl DevOptions {
             metrics_addr: None,
             plugin_config: Value::Object(Default::default()),
             real: None,
+            webhook: Some(default_webhook()),
         }
     }
 }
@@ -134,6 +156,9 @@ pub enum DevError {
     /// The manager around the devcluster could not start.
     #[error(transparent)]
     Start(#[from] ManagerError),
+    /// The conversion webhook could not start or configure a CRD.
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
     /// Not one component of the wasm directory loaded: a session without a
     /// plugin has nothing to show.
     #[error(
@@ -164,6 +189,7 @@ pub struct DevSummary {
 pub struct DevSession {
     cluster: Cluster,
     manager: Manager,
+    webhook: Option<ConversionWebhook>,
     events: broadcast::Sender<LoadEvent>,
     /// Stops the event forwarder when the session is dropped without `shutdown`.
     cancel: DropGuard,
@@ -267,14 +293,47 @@ impl DevSession {
         )
         .await?;
         summary.metrics_addr = manager.telemetry_addr();
+        // The webhook serves before plugins load: the round-trip gate does
+        // not need it, but objects of a plugin's older API version do.
+        let webhook = match &options.webhook {
+            Some(webhook) => {
+                match ConversionWebhook::start(
+                    cluster.client(),
+                    manager.registry().clone(),
+                    webhook.clone(),
+                )
+                .await
+                {
+                    Ok(webhook) => Some(webhook),
+                    Err(error) => {
+                        manager.shutdown().await;
+                        return Err(error.into());
+                    }
+                }
+            }
+            None => None,
+        };
         if let Err(error) = manager.serve_wasmplugins().await {
+            if let Some(webhook) = &webhook {
+                webhook.shutdown().await;
+            }
             manager.shutdown().await;
             return Err(error.into());
         }
-        match finish_start(&options, &cluster, &manager, filter, summary).await {
+        match finish_start(
+            &options,
+            &cluster,
+            &manager,
+            webhook.as_ref(),
+            filter,
+            summary,
+        )
+        .await
+        {
             Ok((summary, events, forwarder, cancel)) => Ok(DevSession {
                 cluster,
                 manager,
+                webhook,
                 events,
                 cancel: cancel.drop_guard(),
                 forwarder,
@@ -283,6 +342,9 @@ impl DevSession {
             }),
             Err(error) => {
                 // Controllers stop before the cluster (dropped here) goes away.
+                if let Some(webhook) = &webhook {
+                    webhook.shutdown().await;
+                }
                 manager.shutdown().await;
                 Err(error)
             }
@@ -307,6 +369,11 @@ impl DevSession {
     /// The plugin registry serving the loaded plugins.
     pub fn registry(&self) -> &Registry {
         self.manager.registry()
+    }
+
+    /// The conversion webhook, when served.
+    pub fn webhook(&self) -> Option<&ConversionWebhook> {
+        self.webhook.as_ref()
     }
 
     /// The host wired for this session.
@@ -341,6 +408,9 @@ impl DevSession {
     /// Stops watching, lets the controllers finish their in-flight calls and
     /// stop, then stops the cluster.
     pub async fn shutdown(self) {
+        if let Some(webhook) = &self.webhook {
+            webhook.shutdown().await;
+        }
         self.manager.shutdown().await;
         drop(self.cancel);
         let _ = self.forwarder.await;
@@ -356,6 +426,7 @@ async fn finish_start(
     options: &DevOptions,
     cluster: &Cluster,
     manager: &Manager,
+    webhook: Option<&ConversionWebhook>,
     filter: PluginFilter,
     mut summary: DevSummary,
 ) -> Result<
@@ -426,9 +497,45 @@ async fn finish_start(
     }
     step.done(format!("{loaded} of {} loaded", files.len()));
 
+    // Objects of a plugin's other API versions are converted by its
+    // webhook: point the CRDs at it before applying any.
+    if let Some(webhook) = webhook {
+        let step = Step::start("Pointing CRD conversion at the host's webhook");
+        match webhook.sync_crds().await {
+            Ok(_) => {
+                let crds = webhook.migrating_crds();
+                step.done(if crds.is_empty() {
+                    format!("none needed ({})", webhook.addr())
+                } else {
+                    format!(
+                        "{} ({})",
+                        crds.into_iter().collect::<Vec<_>>().join(", "),
+                        webhook.addr()
+                    )
+                });
+            }
+            Err(error) => {
+                step.failed();
+                return Err(error.into());
+            }
+        }
+    }
+
     if options.apply_examples {
         let step = Step::start("Applying example objects");
-        match apply_examples(&client, &options.examples_dir, &options.skip_examples).await {
+        let mut skip = options.skip_examples.clone();
+        let converted = webhook
+            .map(ConversionWebhook::migrating_crds)
+            .unwrap_or_default();
+        for (example, crd) in unconverted_examples(&options.examples_dir, &converted) {
+            tracing::warn!(
+                example = %example,
+                crd = %crd,
+                "not applying the objects of examples/{example}: CRD {crd} serves several versions and no loaded plugin converts them (build and load its plugin)"
+            );
+            skip.push(example);
+        }
+        match apply_examples(&client, &options.examples_dir, &skip).await {
             Ok(applied) => {
                 step.done(format!("{} objects", applied.len()));
                 summary.applied = applied;
@@ -589,6 +696,47 @@ async fn install_crds(
     Ok(crds)
 }
 
+/// Example directories whose CRD serves several versions without saying
+/// how to convert them, and no loaded plugin's webhook does (`converted`):
+/// applying their objects would store them unconverted. `(example, CRD)`.
+fn unconverted_examples(
+    examples_dir: &Path,
+    converted: &std::collections::BTreeSet<String>,
+) -> Vec<(String, String)> {
+    let Ok(dirs) = example_dirs(examples_dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(objects) = manifests::read_manifest(&dir.join("crd.yaml")) else {
+            continue;
+        };
+        let example = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        for crd in objects.iter().map(|o| &o.object) {
+            let versions = crd
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            let name = crd
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            if versions > 1
+                && crd.pointer("/spec/conversion").is_none()
+                && !converted.contains(name)
+            {
+                out.push((example.clone(), name.to_string()));
+                break;
+            }
+        }
+    }
+    out
+}
+
 async fn apply_examples(
     client: &kube::Client,
     examples_dir: &Path,
@@ -605,4 +753,26 @@ async fn apply_examples(
         }
     }
     Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_of_multi_version_crds_wait_for_a_converting_plugin() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let none = std::collections::BTreeSet::new();
+        let skipped = unconverted_examples(&examples, &none);
+        assert_eq!(
+            skipped,
+            [(
+                "distributedkv".to_string(),
+                "distributedkvs.kv.example.com".to_string()
+            )]
+        );
+        let converted =
+            std::collections::BTreeSet::from(["distributedkvs.kv.example.com".to_string()]);
+        assert!(unconverted_examples(&examples, &converted).is_empty());
+    }
 }

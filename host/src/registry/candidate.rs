@@ -38,6 +38,12 @@ impl Candidate {
         &self.manifest().name
     }
 
+    /// The compiled component, e.g. for checks a caller runs before
+    /// activating it (the conversion round-trip gate).
+    pub fn plugin(&self) -> &LoadedPlugin {
+        &self.plugin
+    }
+
     /// The component's manifest.
     pub fn manifest(&self) -> &Manifest {
         self.plugin.manifest()

@@ -76,6 +76,12 @@ pub struct WasmPluginSpec {
     /// asking for more is refused (PermissionDenied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub permissions: Option<Grant>,
+    /// Serve a version whose `convert` does not bring every stored object
+    /// back identical through the other served API versions (the host
+    /// logs the differences). A `convert` that fails on an
+    /// object is refused regardless. Absent: false (docs/conversion.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_lossy_conversion: Option<bool>,
 }
 
 /// `spec.source`: exactly one of the three. The schema enforces it twice:

@@ -21,7 +21,8 @@ use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
-use crate::registry::{ActivationOptions, Registry, RegistryError};
+use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
+use crate::webhook::gate::{self, GateError};
 
 /// How often a WasmPlugin waiting for another to let go of its plugin
 /// name checks again.
@@ -282,6 +283,24 @@ impl Worker {
                 return;
             }
         };
+        // The conversion round-trip gate (webhook/gate.rs): a `convert`
+        // that loses or breaks stored objects never serves.
+        if let Err(refusal) = self.conversion_gate(&candidate, &options, &spec).await {
+            let retrying = matches!(refusal, GateError::Unreadable { .. });
+            let reason = if retrying {
+                Reason::LoadFailed
+            } else {
+                Reason::ConversionNotLossless
+            };
+            self.reject(
+                problem(reason.as_str(), refusal.to_string()),
+                retrying,
+                Some(&digest),
+            )
+            .await;
+            self.write_status().await;
+            return;
+        }
         let plugin_name = candidate.name().to_string();
         if let Err(conflict) = self.claim(&plugin_name) {
             self.reject(conflict, false, Some(&digest)).await;
@@ -317,6 +336,25 @@ impl Worker {
             }
         }
         self.write_status().await;
+    }
+
+    /// Runs the conversion round-trip gate on `candidate` with this
+    /// deployment's call limits.
+    async fn conversion_gate(
+        &self,
+        candidate: &Candidate,
+        options: &ActivationOptions,
+        spec: &WasmPluginSpec,
+    ) -> Result<(), GateError> {
+        let plugin = candidate
+            .plugin()
+            .with_limits(options.limits.unwrap_or(self.default_limits));
+        let allow_lossy = spec.allow_lossy_conversion.unwrap_or(false);
+        let report = gate::check(&self.client, &plugin, allow_lossy).await?;
+        for loss in &report.accepted_losses {
+            tracing::warn!(wasmplugin = %self.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
+        }
+        Ok(())
     }
 
     /// A plugin is served by one WasmPlugin: claims plugin `name` for this

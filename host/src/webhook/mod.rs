@@ -1,0 +1,394 @@
+//! The CRD conversion webhook: ConversionReview v1 over HTTPS, answered by
+//! the plugins' own `migration.convert`, and the round-trip gate a version's
+//! `convert` must pass before it serves.
+//!
+//! One [`ConversionWebhook`] per host serves every loaded plugin whose
+//! manifest implements `migration`: a review is routed by the objects'
+//! group and kind to that plugin's *stable* version, read from the registry
+//! per review, so a swap switches conversions atomically with reconciles.
+//! Each converted object is checked ([`review::check_converted`]) before
+//! it is returned. The webhook also keeps each such plugin's CRD pointing
+//! at itself (`spec.conversion: Webhook` with its client config and
+//! `caBundle`, [`crd`]), re-checked whenever the set of plugins changes and
+//! periodically, so a restart, a second replica or an edit of the CRD
+//! converges to the same configuration.
+//!
+//! Certificates come from a Secret (generated on first start, shared by
+//! restarts and replicas) or from files ([`certs`]).
+//!
+//! # Guarantees
+//!
+//! - A review is answered by one plugin version, with that deployment's
+//!   call limits; any failure fails the whole review with a message naming
+//!   the object, the plugin and its version.
+//! - Answers never break the API server's rules: apiVersion as requested,
+//!   kind, name, namespace, uid and all metadata but labels and annotations
+//!   unchanged.
+//! - A version that fails the gate ([`gate::check`]) is never activated by
+//!   the WasmPlugin controller: the previous version keeps converting.
+//!
+//! # Errors
+//!
+//! [`WebhookError`]: the address cannot be bound, the certificates cannot
+//! be made or read.
+
+pub mod certs;
+pub mod crd;
+pub mod gate;
+pub mod review;
+pub mod server;
+pub mod storage;
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use certs::{CertError, Certificates};
+pub use crd::ClientConfig;
+
+use crate::registry::Registry;
+
+/// Default name of the Secret holding the generated certificates.
+pub const DEFAULT_SECRET_NAME: &str = "wasm-operator-webhook-cert";
+
+/// How often the set of plugins is compared with the CRDs last configured.
+const POLL: Duration = Duration::from_millis(500);
+/// Every CRD is checked again at least this often (repairs an edited CRD).
+const RESYNC: Duration = Duration::from_secs(60);
+/// How often CRDs are checked for objects in old storage versions (with
+/// [`WebhookOptions::migrate_storage`]).
+pub const STORAGE_CHECK: Duration = Duration::from_secs(10);
+/// The pause after a sync the API server refused, before the next try.
+const FAILED_SYNC_PAUSE: Duration = Duration::from_secs(5);
+
+/// Where the serving certificate comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertSource {
+    /// `tls.crt`, `tls.key` and (optionally) `ca.crt` in a directory
+    /// (`--webhook-cert-dir`), e.g. mounted from cert-manager.
+    Dir(PathBuf),
+    /// A `kubernetes.io/tls` Secret with `ca.crt`; generated on first start.
+    Secret {
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+    },
+}
+
+/// How a [`ConversionWebhook`] is set up.
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// Where to listen (port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// How the API server reaches the webhook; `None`: the URL
+    /// `https://<bound address>/convert` (loopback when bound to all
+    /// addresses), which suits `dev` and tests.
+    pub client_config: Option<ClientConfig>,
+    /// Where the certificate comes from.
+    pub certs: CertSource,
+    /// Migrate the objects of a migrating plugin's CRD to its storage
+    /// version by itself whenever `status.storedVersions` lists more than
+    /// that version ([`storage::migrate`], default rate), checked every
+    /// [`STORAGE_CHECK`].
+    pub migrate_storage: bool,
+}
+
+/// Why the webhook could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The address is taken or not permitted.
+    #[error("cannot serve the conversion webhook on {addr}: {source}; pick another --webhook-addr")]
+    Bind {
+        /// The `--webhook-addr`.
+        addr: SocketAddr,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The certificates could not be made, read or kept.
+    #[error(transparent)]
+    Certs(#[from] CertError),
+    /// A plugin's CRD could not be pointed at the webhook.
+    #[error(
+        "cannot set spec.conversion of CRD {crd} to this host's webhook: {source}; the host needs patch on customresourcedefinitions"
+    )]
+    Crd {
+        /// The CRD's name.
+        crd: String,
+        /// The API server's answer.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+struct Inner {
+    client: kube::Client,
+    registry: Registry,
+    addr: SocketAddr,
+    client_config: ClientConfig,
+    certs: Certificates,
+    cancel: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// The CRDs configured by the last complete sync.
+    synced: tokio::sync::Mutex<(BTreeSet<String>, Option<Instant>)>,
+    migrate_storage: bool,
+    /// CRDs whose storage migration runs now.
+    migrating: Mutex<BTreeSet<String>>,
+}
+
+/// The running conversion webhook. Cheap to clone; clones share it.
+#[derive(Clone)]
+pub struct ConversionWebhook {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ConversionWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConversionWebhook")
+            .field("addr", &self.inner.addr)
+            .field("client_config", &self.inner.client_config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConversionWebhook {
+    /// Gets the certificates, binds, serves, and starts keeping the CRDs of
+    /// the migrating plugins of `registry` pointed at this webhook.
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookError::Certs`] and [`WebhookError::Bind`].
+    pub async fn start(
+        client: kube::Client,
+        registry: Registry,
+        options: WebhookOptions,
+    ) -> Result<ConversionWebhook, WebhookError> {
+        let listener = tokio::net::TcpListener::bind(options.addr)
+            .await
+            .map_err(|source| WebhookError::Bind {
+                addr: options.addr,
+                source,
+            })?;
+        let bound = listener.local_addr().map_err(|source| WebhookError::Bind {
+            addr: options.addr,
+            source,
+        })?;
+        let client_config = options.client_config.clone().unwrap_or_else(|| {
+            let ip = match bound.ip() {
+                ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+                ip => ip,
+            };
+            ClientConfig::Url(format!(
+                "https://{}{}",
+                SocketAddr::new(ip, bound.port()),
+                crd::PATH
+            ))
+        });
+        let certs = match &options.certs {
+            CertSource::Dir(dir) => Certificates::from_dir(dir)?,
+            CertSource::Secret { namespace, name } => {
+                Certificates::from_secret(&client, namespace, name, &client_config.hosts()).await?
+            }
+        };
+        let origin = match &options.certs {
+            CertSource::Dir(dir) => format!("directory {}", dir.display()),
+            CertSource::Secret { namespace, name } => format!("Secret {namespace}/{name}"),
+        };
+        let tls = certs.server_config(&origin)?;
+        let cancel = CancellationToken::new();
+        let webhook = ConversionWebhook {
+            inner: Arc::new(Inner {
+                client,
+                registry: registry.clone(),
+                addr: bound,
+                client_config,
+                certs,
+                cancel: cancel.clone(),
+                tasks: Mutex::new(Vec::new()),
+                synced: tokio::sync::Mutex::new((BTreeSet::new(), None)),
+                migrate_storage: options.migrate_storage,
+                migrating: Mutex::new(BTreeSet::new()),
+            }),
+        };
+        let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
+        let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
+        *webhook.tasks() = vec![serving, keeper];
+        tracing::info!(addr = %bound, client_config = ?webhook.inner.client_config, certificates = %origin, "serving the CRD conversion webhook");
+        Ok(webhook)
+    }
+
+    fn tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
+        self.inner
+            .tasks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    /// How the API server reaches it.
+    pub fn client_config(&self) -> &ClientConfig {
+        &self.inner.client_config
+    }
+
+    /// The `caBundle` written into the CRDs (base64 of the CA's PEM).
+    pub fn ca_bundle(&self) -> String {
+        self.inner.certs.ca_bundle()
+    }
+
+    /// The CRDs of the loaded plugins that implement `migration`
+    /// (`<plural>.<group>` of their primary kinds).
+    pub fn migrating_crds(&self) -> BTreeSet<String> {
+        let registry = &self.inner.registry;
+        registry
+            .loaded()
+            .into_iter()
+            .filter_map(|info| registry.current(&info.name))
+            .filter(|v| v.plugin.manifest().implements.migration)
+            .map(|v| {
+                let primary = &v.plugin.manifest().primary;
+                format!("{}.{}", primary.plural, primary.group)
+            })
+            .collect()
+    }
+
+    /// Points the CRD of every migrating plugin at this webhook now (the
+    /// background task does the same on every change of the plugins and
+    /// every minute). Returns the CRDs it had to change.
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookError::Crd`] for the first CRD that cannot be patched.
+    pub async fn sync_crds(&self) -> Result<Vec<String>, WebhookError> {
+        let mut synced = self.inner.synced.lock().await;
+        let crds = self.migrating_crds();
+        let desired = crd::desired_conversion(&self.inner.client_config, &self.ca_bundle());
+        let mut changed = Vec::new();
+        for name in &crds {
+            let wrote = crd::ensure(&self.inner.client, name, &desired)
+                .await
+                .map_err(|source| WebhookError::Crd {
+                    crd: name.clone(),
+                    source,
+                })?;
+            if wrote {
+                tracing::info!(crd = %name, "pointed the CRD's conversion at this host's webhook");
+                changed.push(name.clone());
+            }
+        }
+        *synced = (crds, Some(Instant::now()));
+        Ok(changed)
+    }
+
+    /// Stops serving and keeping CRDs.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        let tasks = std::mem::take(&mut *self.tasks());
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Starts a storage migration of every migrating plugin's CRD whose
+/// `storedVersions` lists more than its storage version, unless one runs.
+async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
+    let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        kube::Api::all(webhook.inner.client.clone());
+    for name in webhook.migrating_crds() {
+        if lock(&webhook.inner.migrating).contains(&name) {
+            continue;
+        }
+        let Ok(Some(crd)) = crds.get_opt(&name).await else {
+            continue;
+        };
+        let storage = crd
+            .spec
+            .versions
+            .iter()
+            .find(|v| v.storage)
+            .map(|v| v.name.clone());
+        let stored = crd
+            .status
+            .and_then(|s| s.stored_versions)
+            .unwrap_or_default();
+        let Some(storage) = storage else { continue };
+        if storage::is_migrated(&stored, &storage) {
+            continue;
+        }
+        lock(&webhook.inner.migrating).insert(name.clone());
+        tracing::info!(crd = %name, stored = ?stored, %storage, "migrating objects to the storage version");
+        let client = webhook.inner.client.clone();
+        let this = webhook.clone();
+        let cancel = cancel.clone();
+        let task = tokio::spawn(async move {
+            let options = storage::StorageOptions::default();
+            let run = storage::migrate(&client, &name, &options, |_, _| {});
+            let outcome = tokio::select! {
+                () = cancel.cancelled() => None,
+                outcome = run => Some(outcome),
+            };
+            match outcome {
+                Some(Ok(report)) if report.done => {
+                    tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
+                }
+                Some(Ok(report)) => {
+                    tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                }
+                Some(Err(error)) => {
+                    tracing::warn!(crd = %name, %error, "storage migration stopped; it resumes later");
+                }
+                // Stopped with the host: the progress annotation resumes it.
+                None => {}
+            }
+            lock(&this.inner.migrating).remove(&name);
+        });
+        webhook.tasks().push(task);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Re-syncs the CRDs whenever the set of migrating plugins changes, and
+/// every [`RESYNC`]; with `migrate_storage`, starts storage migrations
+/// every [`STORAGE_CHECK`].
+async fn keep_crds(webhook: ConversionWebhook, cancel: CancellationToken) {
+    let mut storage_checked: Option<Instant> = None;
+    loop {
+        if webhook.inner.migrate_storage
+            && storage_checked.is_none_or(|at| at.elapsed() >= STORAGE_CHECK)
+            && webhook.inner.synced.lock().await.1.is_some()
+        {
+            storage_checked = Some(Instant::now());
+            start_storage_migrations(&webhook, &cancel).await;
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+        let due = {
+            let synced = webhook.inner.synced.lock().await;
+            synced.1.is_none_or(|at| at.elapsed() >= RESYNC) || synced.0 != webhook.migrating_crds()
+        };
+        if due && let Err(error) = webhook.sync_crds().await {
+            tracing::warn!(%error, "retrying in {}s", FAILED_SYNC_PAUSE.as_secs());
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep(FAILED_SYNC_PAUSE) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! distributedkv 1.0.0: the DistributedKV operator of the stateful-operator
+//! reference as a plugin. A `DistributedKV` (`kv.example.com`, served as
+//! `v1alpha1` and `v1beta1`, stored as `v1beta1`) becomes a StatefulSet, a
+//! headless Service and a PodDisruptionBudget; `convert` translates between
+//! the two API versions without losing a field (see [`logic::convert`]).
+//!
+//! The logic lives in [`logic`], a plain module that also compiles natively
+//! for its unit tests; the exercise builds (`distributedkv-lossy`,
+//! `distributedkv-trap`) include it by path.
+
+pub mod logic;
+
+use serde_json::Value;
+use wasm_operator_sdk::{Children, Context, Desired, Failure, Manifest, Reconciler};
+
+/// The plugin.
+pub struct DistributedKv;
+
+impl Reconciler for DistributedKv {
+    type Object = Value;
+
+    fn manifest() -> Manifest {
+        logic::manifest(env!("CARGO_PKG_VERSION"))
+    }
+
+    fn reconcile(_ctx: &Context, object: Value, children: &Children) -> Result<Desired, Failure> {
+        logic::reconcile(object, children)
+    }
+
+    fn convert(object: Value, to_api_version: &str) -> Result<Value, String> {
+        logic::convert(object, to_api_version)
+    }
+
+    fn upgrade(_ctx: &Context, object: Value, _from_plugin_version: &str) -> Result<Value, String> {
+        // Every 1.x version reads every object 1.0.0 wrote: nothing to upgrade.
+        Ok(object)
+    }
+}
+
+wasm_operator_sdk::export_plugin!(DistributedKv);
