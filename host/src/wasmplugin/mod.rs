@@ -10,7 +10,9 @@
 //! swapped in. A bad new version never replaces a good one; it shows as a
 //! `Degraded` condition and a Warning event. See docs/deploying-plugins.md.
 
+pub mod analysis;
 mod audit;
+pub mod canary;
 mod oci_source;
 mod release;
 pub mod source;
