@@ -206,6 +206,12 @@ reasons! {
     /// The `wasm-operator.dev/canary-action` annotation holds an unknown
     /// value (it takes `promote` or `abort`).
     CanaryActionUnknown => WasmPlugin,
+    /// A split or selector canary candidate declares a
+    /// `min_compatible_version` above the stable version: objects it wrote
+    /// could not be rolled back, so it was refused.
+    CanaryIrreversible => WasmPlugin,
+    /// A canary operation (promote, abort, step) found no candidate.
+    NoCanary => WasmPlugin,
 }
 
 impl fmt::Display for Reason {

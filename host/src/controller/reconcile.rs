@@ -268,7 +268,7 @@ pub(super) async fn reconcile(
                 ReconcileResult::Success
             };
             ctx.metrics.reconcile_finished(&ctx.plugin, label, seconds);
-            active.counters.record(false);
+            active.counters.record(false, None);
             Ok(outcome.action)
         }
         Err(error) => {
@@ -276,7 +276,7 @@ pub(super) async fn reconcile(
             report_failure(&obj, &ctx, &active, &error).await;
             ctx.metrics
                 .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
-            active.counters.record(true);
+            active.counters.record(true, None);
             Err(error)
         }
     }

@@ -18,7 +18,9 @@
 //! - A refused version never replaces the serving one, and never shows up
 //!   in [`Registry::stats`].
 
+pub mod assign;
 mod candidate;
+mod observations;
 mod stats;
 mod versions;
 
@@ -35,8 +37,18 @@ use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAlloc
 use crate::telemetry::Metrics;
 
 pub use candidate::Candidate;
-pub use stats::{VersionCounters, VersionStats};
-pub use versions::{ActiveVersion, RolloutCandidate, RolloutMode, ServingVersions, VersionSet};
+pub use observations::{
+    CanaryObservations, DiffKind, DryRunFailure, DryRunReport, DryRunState, FieldDiff, MAX_DIFFS,
+    MAX_DRY_RUN_FAILURES, MAX_KINDS, MAX_OBJECTS, ObjectDiff, ObjectName, ShadowCounts,
+    ShadowOutcome,
+};
+pub use stats::{
+    CounterSnapshot, LATENCY_BUCKETS, LatencyHistogram, VersionCounters, VersionRole, VersionStats,
+};
+pub use versions::{
+    ActiveVersion, DEFAULT_ROLLOUT_RATE, DEFAULT_SHADOW_CONCURRENCY, Rollout, RolloutCandidate,
+    RolloutSettings, ServingVersions, VersionSet,
+};
 
 /// Per-deployment settings of one activation (e.g. from a `WasmPlugin`'s
 /// spec); `None` fields use the registry's defaults.
@@ -206,6 +218,26 @@ pub enum RegistryError {
     /// No plugin of that name runs.
     #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
     NotLoaded(String),
+    /// A canary operation on a plugin without a rollout candidate.
+    #[error(
+        "plugin {0} has no canary candidate (none was set, or it was promoted or dropped already); `wasm-operator canary status {0}` shows its state"
+    )]
+    NoCandidate(String),
+    /// A split or selector candidate would write objects the stable
+    /// version may not serve again: rolling back would be impossible.
+    #[error(
+        "refusing to let plugin {name} {candidate_version} serve objects beside {stable_version}: {candidate_version} declares min_compatible_version {min_compatible}, so objects it writes could no longer be served by {stable_version} and a rollback would be impossible; {stable_version} keeps serving every object. Use Shadow mode, deploy a candidate whose min_compatible_version is at most {stable_version}, or accept this explicitly (spec.canary.acceptIrreversible)"
+    )]
+    CanaryIrreversible {
+        /// The plugin's name.
+        name: String,
+        /// The stable version, which keeps serving.
+        stable_version: String,
+        /// The refused candidate.
+        candidate_version: String,
+        /// The candidate's `min_compatible_version`.
+        min_compatible: String,
+    },
     /// A blocking task of the registry failed (a host bug).
     #[error("internal error while loading plugin from {source_name}: {message}")]
     Internal {
@@ -228,6 +260,7 @@ impl RegistryError {
             | RegistryError::RollbackRefused { .. }
             | RegistryError::PermissionDenied(_)
             | RegistryError::PrimaryKindConflict { .. }
+            | RegistryError::CanaryIrreversible { .. }
             | RegistryError::Kinds(_) => true,
             _ => false,
         }
@@ -266,6 +299,8 @@ impl RegistryError {
             RegistryError::Kinds(refusal) => refusal.reason().as_str(),
             RegistryError::Discovery { .. } => Reason::DiscoveryUnavailable.as_str(),
             RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
+            RegistryError::NoCandidate(_) => Reason::NoCanary.as_str(),
+            RegistryError::CanaryIrreversible { .. } => Reason::CanaryIrreversible.as_str(),
             RegistryError::Internal { .. } => Reason::InternalError.as_str(),
         }
     }
@@ -406,6 +441,40 @@ fn transition(from: &str, to: &str) -> &'static str {
     }
 }
 
+/// Refuses a split or selector candidate whose `min_compatible_version` is
+/// above the stable version: objects it writes carry that mark, and the
+/// stable version would refuse them after a rollback.
+fn irreversible(
+    stable: &LoadedVersion,
+    candidate: &crate::contract::Manifest,
+    settings: &RolloutSettings,
+) -> Result<(), RegistryError> {
+    if !settings.rollout.serves() || settings.accept_irreversible {
+        return Ok(());
+    }
+    let Some(min) = candidate.min_compatible_version.as_deref() else {
+        return Ok(());
+    };
+    // The same rule as the reconcile's version walk: a serving version older
+    // than the object's min-compatible mark refuses it.
+    let refused = match (
+        semver::Version::parse(min),
+        semver::Version::parse(&stable.version),
+    ) {
+        (Ok(min), Ok(stable)) => stable < min,
+        _ => false,
+    };
+    if refused {
+        return Err(RegistryError::CanaryIrreversible {
+            name: candidate.name.clone(),
+            stable_version: stable.version.clone(),
+            candidate_version: candidate.version.clone(),
+            min_compatible: min.to_string(),
+        });
+    }
+    Ok(())
+}
+
 struct Inner {
     engine: Engine,
     metrics: Metrics,
@@ -522,13 +591,32 @@ impl Registry {
         }
     }
 
-    /// Per-version reconcile and failure counts of plugin `name`, in the
-    /// order the versions were first activated (empty when never loaded).
+    /// Per-version figures of plugin `name`, in the order the versions
+    /// were first activated (empty when never loaded).
+    /// Each serving version carries its [`VersionRole`].
     pub fn stats(&self, name: &str) -> Vec<VersionStats> {
-        self.stats_map()
+        let mut all = self
+            .stats_map()
             .get(name)
             .map(stats::PluginStats::snapshot)
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if let Some(current) = self.versions(name).map(|v| v.current()) {
+            let is = |s: &VersionStats, v: &ActiveVersion| {
+                s.version == v.info.version && s.digest == v.info.digest
+            };
+            for s in &mut all {
+                if is(s, &current.stable) {
+                    s.role = Some(VersionRole::Stable);
+                } else if current
+                    .candidate
+                    .as_ref()
+                    .is_some_and(|c| is(s, &c.version))
+                {
+                    s.role = Some(VersionRole::Candidate);
+                }
+            }
+        }
+        all
     }
 
     /// Compiles `bytes` (once, off the async workers), reads the manifest and
@@ -710,43 +798,22 @@ impl Registry {
             Some(&options.grant),
         )?;
 
-        let plugin = match options.limits {
-            Some(limits) => candidate.plugin.with_limits(limits),
-            None => candidate.plugin,
-        };
-        let info = LoadedVersion {
-            name: plugin.manifest().name.clone(),
-            version: plugin.manifest().version.clone(),
-            digest: plugin.digest().to_string(),
-            source: candidate.source,
-        };
-        let config = if options.config.is_null() {
-            Value::Object(Default::default())
-        } else {
-            options.config
-        };
         let concurrency = options
             .concurrency
             .unwrap_or(self.inner.default_concurrency)
             .max(1);
-        // Created only now that the version is accepted, so a refused one
-        // never shows up in the stats.
-        let counters = self
-            .stats_map()
-            .entry(info.name.clone())
-            .or_default()
-            .counters(&info.version, &info.digest);
-        let set = VersionSet::stable(
-            ActiveVersion {
-                plugin,
-                config,
-                limits: options.reconcile_limits.unwrap_or_default(),
-                info: info.clone(),
-                counters,
-                grant: Arc::new(options.grant),
-            },
-            concurrency,
-        );
+        let active = self.active_version(candidate, options);
+        let info = active.info.clone();
+        let mut set = VersionSet::stable(active, concurrency);
+        // A rollout candidate survives a new stable version (e.g. a config
+        // change), unless the new stable version is the candidate itself.
+        if let Some(running) = previous.as_ref().and_then(|p| p.candidate.clone()) {
+            if running.version.info.digest == info.digest {
+                running.observations.stop();
+            } else {
+                set.candidate = Some(running);
+            }
+        }
         self.inner
             .metrics
             .plugin_version_loaded(&info.name, &info.version);
@@ -776,6 +843,258 @@ impl Registry {
         self.announce(VersionChange::Activated { versions, previous })
             .await;
         Ok(info)
+    }
+
+    /// Checks `candidate` (prepared with [`Registry::prepare`], `replaces`
+    /// naming the plugin) exactly like a new version against the stable
+    /// one (name, primary kind, grant, rollback rule, kinds) and sets it
+    /// beside the stable version with `settings`, replacing an earlier
+    /// candidate (whose observations stop). Returns once the change was
+    /// announced and applied (the manager re-reconciles the objects whose
+    /// serving version changed, at `settings.rollout_rate`).
+    ///
+    /// `options` are the candidate's own config, call limits, grant and
+    /// reconcile limits; its `concurrency` is not used (a candidate's
+    /// objects are reconciled by the plugin's controller at the stable
+    /// version's concurrency, shadow work at `settings.shadow_concurrency`).
+    /// The controller watches the kinds of both versions.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`] when no stable version serves `name`;
+    /// the refusals of [`Registry::activate`]; and
+    /// [`RegistryError::CanaryIrreversible`] for a Split or Selector
+    /// candidate whose `min_compatible_version` is above the stable version,
+    /// unless `settings.accept_irreversible`. Nothing changes then.
+    pub async fn activate_candidate(
+        &self,
+        candidate: Candidate,
+        settings: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let target = candidate.target().to_string();
+        let holder = self
+            .versions(&target)
+            .ok_or_else(|| RegistryError::NotLoaded(target.clone()))?;
+        let previous = holder.current();
+        self.admit(&candidate, Some(&previous.stable), Some(&options.grant))?;
+        irreversible(&previous.stable.info, candidate.manifest(), &settings)?;
+        let active = Arc::new(self.active_version(candidate, options));
+        let info = active.info.clone();
+        let observations = Arc::new(CanaryObservations::new(
+            previous.stable.info.clone(),
+            info.clone(),
+            settings.shadow_concurrency,
+        ));
+        if let Some(old) = &previous.candidate {
+            old.observations.stop();
+        }
+        let mut set = (*previous).clone();
+        set.candidate = Some(RolloutCandidate {
+            version: active,
+            settings: settings.clone(),
+            observations,
+        });
+        self.inner
+            .metrics
+            .plugin_version_loaded(&info.name, &info.version);
+        tracing::info!(
+            target: "audit", plugin = %info.name, stable = %previous.stable.info.version,
+            candidate = %info.version, digest = %info.digest, source = %info.source,
+            mode = settings.rollout.mode(), rollout = ?settings.rollout,
+            "canary candidate set"
+        );
+        let previous = holder.replace(set);
+        self.announce(VersionChange::Activated {
+            versions: holder,
+            previous: Some(previous),
+        })
+        .await;
+        Ok(info)
+    }
+
+    /// Changes how plugin `name`'s candidate takes part (a weight step,
+    /// DryRun → Shadow or Split, a new selector, rate or shadow
+    /// concurrency). Observations are kept. Returns once the change was
+    /// applied (objects that change version are re-reconciled at the new
+    /// `rollout_rate`).
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`], [`RegistryError::NoCandidate`], and
+    /// [`RegistryError::CanaryIrreversible`] as in
+    /// [`Registry::activate_candidate`]; nothing changes then.
+    pub async fn set_rollout(
+        &self,
+        name: &str,
+        settings: RolloutSettings,
+    ) -> Result<(), RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let holder = self
+            .versions(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        let previous = holder.current();
+        let Some(candidate) = &previous.candidate else {
+            return Err(RegistryError::NoCandidate(name.to_string()));
+        };
+        irreversible(
+            &previous.stable.info,
+            candidate.version.plugin.manifest(),
+            &settings,
+        )?;
+        if candidate.settings == settings {
+            return Ok(());
+        }
+        candidate
+            .observations
+            .set_concurrency(settings.shadow_concurrency);
+        tracing::info!(
+            target: "audit", plugin = %name, stable = %previous.stable.info.version,
+            candidate = %candidate.version.info.version, from = ?candidate.settings.rollout,
+            to = ?settings.rollout, rollout_rate = settings.effective_rate(),
+            "canary rollout changed"
+        );
+        let mut set = (*previous).clone();
+        if let Some(c) = set.candidate.as_mut() {
+            c.settings = settings;
+        }
+        let previous = holder.replace(set);
+        self.announce(VersionChange::Activated {
+            versions: holder,
+            previous: Some(previous),
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Rolls plugin `name`'s candidate back (analysis failed, abort, or it
+    /// became unloadable): it stops serving and computing at once, and
+    /// every object it served is re-reconciled by the stable version at
+    /// the candidate's `rollout_rate`. Returns the dropped candidate
+    /// (`None` when there was none) once the change was applied.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`] when the plugin does not serve.
+    pub async fn drop_candidate(&self, name: &str) -> Result<Option<LoadedVersion>, RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let holder = self
+            .versions(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        let previous = holder.current();
+        let Some(candidate) = previous.candidate.clone() else {
+            return Ok(None);
+        };
+        candidate.observations.stop();
+        tracing::info!(
+            target: "audit", plugin = %name, stable = %previous.stable.info.version,
+            candidate = %candidate.version.info.version, digest = %candidate.version.info.digest,
+            "canary candidate dropped; the stable version serves every object"
+        );
+        let mut set = (*previous).clone();
+        set.candidate = None;
+        let previous = holder.replace(set);
+        self.announce(VersionChange::Activated {
+            versions: holder,
+            previous: Some(previous),
+        })
+        .await;
+        Ok(Some(candidate.version.info.clone()))
+    }
+
+    /// Makes plugin `name`'s candidate its stable version: every object it
+    /// did not serve yet moves to it (re-reconciled at its `rollout_rate`),
+    /// and the old stable version is unloaded once its calls in flight
+    /// finish. Returns the new stable version once the change was applied.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`], [`RegistryError::NoCandidate`].
+    pub async fn promote_candidate(&self, name: &str) -> Result<LoadedVersion, RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let holder = self
+            .versions(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        let previous = holder.current();
+        let Some(candidate) = previous.candidate.clone() else {
+            return Err(RegistryError::NoCandidate(name.to_string()));
+        };
+        candidate.observations.stop();
+        let info = candidate.version.info.clone();
+        tracing::info!(
+            target: "audit", plugin = %name, from = %previous.stable.info.version,
+            to = %info.version, digest = %info.digest, source = %info.source,
+            transition = transition(&previous.stable.info.version, &info.version),
+            "canary candidate promoted"
+        );
+        let set = VersionSet {
+            stable: candidate.version,
+            candidate: None,
+            concurrency: previous.concurrency,
+        };
+        let previous = holder.replace(set);
+        self.announce(VersionChange::Activated {
+            versions: holder,
+            previous: Some(previous),
+        })
+        .await;
+        Ok(info)
+    }
+
+    /// The observations of plugin `name`'s rollout candidate; `None`
+    /// without a candidate.
+    pub fn canary(&self, name: &str) -> Option<Arc<CanaryObservations>> {
+        let versions = self.versions(name)?.current();
+        versions.candidate.as_ref().map(|c| c.observations.clone())
+    }
+
+    /// The live figures of plugin `name`'s stable version and candidate,
+    /// for windowed analysis ([`CounterSnapshot::since`]).
+    pub fn counters(&self, name: &str) -> Option<(CounterSnapshot, Option<CounterSnapshot>)> {
+        let versions = self.versions(name)?.current();
+        Some((
+            versions.stable.counters.snapshot(),
+            versions
+                .candidate
+                .as_ref()
+                .map(|c| c.version.counters.snapshot()),
+        ))
+    }
+
+    /// The serving form of an accepted `candidate`: its limits, config,
+    /// grant and (shared per version and digest) counters.
+    fn active_version(&self, candidate: Candidate, options: ActivationOptions) -> ActiveVersion {
+        let plugin = match options.limits {
+            Some(limits) => candidate.plugin.with_limits(limits),
+            None => candidate.plugin,
+        };
+        let info = LoadedVersion {
+            name: plugin.manifest().name.clone(),
+            version: plugin.manifest().version.clone(),
+            digest: plugin.digest().to_string(),
+            source: candidate.source,
+        };
+        let config = if options.config.is_null() {
+            Value::Object(Default::default())
+        } else {
+            options.config
+        };
+        // Created only now that the version is accepted, so a refused one
+        // never shows up in the stats.
+        let counters = self
+            .stats_map()
+            .entry(info.name.clone())
+            .or_default()
+            .counters(&info.version, &info.digest);
+        ActiveVersion {
+            plugin,
+            config,
+            limits: options.reconcile_limits.unwrap_or_default(),
+            info,
+            counters,
+            grant: Arc::new(options.grant),
+        }
     }
 
     /// [`Registry::prepare`] then [`Registry::activate`] with `config` and

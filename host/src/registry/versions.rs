@@ -8,7 +8,9 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::LoadedVersion;
+use super::observations::CanaryObservations;
 use super::stats::VersionCounters;
+use crate::cache::LabelSelector;
 use crate::contract::{Grant, ReconcileLimits};
 use crate::engine::LoadedPlugin;
 
@@ -32,16 +34,95 @@ pub struct ActiveVersion {
 }
 
 /// How a rollout candidate takes part next to the stable version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RolloutMode {
-    /// The candidate computes for every object, never writes; its answers
-    /// are compared with the stable version's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rollout {
+    /// Pre-flight: the candidate computes over every existing primary once,
+    /// writes nothing and serves nothing; the report is in
+    /// [`CanaryObservations::dry_run`]. While in this mode the candidate also
+    /// shadows the stable version's reconciles.
+    DryRun,
+    /// The candidate computes for every reconcile the stable version serves,
+    /// never writes; its answers are compared with the stable version's.
     Shadow,
-    /// The candidate serves a sticky slice of the objects.
+    /// The candidate serves a sticky share of the objects, picked by the
+    /// hash of their UID ([`super::assign::in_split`]).
     Split {
-        /// Share of the objects the candidate serves, 0 to 100.
+        /// Share of the objects the candidate serves, 0 to 100 (more is 100).
         weight_percent: u8,
     },
+    /// The candidate serves the objects whose labels match.
+    Selector(LabelSelector),
+}
+
+impl Rollout {
+    /// True when the candidate serves (and writes) some objects: a split or
+    /// a selector. Shadow and dry-run candidates never write.
+    pub fn serves(&self) -> bool {
+        matches!(self, Rollout::Split { .. } | Rollout::Selector(_))
+    }
+
+    /// True when the candidate computes beside the stable version's
+    /// reconciles (Shadow and DryRun).
+    pub fn shadows(&self) -> bool {
+        matches!(self, Rollout::DryRun | Rollout::Shadow)
+    }
+
+    /// `DryRun`, `Shadow`, `Split` or `Selector`, for logs and metrics.
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Rollout::DryRun => "DryRun",
+            Rollout::Shadow => "Shadow",
+            Rollout::Split { .. } => "Split",
+            Rollout::Selector(_) => "Selector",
+        }
+    }
+}
+
+/// Default [`RolloutSettings::rollout_rate`]: objects per second.
+pub const DEFAULT_ROLLOUT_RATE: f64 = 20.0;
+/// Default [`RolloutSettings::shadow_concurrency`].
+pub const DEFAULT_SHADOW_CONCURRENCY: usize = 2;
+
+/// How a candidate is rolled out (a `WasmPlugin`'s `spec.canary`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutSettings {
+    /// How the candidate takes part.
+    pub rollout: Rollout,
+    /// Objects per second re-reconciled after a change of serving version
+    /// (candidate set, weight or selector changed, dropped, promoted), so a
+    /// change never reconciles every object at once. Values that are not
+    /// positive and finite mean [`DEFAULT_ROLLOUT_RATE`].
+    pub rollout_rate: f64,
+    /// Candidate calls at once in Shadow and DryRun, apart from (and in
+    /// addition to) the plugin's reconcile concurrency. 0 means 1.
+    pub shadow_concurrency: usize,
+    /// Lets a split or selector candidate serve although its
+    /// `min_compatible_version` is above the stable version, so objects it
+    /// wrote cannot be served by the stable version again (see
+    /// [`super::RegistryError::CanaryIrreversible`]).
+    pub accept_irreversible: bool,
+}
+
+impl RolloutSettings {
+    /// `rollout` with the default rate and shadow concurrency, refusing
+    /// irreversible candidates.
+    pub fn new(rollout: Rollout) -> RolloutSettings {
+        RolloutSettings {
+            rollout,
+            rollout_rate: DEFAULT_ROLLOUT_RATE,
+            shadow_concurrency: DEFAULT_SHADOW_CONCURRENCY,
+            accept_irreversible: false,
+        }
+    }
+
+    /// The rate to pace re-reconciles at (the default when unusable).
+    pub fn effective_rate(&self) -> f64 {
+        if self.rollout_rate.is_finite() && self.rollout_rate > 0.0 {
+            self.rollout_rate
+        } else {
+            DEFAULT_ROLLOUT_RATE
+        }
+    }
 }
 
 /// A second version rolled out next to the stable one.
@@ -50,18 +131,19 @@ pub struct RolloutCandidate {
     /// The candidate version.
     pub version: Arc<ActiveVersion>,
     /// How it takes part.
-    pub mode: RolloutMode,
+    pub settings: RolloutSettings,
+    /// What the host observed of it (dry run, shadow comparisons); lives as
+    /// long as the candidate, across weight steps.
+    pub observations: Arc<CanaryObservations>,
 }
 
-/// The versions of one plugin that serve now: the stable version and (in a
-/// later issue) at most one rollout candidate, with the settings its
-/// controller runs with.
+/// The versions of one plugin that serve now: the stable version and at
+/// most one rollout candidate, with the settings its controller runs with.
 #[derive(Debug, Clone)]
 pub struct VersionSet {
     /// The version every object is served by unless a candidate claims it.
     pub stable: Arc<ActiveVersion>,
-    /// A rollout candidate; no code path activates one yet, so this is
-    /// always `None` today.
+    /// A rollout candidate ([`super::Registry::activate_candidate`]).
     pub candidate: Option<RolloutCandidate>,
     /// Reconciles of this plugin that may run at once (different objects).
     pub concurrency: usize,
@@ -77,11 +159,42 @@ impl VersionSet {
         }
     }
 
-    /// The version that reconciles `object`. Shadow candidates never serve
-    /// (they compute beside the stable version), and split candidates are
-    /// not routed to yet: today this is always the stable version.
-    pub fn serving_for(&self, _object: &DynamicObject) -> Arc<ActiveVersion> {
-        self.stable.clone()
+    /// True when the candidate serves `object` (a split picks its UID, or a
+    /// selector its labels; see [`super::assign::serves_candidate`]).
+    pub fn candidate_serves(&self, object: &DynamicObject) -> bool {
+        self.candidate.as_ref().is_some_and(|c| {
+            let labels = object.metadata.labels.clone().unwrap_or_default();
+            super::assign::serves_candidate(
+                &c.settings.rollout,
+                object.metadata.uid.as_deref(),
+                &labels,
+            )
+        })
+    }
+
+    /// The version that reconciles `object`: the candidate when its split
+    /// or selector picks the object, else the stable version. Shadow and
+    /// dry-run candidates never serve. Pure and sticky: the same set and
+    /// object always give the same version.
+    pub fn serving_for(&self, object: &DynamicObject) -> Arc<ActiveVersion> {
+        match &self.candidate {
+            Some(candidate) if self.candidate_serves(object) => candidate.version.clone(),
+            _ => self.stable.clone(),
+        }
+    }
+
+    /// The candidate when it computes beside the stable version (Shadow or
+    /// DryRun).
+    pub fn shadow(&self) -> Option<&RolloutCandidate> {
+        self.candidate
+            .as_ref()
+            .filter(|c| c.settings.rollout.shadows())
+    }
+
+    /// True when `object` is served by another version in `next` than in
+    /// this set: it must be reconciled again by its new version.
+    pub fn moves(&self, next: &VersionSet, object: &DynamicObject) -> bool {
+        !Arc::ptr_eq(&self.serving_for(object), &next.serving_for(object))
     }
 
     /// The plugin's manifest name.

@@ -1128,6 +1128,7 @@ mod tests {
             digest: "sha256:ab".into(),
             reconciles: 3,
             failures: 1,
+            ..Default::default()
         }];
         let now = "2026-01-01T00:00:00Z";
         for written in [
