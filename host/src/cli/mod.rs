@@ -2,6 +2,7 @@
 //! arguments to the library. Follows kubectl conventions: `--kubeconfig`,
 //! `--context`, `-o yaml|json`.
 
+pub mod canary;
 pub mod connect;
 pub mod crd;
 #[cfg(feature = "devcluster")]
@@ -65,6 +66,9 @@ pub enum Command {
     /// Print the CRDs this host serves (WasmPlugin), generated from its types.
     #[command(subcommand)]
     Crd(crd::CrdCommand),
+    /// Follow, promote or abort a WasmPlugin's canary (spec.canary).
+    #[command(subcommand)]
+    Canary(canary::CanaryCommand),
 }
 
 /// `wasm-operator plugin ...`
@@ -105,6 +109,9 @@ pub enum CliError {
     /// `crd` failed.
     #[error(transparent)]
     Crd(#[from] crd::CrdError),
+    /// `canary` failed.
+    #[error(transparent)]
+    Canary(canary::CanaryCliError),
     /// The Ctrl-C / SIGTERM handlers that stop a command cleanly could not
     /// be installed.
     #[error("cannot install signal handlers: {0}")]
@@ -131,6 +138,7 @@ impl Cli {
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
+            Command::Canary(command) => canary::execute(command).await,
         }
     }
 }

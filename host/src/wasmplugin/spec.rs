@@ -1136,11 +1136,12 @@ mod tests {
                 Some(&serving),
                 Some(&problem),
                 &versions,
+                None,
                 Some(2),
                 &Value::Null,
                 now,
             ),
-            build(None, None, &[], Some(1), &Value::Null, now),
+            build(None, None, &[], None, Some(1), &Value::Null, now),
         ] {
             let typed: WasmPluginStatus = serde_json::from_value(written.clone()).unwrap();
             assert_eq!(serde_json::to_value(&typed).unwrap(), written);

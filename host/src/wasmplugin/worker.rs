@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditTrail, Transition};
+use super::canary_run::CanaryRun;
+use super::canary_worker::CANARY_TICK;
 use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
@@ -53,21 +55,21 @@ const STATS_REFRESH: Duration = Duration::from_secs(15);
 
 /// What the worker loaded last, to tell a real change from a repeat.
 #[derive(Debug, Clone, PartialEq)]
-struct Loaded {
-    serving: Serving,
+pub(super) struct Loaded {
+    pub(super) serving: Serving,
     /// Config, limits and concurrency it was activated with.
-    options: ActivationOptions,
-    revision: Option<String>,
+    pub(super) options: ActivationOptions,
+    pub(super) revision: Option<String>,
 }
 
 pub(super) struct Worker {
-    name: String,
-    client: kube::Client,
-    registry: Registry,
-    audit: AuditTrail,
+    pub(super) name: String,
+    pub(super) client: kube::Client,
+    pub(super) registry: Registry,
+    pub(super) audit: AuditTrail,
     claims: Claims,
     /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
-    may_write: bool,
+    pub(super) may_write: bool,
     /// Several notifications arrive for one file write or ConfigMap update;
     /// wait this long for them to settle before fetching.
     settle: Duration,
@@ -78,13 +80,19 @@ pub(super) struct Worker {
     /// The pause before that retry (see [`next_retry`]).
     retry_delay: Duration,
     default_limits: CallLimits,
-    api: Api<DynamicObject>,
-    object: Arc<DynamicObject>,
-    spec: Option<WasmPluginSpec>,
-    loaded: Option<Loaded>,
+    pub(super) api: Api<DynamicObject>,
+    pub(super) object: Arc<DynamicObject>,
+    pub(super) spec: Option<WasmPluginSpec>,
+    pub(super) loaded: Option<Loaded>,
     problem: Option<Problem>,
     last_status: Value,
     source_watch: Option<JoinHandle<()>>,
+    /// The canary of `spec.canary` (see canary_worker.rs).
+    pub(super) canary: Option<CanaryRun>,
+    /// The watch of `spec.canary.source`.
+    pub(super) canary_watch: Option<JoinHandle<()>>,
+    /// Where that watch sends its triggers.
+    pub(super) canary_tx: Option<mpsc::Sender<Trigger>>,
 }
 
 impl Worker {
@@ -120,12 +128,17 @@ impl Worker {
             loaded: None,
             problem: None,
             source_watch: None,
+            canary: None,
+            canary_watch: None,
+            canary_tx: None,
         };
         tokio::spawn(worker.run(updates))
     }
 
     async fn run(mut self, mut updates: watch::Receiver<Arc<DynamicObject>>) {
         let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
+        let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
+        self.canary_tx = Some(canary_tx);
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
@@ -168,6 +181,12 @@ impl Worker {
                     }
                 }
                 _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
+                Some(_) = canary_triggers.recv() => {
+                    tokio::time::sleep(self.settle).await;
+                    while canary_triggers.try_recv().is_ok() {}
+                    self.canary_source_changed().await;
+                }
+                _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
                 _ = refresh.tick() => self.write_status().await,
             }
         }
@@ -194,7 +213,9 @@ impl Worker {
             }
         };
         if self.spec.as_ref() == Some(&spec) {
-            // Metadata or status changes only; keep observedGeneration current.
+            // Metadata or status changes only (e.g. the canary-action
+            // annotation); keep observedGeneration current.
+            self.canary_action().await;
             self.write_status().await;
             return;
         }
@@ -210,7 +231,14 @@ impl Worker {
                 tx.clone(),
             ));
         }
+        // The canary first: a removed one is over (an abort, or nothing
+        // after a promotion) before spec.source is looked at, so a promoted
+        // candidate moved into spec.source is the version that serves.
+        self.sync_canary().await;
         self.sync().await;
+        self.load_candidate().await;
+        self.canary_action().await;
+        self.write_status().await;
     }
 
     /// Fetches the source and loads it unless it is what already serves.
@@ -219,6 +247,13 @@ impl Worker {
         let Some(spec) = self.spec.clone() else {
             return;
         };
+        if self.canary.as_ref().is_some_and(CanaryRun::promoted) {
+            // The promoted candidate serves until spec.canary is removed:
+            // promotion never rewrites the spec, and spec.source (still the
+            // old version) must not swap it back meanwhile.
+            self.write_status().await;
+            return;
+        }
         let source = spec.source.describe();
         let limits = spec
             .call_limits(self.default_limits)
@@ -419,7 +454,7 @@ impl Worker {
     }
 
     /// Writes status when it differs from what was written last.
-    async fn write_status(&mut self) {
+    pub(super) async fn write_status(&mut self) {
         if !self.may_write {
             return;
         }
@@ -427,10 +462,19 @@ impl Worker {
         let versions = serving
             .map(|s| self.registry.stats(&s.plugin))
             .unwrap_or_default();
+        let canary = self.canary.as_ref().map(|run| {
+            let observations = self.registry.canary(&run.plugin);
+            let counters = self.registry.counters(&run.plugin);
+            status::CanaryPart {
+                conditions: run.conditions(),
+                status: run.status(observations.as_deref(), counters.as_ref()),
+            }
+        });
         let status = status::build(
             serving,
             self.problem.as_ref(),
             &versions,
+            canary.as_ref(),
             self.object.metadata.generation,
             &self.last_status,
             &now(),
@@ -525,6 +569,11 @@ impl Worker {
         if let Some(task) = self.source_watch.take() {
             task.abort();
         }
+        if let Some(task) = self.canary_watch.take() {
+            task.abort();
+        }
+        // Unloading the plugin drops its candidate too.
+        self.canary = None;
         let Some(loaded) = self.loaded.take() else {
             return;
         };
@@ -588,7 +637,7 @@ impl Worker {
         self.release(&loaded.serving.plugin);
     }
 
-    fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+    pub(super) fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
         self.object.object_ref(&api_resource())
     }
 }
@@ -668,7 +717,7 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
 }
 
 /// The condition reason of a registry refusal.
-fn condition_reason(error: &RegistryError) -> &'static str {
+pub(super) fn condition_reason(error: &RegistryError) -> &'static str {
     match error {
         RegistryError::Load { error, .. } => engine_reason(error),
         other => other.reason(),
@@ -677,7 +726,7 @@ fn condition_reason(error: &RegistryError) -> &'static str {
 
 /// What the WasmPlugin's condition says about a registry refusal: in terms
 /// of this WasmPlugin where the registry's words name a plugin.
-fn refusal_message(error: &RegistryError, digest: &str) -> String {
+pub(super) fn refusal_message(error: &RegistryError, digest: &str) -> String {
     match error {
         RegistryError::Load { error, .. } => error.with_remedy().to_string(),
         RegistryError::PrimaryKindChanged(change) => format!(
@@ -701,7 +750,7 @@ fn refusal_message(error: &RegistryError, digest: &str) -> String {
     }
 }
 
-fn problem(reason: &str, message: String) -> Problem {
+pub(super) fn problem(reason: &str, message: String) -> Problem {
     Problem {
         reason: reason.to_string(),
         message,
@@ -720,7 +769,7 @@ fn engine_reason(error: &EngineError) -> &'static str {
     }
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
