@@ -83,6 +83,7 @@ pub(crate) mod migration;
 pub mod oci;
 pub(crate) mod plan;
 pub mod registry;
+pub(crate) mod rollout;
 pub mod telemetry;
 pub mod wasmplugin;
 

@@ -15,6 +15,7 @@
 
 mod backoff;
 mod reconcile;
+mod shadow;
 mod trigger;
 
 use std::sync::Arc;
@@ -23,8 +24,10 @@ use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use kube::Client;
 use kube::ResourceExt;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -32,7 +35,8 @@ use crate::apply::EventSink;
 use crate::cache::{
     CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
-use crate::registry::ServingVersions;
+use crate::contract::ResourceKind;
+use crate::registry::{RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
 
 /// How often a starting controller looks whether its caches have synced.
@@ -58,12 +62,54 @@ fn after_sync(
 
 /// A running controller. Dropping it without [`ControllerHandle::stop`]
 /// cancels it abruptly; `stop` lets calls in flight finish.
-#[derive(Debug)]
 pub struct ControllerHandle {
     shutdown: CancellationToken,
     task: Option<JoinHandle<()>>,
     leases: Arc<Vec<CacheLease>>,
     reconcile_all: mpsc::UnboundedSender<()>,
+    /// Batches of objects to reconcile again, paced by [`pace`].
+    paced: tokio::sync::mpsc::UnboundedSender<Paced>,
+    ctx: Arc<reconcile::Context>,
+    primary: Store<DynamicObject>,
+    primary_ar: ApiResource,
+}
+
+impl std::fmt::Debug for ControllerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerHandle")
+            .field("plugin", &self.ctx.plugin)
+            .field("synced", &self.synced())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Objects to reconcile again at `rate` per second.
+struct Paced {
+    objects: Vec<ObjectRef<DynamicObject>>,
+    rate: f64,
+}
+
+/// The kinds a controller of `set` must watch: the owned and watched kinds
+/// of the stable version and of the candidate (a candidate's children are
+/// observed like the stable version's), in manifest order, deduplicated.
+pub fn kinds_of(set: &VersionSet) -> (Vec<ResourceKind>, Vec<ResourceKind>) {
+    let mut owns = Vec::new();
+    let mut watches = Vec::new();
+    let manifests = std::iter::once(set.stable.plugin.manifest())
+        .chain(set.candidate.as_ref().map(|c| c.version.plugin.manifest()));
+    for manifest in manifests {
+        for kind in &manifest.owns {
+            if !owns.contains(kind) {
+                owns.push(kind.clone());
+            }
+        }
+        for kind in &manifest.watches {
+            if !watches.contains(kind) {
+                watches.push(kind.clone());
+            }
+        }
+    }
+    (owns, watches)
 }
 
 /// What a controller is started with.
@@ -86,6 +132,7 @@ impl ControllerHandle {
     ) -> ControllerHandle {
         let manifest = versions.current().stable.plugin.manifest().clone();
         let grant = versions.current().stable.grant.clone();
+        let (owns, watches) = kinds_of(&versions.current());
         // Writes as the plugin's own identity when the grant names one, so
         // the API server's RBAC enforces the grant too.
         let host_client = client.clone();
@@ -99,15 +146,10 @@ impl ControllerHandle {
             .then(|| cache.acquire(&namespace_kind(), None));
         let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store));
         let primary_lease = cache.acquire(&manifest.primary, None);
-        let owned: Vec<CacheLease> = manifest
-            .owns
+        let owned: Vec<CacheLease> = owns.iter().map(|k| cache.acquire(k, None)).collect();
+        let watched: Vec<CacheLease> = watches
             .iter()
-            .map(|k| cache.acquire(k, None))
-            .collect();
-        let watched: Vec<CacheLease> = manifest
-            .watches
-            .iter()
-            .filter(|k| **k != manifest.primary && !manifest.owns.contains(k))
+            .filter(|k| **k != manifest.primary && !owns.contains(k))
             .map(|k| cache.acquire(k, None))
             .collect();
         let primary_ar = api_resource(&manifest.primary);
@@ -124,6 +166,9 @@ impl ControllerHandle {
 
         let shutdown = CancellationToken::new();
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
+        let (paced, paced_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (reconcile_one, reconcile_one_rx) = mpsc::unbounded();
+        tokio::spawn(pace(paced_rx, reconcile_one, shutdown.clone()));
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
         let mut controller = Controller::for_stream_with(
             trigger::primaries(after_sync(&all, &primary_lease), gate.clone()),
@@ -132,6 +177,7 @@ impl ControllerHandle {
         )
         .with_config(Config::default().concurrency(concurrency))
         .reconcile_all_on(reconcile_all_rx)
+        .reconcile_on(reconcile_one_rx)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
         for lease in &owned {
             controller = controller.owns_stream_with(
@@ -172,7 +218,7 @@ impl ControllerHandle {
             host_client,
             plugin: manifest.name.clone(),
             versions,
-            primary: primary_ar,
+            primary: primary_ar.clone(),
             owned: owned.clone(),
             cache: Arc::new(
                 CacheView::new(cache.clone(), manifest.readable().cloned())
@@ -184,6 +230,7 @@ impl ControllerHandle {
             failures: Default::default(),
             rates: Default::default(),
         });
+        let handle_ctx = ctx.clone();
         let name = manifest.name.clone();
         let task = tokio::spawn(
             controller
@@ -208,7 +255,50 @@ impl ControllerHandle {
             task: Some(task),
             leases: Arc::new(leases),
             reconcile_all,
+            paced,
+            ctx: handle_ctx,
+            primary: primary_store,
+            primary_ar,
         }
+    }
+
+    /// Queues every primary whose serving version differs between
+    /// `previous` and `next` (a candidate set, stepped, dropped or
+    /// promoted), at most `rate` per second, so it is reconciled by its new
+    /// version without a herd. Returns how many were queued.
+    pub fn reconcile_moved(&self, previous: &VersionSet, next: &VersionSet, rate: f64) -> usize {
+        let mut objects: Vec<Arc<DynamicObject>> = self
+            .primary
+            .state()
+            .into_iter()
+            .filter(|o| previous.moves(next, o))
+            .collect();
+        // Deterministic order: namespace, then name.
+        objects.sort_by_key(|o| (o.namespace(), o.name_any()));
+        let objects: Vec<ObjectRef<DynamicObject>> = objects
+            .iter()
+            .map(|o| ObjectRef::from_obj_with(o.as_ref(), self.primary_ar.clone()))
+            .collect();
+        let count = objects.len();
+        if count > 0 {
+            // Fails only when the controller already stopped.
+            let _ = self.paced.send(Paced { objects, rate });
+        }
+        count
+    }
+
+    /// Starts the pre-flight dry run of `candidate` over every primary (once
+    /// the caches have synced), recording into its observations; it stops
+    /// with this controller or when the candidate leaves the version set.
+    pub fn start_dry_run(&self, candidate: RolloutCandidate) {
+        let leases = self.leases.clone();
+        tokio::spawn(shadow::dry_run(
+            self.ctx.clone(),
+            candidate,
+            self.primary.clone(),
+            move || leases.iter().all(CacheLease::synced),
+            self.shutdown.clone(),
+        ));
     }
 
     /// True once every cache this controller reads has synced.
@@ -244,6 +334,50 @@ impl ControllerHandle {
             && error.is_panic()
         {
             tracing::error!(%error, "controller task panicked");
+        }
+    }
+}
+
+/// Feeds `out` the objects of every batch, `rate` per second (the latest
+/// batch's rate), each object once while queued; the first at once.
+async fn pace(
+    mut batches: tokio::sync::mpsc::UnboundedReceiver<Paced>,
+    out: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    shutdown: CancellationToken,
+) {
+    use std::collections::{HashSet, VecDeque};
+    let mut queue: VecDeque<ObjectRef<DynamicObject>> = VecDeque::new();
+    let mut queued: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
+    let mut rate = crate::registry::DEFAULT_ROLLOUT_RATE;
+    let ticker = |rate: f64| {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs_f64(1.0 / rate));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick
+    };
+    let mut tick = ticker(rate);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            batch = batches.recv() => {
+                let Some(batch) = batch else { return };
+                if batch.rate.is_finite() && batch.rate > 0.0 && batch.rate != rate {
+                    rate = batch.rate;
+                    tick = ticker(rate);
+                }
+                for object in batch.objects {
+                    if queued.insert(object.clone()) {
+                        queue.push_back(object);
+                    }
+                }
+            }
+            _ = tick.tick(), if !queue.is_empty() => {
+                if let Some(object) = queue.pop_front() {
+                    queued.remove(&object);
+                    if out.unbounded_send(object).is_err() {
+                        return;
+                    }
+                }
+            }
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::plan::{
     MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, ObjectRates, Observed,
     OwnedChild, Plan, PlanContext, PlanError, Requeue, display_name,
 };
-use crate::registry::{ActiveVersion, ServingVersions};
+use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions};
 use crate::telemetry::{Metrics, ReconcileResult, WriteKind};
 
 /// How often a healthy object is reconciled even if nothing changes, so drift
@@ -152,7 +152,7 @@ impl ReconcileError {
     }
 
     /// A message naming the plugin, its version and what to do.
-    fn message(&self, plugin: &str, version: &str) -> String {
+    pub(super) fn message(&self, plugin: &str, version: &str) -> String {
         match self {
             ReconcileError::Call(CallError::Failed(Failure::Transient(m))) => format!(
                 "plugin {plugin} {version} reported a transient failure: {m}; the host retries with backoff (5 s doubling up to 300 s)"
@@ -224,13 +224,13 @@ fn writer(ctx: &Context) -> Writer<'_> {
 
 /// What the host observed for one call: the owned children (for the plan)
 /// and what the plugin gets to see, as JSON.
-struct Observation {
-    owned: Vec<OwnedChild>,
-    children: Vec<String>,
-    object: String,
+pub(super) struct Observation {
+    pub owned: Vec<OwnedChild>,
+    pub children: Vec<String>,
+    pub object: String,
 }
 
-fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
+pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
     let uid = obj.uid().unwrap_or_default();
     let owned = apply::owned_children(&ctx.owned, &active.plugin.manifest().name, &uid);
     let children = owned
@@ -254,10 +254,18 @@ pub(super) async fn reconcile(
     }
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
-    let active = ctx.versions.serving_for(&obj);
+    let set = ctx.versions.current();
+    let active = set.serving_for(&obj);
+    // A shadow candidate computes beside the reconciles the stable version
+    // serves (a split candidate's objects have no stable answer to compare).
+    let shadow = set
+        .shadow()
+        .filter(|_| Arc::ptr_eq(&active, &set.stable))
+        .cloned();
     let key = failure_key(&obj);
     let attempt = ctx.failures.get(&key).saturating_add(1);
-    let result = run(&obj, &ctx, &active, attempt).await;
+    let mut call = None;
+    let result = run(&obj, &ctx, &active, attempt, shadow.as_ref(), &mut call).await;
     let seconds = started.elapsed().as_secs_f64();
     match result {
         Ok(outcome) => {
@@ -268,7 +276,7 @@ pub(super) async fn reconcile(
                 ReconcileResult::Success
             };
             ctx.metrics.reconcile_finished(&ctx.plugin, label, seconds);
-            active.counters.record(false, None);
+            active.counters.record(false, call);
             Ok(outcome.action)
         }
         Err(error) => {
@@ -276,7 +284,7 @@ pub(super) async fn reconcile(
             report_failure(&obj, &ctx, &active, &error).await;
             ctx.metrics
                 .reconcile_finished(&ctx.plugin, ReconcileResult::Error, seconds);
-            active.counters.record(true, None);
+            active.counters.record(true, call);
             Err(error)
         }
     }
@@ -331,11 +339,16 @@ pub(super) fn error_policy(
     Action::requeue(backoff::delay(ctx.failures.get(&failure_key(&obj)).max(1)))
 }
 
+/// One reconcile by `active`. `shadow` is the candidate that computes
+/// beside it (handed the same inputs once `active` answered); `call`
+/// receives how long the `reconcile` call took.
 async fn run(
     obj: &DynamicObject,
-    ctx: &Context,
+    ctx: &Arc<Context>,
     active: &ActiveVersion,
     attempt: u32,
+    shadow: Option<&RolloutCandidate>,
+    call: &mut Option<Duration>,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = active.plugin.manifest();
     if obj.metadata.deletion_timestamp.is_some() {
@@ -363,10 +376,27 @@ async fn run(
         object,
     } = observe(obj, ctx, active);
     let call_ctx = call_context(obj, active, attempt);
+    // Copied only when a candidate shadows: the stable path pays nothing
+    // otherwise.
+    let shadow_children = shadow.map(|_| children.clone());
+    let started = Instant::now();
     let desired = active
         .plugin
         .reconcile(&call_ctx, object, children, ctx.cache.clone())
-        .await?;
+        .await;
+    *call = Some(started.elapsed());
+    let desired = desired?;
+    if let (Some(candidate), Some(children)) = (shadow, shadow_children) {
+        super::shadow::spawn(
+            ctx,
+            candidate,
+            &active.info.version,
+            obj.clone(),
+            children,
+            desired.clone(),
+            attempt,
+        );
+    }
     let existing = existing(
         ctx,
         &plan::children::desired_keys(manifest, obj, &desired.children),
@@ -413,7 +443,7 @@ async fn run(
 
 /// What the owned kinds' caches show at `keys` (the takeover check of
 /// [`plan::reconcile`]): lookups by key, no list.
-fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<DynamicObject>> {
+pub(super) fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<DynamicObject>> {
     keys.iter()
         .filter_map(|key| {
             let lease = ctx.owned.iter().find(|l| {
@@ -470,7 +500,7 @@ async fn hot_loop(
 }
 
 /// The children (as `Kind namespace/name`) in namespaces `gate` does not allow.
-fn children_outside<'a>(
+pub(super) fn children_outside<'a>(
     keys: impl Iterator<Item = &'a plan::ChildKey>,
     gate: &NamespaceGate,
 ) -> Vec<String> {
@@ -512,7 +542,11 @@ async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), 
 /// itself is the next thing to reconcile, there is nothing to back off from.
 const RETRY_AFTER_CONFLICT_MS: u64 = 200;
 
-fn call_context(obj: &DynamicObject, active: &ActiveVersion, attempt: u32) -> CallContext {
+pub(super) fn call_context(
+    obj: &DynamicObject,
+    active: &ActiveVersion,
+    attempt: u32,
+) -> CallContext {
     CallContext {
         plugin_version: active.plugin.manifest().version.clone(),
         attempt,

@@ -6,8 +6,12 @@
 //! The registry starts nothing; it announces every change of a version set
 //! and the manager applies it: a plugin's first version starts its
 //! controller, a new version swaps under the running controller and queues
-//! every primary again, a change of owned or watched kinds or of concurrency
-//! restarts the controller (after its calls in flight), an unload stops it.
+//! every primary again, a change of owned or watched kinds (of the stable
+//! version or the candidate) or of concurrency restarts the controller
+//! (after its calls in flight), an unload stops it. A canary change (a
+//! candidate set, stepped, dropped or promoted) queues only the primaries
+//! whose serving version changed, paced at the candidate's rollout rate,
+//! and starts a `DryRun` candidate's dry run.
 //!
 //! # Writer and standby
 //!
@@ -39,10 +43,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
-use crate::controller::{ControllerHandle, ControllerOptions};
+use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
 use crate::registry::{
-    Announcement, Registry, RegistryError, RegistryOptions, ServingVersions, VersionChange,
-    VersionSet,
+    Announcement, DEFAULT_ROLLOUT_RATE, DryRunState, Registry, RegistryError, RegistryOptions,
+    Rollout, RolloutCandidate, ServingVersions, VersionChange, VersionSet,
 };
 use crate::telemetry::{self, Metrics, ReadinessCheck};
 use crate::wasmplugin::{AuditRecord, WasmPluginController, WasmPluginError, WasmPluginOptions};
@@ -397,7 +401,22 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                 Some(previous) => needs_restart(previous, &next),
             };
             if !restart && let Some(controller) = lock(&deps.controllers).get(&name) {
-                controller.reconcile_all();
+                match previous {
+                    // A canary change: only the objects that change version
+                    // are reconciled again, at the rollout rate.
+                    Some(previous) if previous.candidate.is_some() || next.candidate.is_some() => {
+                        let rate = rollout_rate(previous, &next);
+                        let moved = controller.reconcile_moved(previous, &next, rate);
+                        tracing::info!(
+                            plugin = %name, objects = moved, rate,
+                            "reconciling the objects whose serving version changed"
+                        );
+                    }
+                    _ => controller.reconcile_all(),
+                }
+                if let Some(candidate) = dry_run_to_start(previous.as_deref(), &next, false) {
+                    controller.start_dry_run(candidate);
+                }
                 return;
             }
             let old = lock(&deps.controllers).remove(&name);
@@ -408,6 +427,11 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
             }
             if deps.role.may_write() {
                 start_controller(deps, versions.clone(), next.concurrency);
+                if let Some(candidate) = dry_run_to_start(previous.as_deref(), &next, true)
+                    && let Some(controller) = lock(&deps.controllers).get(&name)
+                {
+                    controller.start_dry_run(candidate);
+                }
             }
         }
         VersionChange::Unloaded { plugin } => {
@@ -435,13 +459,43 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
 /// other kinds, or runs another number of reconciles at once. Otherwise the
 /// running controller keeps going and reads the new set per object.
 fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
-    let old = previous.stable.plugin.manifest();
-    let new = next.stable.plugin.manifest();
-    // The controller reads the grant's namespaces when it starts.
-    old.owns != new.owns
-        || old.watches != new.watches
+    // The controller watches the kinds of the stable version and the
+    // candidate, and reads the grant's namespaces when it starts.
+    kinds_of(previous) != kinds_of(next)
         || previous.concurrency != next.concurrency
         || previous.stable.grant != next.stable.grant
+}
+
+/// The rate to move objects between versions at: the candidate's (the new
+/// one's, else the dropped or promoted one's).
+fn rollout_rate(previous: &VersionSet, next: &VersionSet) -> f64 {
+    next.candidate
+        .as_ref()
+        .or(previous.candidate.as_ref())
+        .map_or(DEFAULT_ROLLOUT_RATE, |c| c.settings.effective_rate())
+}
+
+/// The candidate whose dry run must start now: one in `DryRun` whose dry run
+/// has not finished and does not run yet (a new candidate, a change into
+/// `DryRun`, or a new controller after a restart).
+fn dry_run_to_start(
+    previous: Option<&VersionSet>,
+    next: &VersionSet,
+    restarted: bool,
+) -> Option<RolloutCandidate> {
+    let candidate = next.candidate.as_ref()?;
+    if candidate.settings.rollout != Rollout::DryRun
+        || candidate.observations.dry_run().state == DryRunState::Finished
+    {
+        return None;
+    }
+    let running = previous
+        .and_then(|p| p.candidate.as_ref())
+        .is_some_and(|p| {
+            Arc::ptr_eq(&p.observations, &candidate.observations)
+                && p.settings.rollout == Rollout::DryRun
+        });
+    (restarted || !running).then(|| candidate.clone())
 }
 
 #[cfg(test)]

@@ -156,6 +156,7 @@ pub struct Metrics {
     answer_refusals: Family<RefusalLabels, Counter>,
     refusals: Family<FailureLabels, Counter>,
     plugin_ready: Family<PluginNameLabels, Gauge>,
+    shadow_comparisons: Family<ShadowLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -273,6 +274,12 @@ impl Metrics {
             "1 when the plugin's controller runs with every cache synced, 0 otherwise",
             plugin_ready.clone(),
         );
+        let shadow_comparisons = Family::<ShadowLabels, Counter>::default();
+        registry.register(
+            "wasm_operator_shadow_comparisons",
+            "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
+            shadow_comparisons.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -291,6 +298,7 @@ impl Metrics {
             answer_refusals,
             refusals,
             plugin_ready,
+            shadow_comparisons,
         }
     }
 
@@ -497,6 +505,58 @@ impl crate::engine::CallObserver for Metrics {
     }
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShadowLabels {
+    plugin: String,
+    stable: String,
+    candidate: String,
+    result: String,
+}
+
+/// Result label of `wasm_operator_shadow_comparisons_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShadowResult {
+    /// The candidate's answer equals the stable version's.
+    Same,
+    /// The answers differ.
+    Differ,
+    /// The candidate failed (trap, timeout, failure, refused answer).
+    Error,
+    /// Not computed: `shadowConcurrency` candidate calls already ran.
+    Skipped,
+}
+
+impl ShadowResult {
+    fn as_str(self) -> &'static str {
+        match self {
+            ShadowResult::Same => "same",
+            ShadowResult::Differ => "differ",
+            ShadowResult::Error => "error",
+            ShadowResult::Skipped => "skipped",
+        }
+    }
+}
+
+impl Metrics {
+    /// One shadow computation of `candidate` beside `stable` of `plugin`.
+    pub fn shadow_comparison(
+        &self,
+        plugin: &str,
+        stable: &str,
+        candidate: &str,
+        result: ShadowResult,
+    ) {
+        self.shadow_comparisons
+            .get_or_create(&ShadowLabels {
+                plugin: plugin.to_string(),
+                stable: stable.to_string(),
+                candidate: candidate.to_string(),
+                result: result.as_str().to_string(),
+            })
+            .inc();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,6 +572,7 @@ mod tests {
         m.writes("webapp", WriteKind::Apply, 3);
         m.events("webapp", 2, 5);
         m.refusal("webapp", "ChildConflict");
+        m.shadow_comparison("webapp", "1.0.0", "1.2.0", ShadowResult::Differ);
         let text = m.encode();
         for needle in [
             "controller_runtime_reconcile_total{controller=\"webapp\",result=\"error\"} 1",
@@ -526,6 +587,7 @@ mod tests {
             "wasm_operator_writes_total{plugin=\"webapp\",write=\"apply\"} 3",
             "wasm_operator_events_total{plugin=\"webapp\",outcome=\"dropped\"} 5",
             "wasm_operator_refusals_total{plugin=\"webapp\",reason=\"ChildConflict\"} 1",
+            "wasm_operator_shadow_comparisons_total{plugin=\"webapp\",stable=\"1.0.0\",candidate=\"1.2.0\",result=\"differ\"} 1",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

@@ -1,0 +1,368 @@
+//! A canary candidate computing beside the stable version: shadow
+//! comparisons of the stable version's reconciles, and the pre-flight dry
+//! run over every primary. Nothing the candidate returns is ever written:
+//! no apply, prune, status, condition, event, finalizer, annotation or
+//! migration mark. An `upgrade` the candidate needs first is computed
+//! ([`crate::migration::plan::finish`]) and handed to its `reconcile`, never
+//! written.
+//!
+//! # Guarantees
+//!
+//! - Off the stable path: a shadow computation is a spawned task holding one
+//!   of the candidate's `shadowConcurrency` permits; a stable reconcile never
+//!   waits for it. When every permit is taken the comparison is skipped and
+//!   counted (`result="skipped"`), never queued.
+//! - The candidate runs with its own call limits (a looping candidate is
+//!   stopped by its deadline; its permit is held meanwhile, so at most
+//!   `shadowConcurrency` such calls run).
+//! - Work on a candidate stops when it leaves the version set
+//!   ([`crate::registry::CanaryObservations::stopped`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::runtime::reflector::Store;
+use tokio_util::sync::CancellationToken;
+
+use super::reconcile::{
+    Context, ReconcileError, call_context, children_outside, existing, observe,
+};
+use crate::cache::{object_json, object_text};
+use crate::contract::{Desired, Reason};
+use crate::migration;
+use crate::plan::{
+    self, MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, ObjectRates, Observed,
+    PlanContext,
+};
+use crate::registry::{ActiveVersion, DryRunFailure, ObjectName, RolloutCandidate, ShadowOutcome};
+use crate::rollout::diff;
+use crate::telemetry::ShadowResult;
+
+/// Why the candidate would fail on an object: the reason and message the
+/// stable path would have reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CandidateFailure {
+    pub reason: String,
+    pub message: String,
+}
+
+impl CandidateFailure {
+    fn of(error: &ReconcileError, version: &ActiveVersion) -> CandidateFailure {
+        CandidateFailure {
+            reason: error.reason().to_string(),
+            message: error.message(&version.info.name, &version.info.version),
+        }
+    }
+}
+
+/// What a candidate computed for one object.
+pub(super) struct Computed {
+    pub answer: Result<Desired, CandidateFailure>,
+    /// How long its `reconcile` call took, when it was called.
+    pub call: Option<Duration>,
+}
+
+fn name_of(obj: &DynamicObject) -> ObjectName {
+    ObjectName {
+        namespace: obj.namespace(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+    }
+}
+
+/// The candidate's answer for `obj`, exactly as it would serve it (refuse
+/// an incompatible object, upgrade one an older version managed, reconcile,
+/// plan), writing nothing. `children` are the children the stable version
+/// was shown (`None`: observed here).
+pub(super) async fn compute(
+    ctx: &Context,
+    version: &ActiveVersion,
+    obj: &DynamicObject,
+    children: Option<Vec<String>>,
+    attempt: u32,
+) -> Computed {
+    let manifest = version.plugin.manifest();
+    let fail = |error: ReconcileError| Computed {
+        answer: Err(CandidateFailure::of(&error, version)),
+        call: None,
+    };
+    let annotations = obj.annotations();
+    let min_compatible = annotations.get(MIN_COMPATIBLE_VERSION_ANNOTATION);
+    if migration::is_incompatible(min_compatible.map(String::as_str), &manifest.version) {
+        return fail(ReconcileError::Incompatible {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            object: format!(
+                "{} {}",
+                ctx.primary.kind,
+                plan::display_name(obj.namespace().as_deref(), &obj.name_any())
+            ),
+            managed_by: annotations
+                .get(MANAGED_BY_VERSION_ANNOTATION)
+                .cloned()
+                .unwrap_or_else(|| "a newer version".into()),
+            min_compatible: min_compatible.cloned().unwrap_or_default(),
+        });
+    }
+    let from = manifest
+        .implements
+        .migration
+        .then(|| {
+            migration::upgrade_from(
+                annotations
+                    .get(MANAGED_BY_VERSION_ANNOTATION)
+                    .map(String::as_str),
+                &manifest.version,
+            )
+        })
+        .flatten();
+    let (upgraded, children) = match from {
+        None => (None, children),
+        Some(from) => match upgrade(ctx, version, obj, &from, attempt).await {
+            Ok(upgraded) => (Some(upgraded), None),
+            Err(message) => {
+                return Computed {
+                    answer: Err(CandidateFailure {
+                        reason: Reason::UpgradeFailed.as_str().to_string(),
+                        message,
+                    }),
+                    call: None,
+                };
+            }
+        },
+    };
+    let obj = upgraded.as_ref().unwrap_or(obj);
+    let observation = observe(obj, ctx, version);
+    let children = children.unwrap_or(observation.children);
+    let call_ctx = call_context(obj, version, attempt);
+    let started = Instant::now();
+    let answer = version
+        .plugin
+        .reconcile(&call_ctx, observation.object, children, ctx.cache.clone())
+        .await;
+    let call = Some(started.elapsed());
+    let desired = match answer {
+        Ok(desired) => desired,
+        Err(error) => {
+            return Computed {
+                answer: Err(CandidateFailure::of(&ReconcileError::Call(error), version)),
+                call,
+            };
+        }
+    };
+    // The plan is computed for its refusals only (a child the candidate may
+    // not write, a breached limit); it is never executed.
+    let existing = existing(
+        ctx,
+        &plan::children::desired_keys(manifest, obj, &desired.children),
+    );
+    let observed = Observed {
+        primary: obj,
+        children: &observation.owned,
+        existing: &existing,
+    };
+    let now = Utc::now();
+    let plan_ctx = PlanContext {
+        manifest,
+        now,
+        limits: version.limits,
+    };
+    let mut rates = ObjectRates::new(&version.limits, now);
+    let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {
+        Err(error) => Some(ReconcileError::Plan(error)),
+        Ok(plan) => {
+            let outside = children_outside(plan.apply.keys(), &ctx.gate);
+            (!outside.is_empty()).then(|| ReconcileError::ChildOutsideGrant {
+                plugin: manifest.name.clone(),
+                version: manifest.version.clone(),
+                children: outside.join(", "),
+                granted: ctx.gate.describe(),
+            })
+        }
+    };
+    Computed {
+        answer: match refused {
+            Some(error) => Err(CandidateFailure::of(&error, version)),
+            None => Ok(desired),
+        },
+        call,
+    }
+}
+
+/// The object as `version`'s `upgrade` from `from` would leave it (spec,
+/// labels, annotations, status and the marks), computed, never written.
+async fn upgrade(
+    ctx: &Context,
+    version: &ActiveVersion,
+    obj: &DynamicObject,
+    from: &str,
+    attempt: u32,
+) -> Result<DynamicObject, String> {
+    let manifest = version.plugin.manifest();
+    let call_ctx = call_context(obj, version, attempt);
+    let answer = version
+        .plugin
+        .upgrade(
+            &call_ctx,
+            object_text(obj, &ctx.primary),
+            from,
+            ctx.cache.clone(),
+        )
+        .await
+        .map_err(|e| {
+            format!(
+                "plugin {} {} cannot upgrade this object from {from}: {e}",
+                manifest.name, manifest.version
+            )
+        })?;
+    let write = migration::plan::finish(&object_json(obj, &ctx.primary), &answer, manifest)
+        .map_err(|problem| {
+            format!(
+                "plugin {} {} returned an invalid upgrade from {from}: {problem}",
+                manifest.name, manifest.version
+            )
+        })?;
+    let mut object = write.object;
+    if let Some(status) = write.status {
+        object.data["status"] = status;
+    }
+    Ok(object)
+}
+
+/// Shadows one stable reconcile of `obj`: when a permit is free, spawns the
+/// candidate's computation on the same inputs and records the comparison
+/// with `stable_answer`; otherwise counts it skipped. Returns at once.
+pub(super) fn spawn(
+    ctx: &Arc<Context>,
+    candidate: &RolloutCandidate,
+    stable_version: &str,
+    obj: DynamicObject,
+    children: Vec<String>,
+    stable_answer: Desired,
+    attempt: u32,
+) {
+    let observations = candidate.observations.clone();
+    let version = candidate.version.clone();
+    let metrics = |result| {
+        ctx.metrics
+            .shadow_comparison(&ctx.plugin, stable_version, &version.info.version, result)
+    };
+    let Some(permit) = observations.try_permit() else {
+        observations.record_skipped();
+        metrics(ShadowResult::Skipped);
+        return;
+    };
+    let ctx = ctx.clone();
+    let stable_version = stable_version.to_string();
+    let stop = observations.stopped();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let computed = tokio::select! {
+            _ = stop.cancelled() => return,
+            computed = compute(&ctx, &version, &obj, Some(children), attempt) => computed,
+        };
+        version
+            .counters
+            .record(computed.answer.is_err(), computed.call);
+        let (outcome, result) = match computed.answer {
+            Err(failure) => (
+                ShadowOutcome::Error {
+                    reason: failure.reason,
+                    message: failure.message,
+                },
+                ShadowResult::Error,
+            ),
+            Ok(answer) => {
+                let fields = diff::diff(&stable_answer, &answer, obj.namespace().as_deref());
+                version.counters.record_shadow(!fields.is_empty());
+                if fields.is_empty() {
+                    (ShadowOutcome::Same, ShadowResult::Same)
+                } else {
+                    let signature = diff::signature(&fields);
+                    (
+                        ShadowOutcome::Differ { fields, signature },
+                        ShadowResult::Differ,
+                    )
+                }
+            }
+        };
+        ctx.metrics
+            .shadow_comparison(&ctx.plugin, &stable_version, &version.info.version, result);
+        observations.record_shadow(name_of(&obj), outcome, &Utc::now().to_rfc3339());
+    });
+}
+
+/// How often a dry run waiting for the caches looks again.
+const SYNC_POLL: Duration = Duration::from_millis(100);
+
+/// Runs `candidate` over every primary in `store` (once the caches in
+/// `synced` have synced), at most `shadowConcurrency` at once, writing
+/// nothing, and records progress and failures in its observations. Stops
+/// early when the candidate leaves the version set or `shutdown` fires.
+pub(super) async fn dry_run(
+    ctx: Arc<Context>,
+    candidate: RolloutCandidate,
+    store: Store<DynamicObject>,
+    synced: impl Fn() -> bool,
+    shutdown: CancellationToken,
+) {
+    let observations = candidate.observations.clone();
+    let stop = observations.stopped();
+    while !synced() {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(SYNC_POLL) => {}
+        }
+    }
+    let mut objects: Vec<Arc<DynamicObject>> = store
+        .state()
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none() && ctx.gate.allows_object(o))
+        .collect();
+    objects.sort_by_key(|o| name_of(o));
+    observations.dry_run_started(objects.len() as u64);
+    tracing::info!(
+        target: "audit", plugin = %ctx.plugin, candidate = %candidate.version.info.version,
+        objects = objects.len(), "canary dry run started"
+    );
+    let mut running = tokio::task::JoinSet::new();
+    for obj in objects {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            permit = observations.permit() => match permit {
+                Some(permit) => permit,
+                None => return,
+            },
+        };
+        let (ctx, version, observations) =
+            (ctx.clone(), candidate.version.clone(), observations.clone());
+        running.spawn(async move {
+            let _permit = permit;
+            let computed = compute(&ctx, &version, &obj, None, 1).await;
+            observations.dry_run_object(computed.answer.err().map(|failure| DryRunFailure {
+                object: name_of(&obj),
+                reason: failure.reason,
+                message: failure.message,
+            }));
+        });
+        // Reap finished computations as we go (bounded memory).
+        while running.try_join_next().is_some() {}
+    }
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = shutdown.cancelled() => return,
+            next = running.join_next() => if next.is_none() { break },
+        }
+    }
+    observations.dry_run_finished();
+    let report = observations.dry_run();
+    tracing::info!(
+        target: "audit", plugin = %ctx.plugin, candidate = %candidate.version.info.version,
+        objects = report.total, failed = report.failed, "canary dry run finished"
+    );
+}
