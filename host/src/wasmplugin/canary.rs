@@ -440,7 +440,8 @@ pub enum Action {
     ResetWindow,
     /// The candidate becomes the stable version.
     Promote,
-    /// The candidate stops; its objects go back to the stable version.
+    /// The candidate leaves the registry; its objects go back to the
+    /// stable version.
     Rollback,
 }
 
@@ -566,6 +567,8 @@ pub fn step(state: &State, settings: &Settings, input: Input, now: Instant) -> N
                 names.join(", ")
             );
             next.dry_run_failures = failures;
+            // The candidate leaves the registry: it would only keep
+            // computing beside the stable version.
             Next {
                 notice: Some(Notice {
                     reason: Reason::DryRunFailed,
@@ -573,7 +576,7 @@ pub fn step(state: &State, settings: &Settings, input: Input, now: Instant) -> N
                     message: next.message.clone(),
                 }),
                 state: next,
-                actions: Vec::new(),
+                actions: vec![Action::Rollback],
             }
         }
         Input::Promote { by } => {
@@ -973,7 +976,7 @@ mod tests {
         );
         assert_eq!(failed.state.phase, Phase::DryRun);
         assert!(failed.state.is_final());
-        assert!(failed.actions.is_empty());
+        assert_eq!(failed.actions, vec![Action::Rollback]);
         let notice = failed.notice.unwrap();
         assert_eq!(notice.reason, Reason::DryRunFailed);
         assert!(notice.message.contains("1 of 3") && notice.message.contains("ns/a"));

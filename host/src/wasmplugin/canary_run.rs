@@ -19,7 +19,9 @@ use super::spec::{
 use super::status::{Problem, Serving};
 use crate::cache::LabelSelector;
 use crate::contract::Reason;
-use crate::registry::{CanaryObservations, CounterSnapshot, DryRunState, Rollout, RolloutSettings};
+use crate::registry::{
+    CanaryObservations, CounterSnapshot, DryRunState, Rollout, RolloutSettings, ShadowCounts,
+};
 
 /// The annotation a person sets on a WasmPlugin to promote or abort its
 /// canary without editing the spec (`promote` or `abort`); the host removes
@@ -132,6 +134,15 @@ pub fn window(
     (figures(&stable), figures(&candidate), shadow)
 }
 
+/// The shadow figures analysis judges: every compared object's latest
+/// answers (agreeing or differing now).
+pub fn object_agreement(counts: &ShadowCounts) -> ShadowFigures {
+    ShadowFigures {
+        compared: counts.objects_differing + counts.objects_agreeing,
+        differing: counts.objects_differing,
+    }
+}
+
 /// A running (or finished) canary.
 #[derive(Debug)]
 pub struct CanaryRun {
@@ -164,6 +175,9 @@ pub struct CanaryRun {
     pub diffs_written: Option<Instant>,
     /// The diffs ConfigMap, `namespace/name`, once written.
     pub diffs_config_map: Option<String>,
+    /// The figures status showed while the candidate was in the registry:
+    /// they stay once it left (promoted, rolled back).
+    pub last_figures: Option<CanaryStatus>,
 }
 
 impl CanaryRun {
@@ -377,12 +391,20 @@ impl CanaryRun {
                     samples: (!samples.is_empty()).then_some(samples),
                 }
             });
+        let live = observations.is_some();
+        let frozen = self.last_figures.as_ref().filter(|_| !live);
         CanaryStatus {
-            stable: Some(version(&self.stable, counters.map(|c| &c.0))),
-            candidate: self
-                .candidate
-                .as_ref()
-                .map(|c| version(c, counters.and_then(|c| c.1.as_ref()))),
+            stable: match frozen {
+                Some(f) => f.stable.clone(),
+                None => Some(version(&self.stable, counters.map(|c| &c.0))),
+            },
+            candidate: match frozen {
+                Some(f) => f.candidate.clone(),
+                None => self
+                    .candidate
+                    .as_ref()
+                    .map(|c| version(c, counters.and_then(|c| c.1.as_ref()))),
+            },
             mode: Some(mode.into()),
             phase: self.phase().map(|p| p.as_str().into()),
             weight,
@@ -391,7 +413,10 @@ impl CanaryRun {
             failed_checks: state.map(|s| i64::from(s.failed_checks)),
             last_analysis,
             dry_run,
-            shadow,
+            shadow: match frozen {
+                Some(f) => f.shadow.clone(),
+                None => shadow,
+            },
             diffs_config_map: self.diffs_config_map.clone(),
         }
     }

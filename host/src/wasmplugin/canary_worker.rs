@@ -128,6 +128,7 @@ impl Worker {
             reported_kinds: 0,
             diffs_written: None,
             diffs_config_map: None,
+            last_figures: None,
         }
     }
 
@@ -343,6 +344,12 @@ impl Worker {
             self.load_into(&mut run).await;
         }
         let observations = self.registry.canary(&run.plugin);
+        if let Some(obs) = &observations {
+            // The figures as they stand before this tick's transition,
+            // which may take the candidate out of the registry.
+            let counters = self.registry.counters(&run.plugin);
+            run.last_figures = Some(run.status(Some(obs), counters.as_ref()));
+        }
         if run.active() && observations.is_none() {
             // The candidate left the registry without this worker (the
             // plugin was reloaded with the candidate's component, or
@@ -394,8 +401,18 @@ impl Worker {
             if let (Some(start), Some(current)) =
                 (run.window_start, self.registry.counters(&run.plugin))
             {
-                let (stable, candidate, shadow) = canary_run::window(&start, &current);
-                let shadow = matches!(run.settings.plan, Plan::Shadow).then_some(shadow);
+                let (stable, candidate, _) = canary_run::window(&start, &current);
+                // Shadow: judged on every compared object's latest answers
+                // (they stay true while the object does not change, so a
+                // quiet kind still gets verdicts), not on the window's
+                // comparisons.
+                let shadow = match (&run.settings.plan, &observations) {
+                    (Plan::Shadow, Some(obs)) => {
+                        Some(canary_run::object_agreement(&obs.shadow_counts()))
+                    }
+                    (Plan::Shadow, None) => Some(Default::default()),
+                    _ => None,
+                };
                 let verdict = analyse(
                     &stable,
                     &candidate,

@@ -462,12 +462,22 @@ impl Worker {
         let versions = serving
             .map(|s| self.registry.stats(&s.plugin))
             .unwrap_or_default();
-        let canary = self.canary.as_ref().map(|run| {
-            let observations = self.registry.canary(&run.plugin);
-            let counters = self.registry.counters(&run.plugin);
+        let canary = self.canary.as_mut().map(|run| {
+            // The registry's figures belong to this canary only while its
+            // candidate is the registry's.
+            let observations = self.registry.canary(&run.plugin).filter(|o| {
+                Some(&o.candidate().digest) == run.candidate.as_ref().map(|c| &c.digest)
+            });
+            let counters = observations
+                .as_ref()
+                .and_then(|_| self.registry.counters(&run.plugin));
+            let status = run.status(observations.as_deref(), counters.as_ref());
+            if observations.is_some() {
+                run.last_figures = Some(status.clone());
+            }
             status::CanaryPart {
                 conditions: run.conditions(),
-                status: run.status(observations.as_deref(), counters.as_ref()),
+                status,
             }
         });
         let status = status::build(
