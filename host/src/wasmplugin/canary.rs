@@ -216,11 +216,14 @@ fn split_plan(spec: &CanarySpec) -> Result<Plan, SpecError> {
                 ));
             }
         }
-        let empty = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
+        let empty = selector
+            .match_labels
+            .as_ref()
+            .is_none_or(std::collections::BTreeMap::is_empty)
             && selector
                 .match_expressions
                 .as_ref()
-                .is_none_or(|e| e.is_empty());
+                .is_none_or(Vec::is_empty);
         if empty {
             return Err(invalid(
                 "selector",
@@ -924,7 +927,7 @@ mod tests {
                         values: None,
                     }]),
                     ..CanarySelector::default()
-                })
+                });
             },
             CanaryMode::Split,
             "selector.matchExpressions",
@@ -942,7 +945,7 @@ mod tests {
                 s.analysis = Some(AnalysisSpec {
                     interval: Some("10ms".into()),
                     ..AnalysisSpec::default()
-                })
+                });
             },
             CanaryMode::Shadow,
             "analysis.interval",

@@ -325,7 +325,7 @@ impl CanaryRun {
             }
         });
         let dry_run = observations
-            .map(|o| o.dry_run())
+            .map(CanaryObservations::dry_run)
             .filter(|r| r.state != DryRunState::Pending || r.total > 0)
             .map(|r| DryRunStatus {
                 checked: Some(r.done as i64),
