@@ -267,11 +267,17 @@ impl ControllerHandle {
     /// promoted), at most `rate` per second, so it is reconciled by its new
     /// version without a herd. Returns how many were queued.
     pub fn reconcile_moved(&self, previous: &VersionSet, next: &VersionSet, rate: f64) -> usize {
+        self.reconcile_paced(|o| previous.moves(next, o), rate)
+    }
+
+    /// Queues every primary `pick` selects, at most `rate` per second (see
+    /// [`ControllerHandle::reconcile_moved`]). Returns how many were queued.
+    pub fn reconcile_paced(&self, pick: impl Fn(&DynamicObject) -> bool, rate: f64) -> usize {
         let mut objects: Vec<Arc<DynamicObject>> = self
             .primary
             .state()
             .into_iter()
-            .filter(|o| previous.moves(next, o))
+            .filter(|o| pick(o))
             .collect();
         // Deterministic order: namespace, then name.
         objects.sort_by_key(|o| (o.namespace(), o.name_any()));
@@ -385,5 +391,51 @@ async fn pace(
 impl Drop for ControllerHandle {
     fn drop(&mut self) {
         self.shutdown.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(name: &str) -> ObjectRef<DynamicObject> {
+        let ar = ApiResource {
+            group: "example.com".into(),
+            version: "v1".into(),
+            api_version: "example.com/v1".into(),
+            kind: "WebApp".into(),
+            plural: "webapps".into(),
+        };
+        ObjectRef::new_with(name, ar).within("default")
+    }
+
+    #[tokio::test]
+    async fn the_pacer_queues_each_object_once_in_order() {
+        let (batches, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (out, mut received) = mpsc::unbounded();
+        let shutdown = CancellationToken::new();
+        let pacer = tokio::spawn(pace(rx, out, shutdown.clone()));
+        let refs = |names: &[&str]| names.iter().map(|n| object(n)).collect();
+        batches
+            .send(Paced {
+                objects: refs(&["a", "b", "c"]),
+                rate: 1000.0,
+            })
+            .unwrap();
+        // "b" and "c" are still queued: only "d" is added.
+        batches
+            .send(Paced {
+                objects: refs(&["b", "c", "d"]),
+                rate: 1000.0,
+            })
+            .unwrap();
+        let mut names = Vec::new();
+        while names.len() < 4 {
+            let next = received.next().await.expect("the pacer runs");
+            names.push(next.name);
+        }
+        assert_eq!(names, ["a", "b", "c", "d"]);
+        shutdown.cancel();
+        pacer.await.unwrap();
     }
 }

@@ -232,7 +232,22 @@ pub(super) struct Observation {
 
 pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
     let uid = obj.uid().unwrap_or_default();
-    let owned = apply::owned_children(&ctx.owned, &active.plugin.manifest().name, &uid);
+    let manifest = active.plugin.manifest();
+    // The controller watches the owned kinds of both versions of a canary;
+    // each version sees (and may prune) only children of kinds it owns.
+    let leases: Vec<CacheLease> = ctx
+        .owned
+        .iter()
+        .filter(|lease| {
+            let ar = lease.api_resource();
+            manifest
+                .owns
+                .iter()
+                .any(|k| k.matches(&ar.api_version, &ar.kind))
+        })
+        .cloned()
+        .collect();
+    let owned = apply::owned_children(&leases, &manifest.name, &uid);
     let children = owned
         .iter()
         .map(|c| object_text(&c.object, &c.resource))

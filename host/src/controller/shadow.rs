@@ -246,13 +246,14 @@ pub(super) fn spawn(
 ) {
     let observations = candidate.observations.clone();
     let version = candidate.version.clone();
-    let metrics = |result| {
-        ctx.metrics
-            .shadow_comparison(&ctx.plugin, stable_version, &version.info.version, result)
-    };
     let Some(permit) = observations.try_permit() else {
         observations.record_skipped();
-        metrics(ShadowResult::Skipped);
+        ctx.metrics.shadow_comparison(
+            &ctx.plugin,
+            stable_version,
+            &version.info.version,
+            ShadowResult::Skipped,
+        );
         return;
     };
     let ctx = ctx.clone();

@@ -406,7 +406,15 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                     // are reconciled again, at the rollout rate.
                     Some(previous) if previous.candidate.is_some() || next.candidate.is_some() => {
                         let rate = rollout_rate(previous, &next);
-                        let moved = controller.reconcile_moved(previous, &next, rate);
+                        let moved = if starts_shadowing(previous, &next) {
+                            // Every object gets a stable reconcile soon, so
+                            // each is compared once without waiting for a
+                            // change or the resync (a converged object's
+                            // reconcile writes nothing).
+                            controller.reconcile_paced(|_| true, rate)
+                        } else {
+                            controller.reconcile_moved(previous, &next, rate)
+                        };
                         tracing::info!(
                             plugin = %name, objects = moved, rate,
                             "reconciling the objects whose serving version changed"
@@ -466,6 +474,16 @@ fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
         || previous.stable.grant != next.stable.grant
 }
 
+/// True when `next` has a shadowing candidate that did not shadow in
+/// `previous` (a new candidate, or a change into Shadow or DryRun).
+fn starts_shadowing(previous: &VersionSet, next: &VersionSet) -> bool {
+    next.shadow().is_some_and(|c| {
+        !previous
+            .shadow()
+            .is_some_and(|p| Arc::ptr_eq(&p.observations, &c.observations))
+    })
+}
+
 /// The rate to move objects between versions at: the candidate's (the new
 /// one's, else the dropped or promoted one's).
 fn rollout_rate(previous: &VersionSet, next: &VersionSet) -> f64 {
@@ -484,23 +502,50 @@ fn dry_run_to_start(
     restarted: bool,
 ) -> Option<RolloutCandidate> {
     let candidate = next.candidate.as_ref()?;
-    if candidate.settings.rollout != Rollout::DryRun
-        || candidate.observations.dry_run().state == DryRunState::Finished
-    {
-        return None;
-    }
     let running = previous
         .and_then(|p| p.candidate.as_ref())
         .is_some_and(|p| {
             Arc::ptr_eq(&p.observations, &candidate.observations)
                 && p.settings.rollout == Rollout::DryRun
         });
-    (restarted || !running).then(|| candidate.clone())
+    starts_dry_run(
+        &candidate.settings.rollout,
+        candidate.observations.dry_run().state,
+        running,
+        restarted,
+    )
+    .then(|| candidate.clone())
+}
+
+/// Whether a candidate in `rollout` whose dry run is in `state` needs one
+/// started: in `DryRun`, not finished, and not already running on this
+/// controller (`running`: it was in `DryRun` before this change) unless
+/// the controller was just `restarted` (the old one's dry run stopped
+/// with it).
+fn starts_dry_run(rollout: &Rollout, state: DryRunState, running: bool, restarted: bool) -> bool {
+    *rollout == Rollout::DryRun && state != DryRunState::Finished && (restarted || !running)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dry_run_starts_once_per_candidate_and_again_after_a_restart() {
+        use DryRunState::{Finished, Pending, Running};
+        let dry = Rollout::DryRun;
+        // A new candidate in DryRun, or a change into DryRun.
+        assert!(starts_dry_run(&dry, Pending, false, false));
+        // Still in DryRun after another change (e.g. the rate): it runs.
+        assert!(!starts_dry_run(&dry, Running, true, false));
+        // A new controller: the old one's dry run stopped with it.
+        assert!(starts_dry_run(&dry, Running, true, true));
+        // Finished is finished; other modes never run one.
+        assert!(!starts_dry_run(&dry, Finished, false, true));
+        assert!(!starts_dry_run(&Rollout::Shadow, Pending, false, false));
+        let split = Rollout::Split { weight_percent: 5 };
+        assert!(!starts_dry_run(&split, Pending, false, true));
+    }
 
     #[test]
     fn only_a_writer_writes() {
