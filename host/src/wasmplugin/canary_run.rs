@@ -411,8 +411,12 @@ impl CanaryRun {
             selector,
             message: Some(self.message()),
             failed_checks: state.map(|s| i64::from(s.failed_checks)),
-            last_analysis,
-            dry_run,
+            last_analysis: last_analysis.or_else(|| {
+                self.last_figures
+                    .as_ref()
+                    .and_then(|f| f.last_analysis.clone())
+            }),
+            dry_run: dry_run.or_else(|| frozen.and_then(|f| f.dry_run.clone())),
             shadow: match frozen {
                 Some(f) => f.shadow.clone(),
                 None => shadow,

@@ -81,6 +81,16 @@ impl Worker {
         let Some(spec) = wanted else {
             return;
         };
+        if !self.canary_restore_checked {
+            // Once, when the worker starts: a canary that ended before a
+            // host restart stays ended (a rolled-back candidate does not
+            // serve again, a promoted one keeps serving).
+            self.canary_restore_checked = true;
+            if let Some(run) = self.restore(&spec) {
+                self.canary = Some(run);
+                return;
+            }
+        }
         let Some(stable) = self.loaded.as_ref().map(|l| l.serving.clone()) else {
             // Started once the stable version serves (see `load_candidate`).
             self.canary = Some(self.new_run(spec, None));
@@ -99,6 +109,104 @@ impl Worker {
             self.canary_refused(&run).await;
         }
         self.canary = Some(run);
+    }
+
+    /// The canary of `spec` as the status written before this worker
+    /// started describes it, when that status is of this spec (same
+    /// generation) and the canary had ended: promoted, rolled back, failed,
+    /// or stopped by its dry run.
+    fn restore(&self, spec: &super::spec::CanarySpec) -> Option<CanaryRun> {
+        let status = &self.last_status;
+        if status
+            .get("observedGeneration")
+            .and_then(serde_json::Value::as_i64)
+            != self.object.metadata.generation
+        {
+            return None;
+        }
+        let canary: super::spec::CanaryStatus =
+            serde_json::from_value(status.get("canary")?.clone()).ok()?;
+        let condition = |kind: &str| {
+            status
+                .get("conditions")
+                .and_then(serde_json::Value::as_array)
+                .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+                .cloned()
+        };
+        let failed = condition("CanaryFailed").filter(|c| c["status"] == "True");
+        let phase = match canary.phase.as_deref()? {
+            "Promoted" => Phase::Promoted,
+            "RolledBack" => Phase::RolledBack,
+            "Failed" => Phase::Failed,
+            "DryRun" if failed.is_some() => Phase::DryRun,
+            _ => return None,
+        };
+        let serving = |v: &super::spec::CanaryVersion, source: &super::spec::Source| Serving {
+            plugin: status["plugin"].as_str().unwrap_or_default().to_string(),
+            version: v.version.clone().unwrap_or_default(),
+            digest: v.digest.clone().unwrap_or_default(),
+            source: v.source.clone().unwrap_or_else(|| source.describe()),
+            source_kind: source.kind().to_string(),
+            loaded_at: now(),
+        };
+        let spec_source = self.spec.as_ref().map(|s| s.source.clone())?;
+        let mut run = self.new_run(
+            spec.clone(),
+            Some(serving(canary.stable.as_ref()?, &spec_source)),
+        );
+        run.candidate = canary.candidate.as_ref().map(|c| serving(c, &spec.source));
+        if phase == Phase::Promoted && run.candidate.is_none() {
+            return None;
+        }
+        let text =
+            |c: &serde_json::Value, key: &str| c[key].as_str().unwrap_or_default().to_string();
+        let progressing = condition("CanaryProgressing");
+        run.reason = progressing
+            .as_ref()
+            .and_then(|c| c["reason"].as_str())
+            .and_then(|r| Reason::ALL.iter().copied().find(|x| x.as_str() == r))
+            .unwrap_or(Reason::CanaryStarted);
+        if phase == Phase::Failed {
+            let failed = failed?;
+            run.problem = Some(problem(&text(&failed, "reason"), text(&failed, "message")));
+        } else {
+            let dry_run_failures = canary
+                .dry_run
+                .as_ref()
+                .and_then(|d| d.failures.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|f| DryRunFailure {
+                    object: f.object.unwrap_or_default(),
+                    reason: f.reason.unwrap_or_default(),
+                    message: f.message.unwrap_or_default(),
+                })
+                .collect();
+            run.state = Some(canary::State {
+                phase,
+                pause: None,
+                step: 0,
+                weight: canary
+                    .weight
+                    .and_then(|w| u8::try_from(w).ok())
+                    .unwrap_or(0),
+                step_since: None,
+                failed_checks: canary
+                    .failed_checks
+                    .and_then(|n| u32::try_from(n).ok())
+                    .unwrap_or(0),
+                verdict: None,
+                dry_run_failures,
+                message: canary.message.clone().unwrap_or_default(),
+            });
+        }
+        run.diffs_config_map = canary.diffs_config_map.clone();
+        run.last_figures = Some(canary);
+        tracing::info!(
+            wasmplugin = %self.name, phase = phase.as_str(),
+            "the canary had ended before this host started; it stays ended"
+        );
+        Some(run)
     }
 
     fn new_run(&self, spec: super::spec::CanarySpec, stable: Option<Serving>) -> CanaryRun {

@@ -85,7 +85,7 @@ pub(super) struct Worker {
     pub(super) spec: Option<WasmPluginSpec>,
     pub(super) loaded: Option<Loaded>,
     problem: Option<Problem>,
-    last_status: Value,
+    pub(super) last_status: Value,
     source_watch: Option<JoinHandle<()>>,
     /// The canary of `spec.canary` (see canary_worker.rs).
     pub(super) canary: Option<CanaryRun>,
@@ -93,6 +93,9 @@ pub(super) struct Worker {
     pub(super) canary_watch: Option<JoinHandle<()>>,
     /// Where that watch sends its triggers.
     pub(super) canary_tx: Option<mpsc::Sender<Trigger>>,
+    /// The status written before this worker started was looked at for a
+    /// canary that had ended (see canary_worker.rs `restore`).
+    pub(super) canary_restore_checked: bool,
 }
 
 impl Worker {
@@ -131,6 +134,7 @@ impl Worker {
             canary: None,
             canary_watch: None,
             canary_tx: None,
+            canary_restore_checked: false,
         };
         tokio::spawn(worker.run(updates))
     }
@@ -247,14 +251,29 @@ impl Worker {
         let Some(spec) = self.spec.clone() else {
             return;
         };
-        if self.canary.as_ref().is_some_and(CanaryRun::promoted) {
-            // The promoted candidate serves until spec.canary is removed:
-            // promotion never rewrites the spec, and spec.source (still the
-            // old version) must not swap it back meanwhile.
+        // The promoted candidate serves until spec.canary is removed:
+        // promotion never rewrites the spec, and spec.source (still the old
+        // version) must not swap it back meanwhile. After a host restart it
+        // is loaded from spec.canary.source.
+        let promoted = self
+            .canary
+            .as_ref()
+            .filter(|run| run.promoted())
+            .map(|run| (run.spec.source.clone(), run.candidate.clone()));
+        if let Some((_, Some(candidate))) = &promoted
+            && self
+                .loaded
+                .as_ref()
+                .is_some_and(|l| l.serving.digest == candidate.digest)
+        {
             self.write_status().await;
             return;
         }
-        let source = spec.source.describe();
+        let spec_source = match promoted {
+            Some((source, _)) => source,
+            None => spec.source.clone(),
+        };
+        let source = spec_source.describe();
         let limits = spec
             .call_limits(self.default_limits)
             .and_then(|call| Ok((call, spec.reconcile_limits()?)));
@@ -278,7 +297,7 @@ impl Worker {
             }
         };
         self.revoke_if_no_longer_granted(&options).await;
-        let fetched = match super::source::fetch(&self.client, &spec.source).await {
+        let fetched = match super::source::fetch(&self.client, &spec_source).await {
             Ok(fetched) => fetched,
             Err(error) => {
                 self.reject(problem(error.reason(), error.to_string()), false, None)
@@ -330,7 +349,7 @@ impl Worker {
                     version: info.version.clone(),
                     digest: info.digest.clone(),
                     source: source.clone(),
-                    source_kind: spec.source.kind().to_string(),
+                    source_kind: spec_source.kind().to_string(),
                     loaded_at: now(),
                 };
                 let previous = self.loaded.replace(Loaded {

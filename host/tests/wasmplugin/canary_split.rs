@@ -329,3 +329,74 @@ async fn abort_from_the_cli_and_removing_the_canary_roll_back() {
         "{missing:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_promoted_canary_stays_promoted_across_a_host_restart() {
+    use wasm_operator::engine::EngineConfig;
+    use wasm_operator::manager::{Manager, ManagerOptions};
+    use wasm_operator::registry::RegistryOptions;
+
+    let fx = Fixture::start().await;
+    stable(&fx).await;
+    let next = candidate(&fx, "webapp_next");
+    fx.patch_spec(
+        "webapp",
+        json!({"canary": {
+            "source": {"file": {"path": path_of(&next)}},
+            "mode": "Split", "weight": 100, "skipDryRun": true,
+            "analysis": {"interval": "1s", "minCalls": 1000},
+        }}),
+    )
+    .await;
+    fx.wait_for("webapp", "canary running", |o| {
+        matches!(phase(o), Some("Progressing" | "Paused"))
+    })
+    .await;
+    let client = fx.client();
+    canary::run(&client, &CanaryCommand::Promote(target("webapp")))
+        .await
+        .unwrap();
+    fx.wait_for("webapp", "promoted", |o| phase(o) == Some("Promoted"))
+        .await;
+    fx.manager.shutdown().await;
+
+    // Another host starts on the same cluster: the spec still names 1.0.0
+    // in spec.source, the status says 1.1.0 was promoted.
+    let cache = tempfile::tempdir().unwrap();
+    let manager = Manager::start(
+        client.clone(),
+        ManagerOptions {
+            registry: RegistryOptions {
+                concurrency: 2,
+                engine: EngineConfig {
+                    cache_dir: Some(cache.path().to_path_buf()),
+                    ..EngineConfig::default()
+                },
+                ..RegistryOptions::default()
+            },
+            ..ManagerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    manager.serve_wasmplugins().await.unwrap();
+    let registry = manager.registry().clone();
+    wait_until("the new host serves the promoted 1.1.0", CONVERGE, || {
+        let registry = registry.clone();
+        async move {
+            match registry.current("webapp") {
+                Some(v) if v.info.version == "1.1.0" => Ok(()),
+                other => Err(format!("{:?}", other.map(|v| v.info.clone()))),
+            }
+        }
+    })
+    .await;
+    assert!(registry.canary("webapp").is_none());
+    let o = fx
+        .wait_for("webapp", "still promoted", |o| {
+            phase(o) == Some("Promoted") && o["status"]["version"] == "1.1.0"
+        })
+        .await;
+    assert_eq!(condition(&o, "CanaryPromoted").unwrap()["status"], "True", "{o}");
+    manager.shutdown().await;
+}
