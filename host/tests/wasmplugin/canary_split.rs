@@ -397,6 +397,10 @@ async fn a_promoted_canary_stays_promoted_across_a_host_restart() {
             phase(o) == Some("Promoted") && o["status"]["version"] == "1.1.0"
         })
         .await;
-    assert_eq!(condition(&o, "CanaryPromoted").unwrap()["status"], "True", "{o}");
+    assert_eq!(
+        condition(&o, "CanaryPromoted").unwrap()["status"],
+        "True",
+        "{o}"
+    );
     manager.shutdown().await;
 }
