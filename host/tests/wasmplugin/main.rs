@@ -9,6 +9,7 @@
 mod support;
 
 mod bad_inputs;
+mod canary_lifecycle;
 mod canary_shadow;
 mod canary_split;
 mod cli;
