@@ -128,7 +128,8 @@ async fn main() {
     }
 
     let (mut off, mut on) = (Vec::new(), Vec::new());
-    let mut replicas = 1;
+    // The warm-up left every object at 2 replicas.
+    let mut replicas = [2i64; OBJECTS];
     for round in 0..ROUNDS {
         let shadowing = round % 2 == 1;
         if shadowing {
@@ -149,9 +150,10 @@ async fn main() {
             registry.drop_candidate("webapp").await.expect("drop");
         }
         for s in 0..SAMPLES_PER_ROUND {
-            let name = format!("bench-{}", s % OBJECTS);
-            replicas = if replicas == 1 { 2 } else { 1 };
-            let took = one_reconcile(&api, &name, replicas).await;
+            let i = s % OBJECTS;
+            // Every sample changes the spec (a new generation to reconcile).
+            replicas[i] = if replicas[i] == 1 { 2 } else { 1 };
+            let took = one_reconcile(&api, &format!("bench-{i}"), replicas[i]).await;
             if shadowing {
                 on.push(took)
             } else {

@@ -36,7 +36,7 @@ use crate::cache::{
     CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
 use crate::contract::ResourceKind;
-use crate::registry::{RolloutCandidate, ServingVersions, VersionSet};
+use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
 
 /// How often a starting controller looks whether its caches have synced.
@@ -297,10 +297,24 @@ impl ControllerHandle {
     /// the caches have synced), recording into its observations; it stops
     /// with this controller or when the candidate leaves the version set.
     pub fn start_dry_run(&self, candidate: RolloutCandidate) {
+        self.start_sweep(candidate, shadow::Sweep::DryRun);
+    }
+
+    /// Compares a new shadow `candidate` with the `stable` version on every
+    /// primary once (both compute, neither writes; at the candidate's
+    /// shadow concurrency), so every object has a comparison without
+    /// waiting for a change or the resync. Later comparisons come from the
+    /// stable version's reconciles.
+    pub fn start_shadow_sweep(&self, candidate: RolloutCandidate, stable: Arc<ActiveVersion>) {
+        self.start_sweep(candidate, shadow::Sweep::Compare(stable));
+    }
+
+    fn start_sweep(&self, candidate: RolloutCandidate, sweep: shadow::Sweep) {
         let leases = self.leases.clone();
-        tokio::spawn(shadow::dry_run(
+        tokio::spawn(shadow::sweep(
             self.ctx.clone(),
             candidate,
+            sweep,
             self.primary.clone(),
             move || leases.iter().all(CacheLease::synced),
             self.shutdown.clone(),

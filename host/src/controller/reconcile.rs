@@ -235,19 +235,20 @@ pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion
     let manifest = active.plugin.manifest();
     // The controller watches the owned kinds of both versions of a canary;
     // each version sees (and may prune) only children of kinds it owns.
-    let leases: Vec<CacheLease> = ctx
-        .owned
-        .iter()
-        .filter(|lease| {
-            let ar = lease.api_resource();
-            manifest
-                .owns
-                .iter()
-                .any(|k| k.matches(&ar.api_version, &ar.kind))
-        })
-        .cloned()
-        .collect();
-    let owned = apply::owned_children(&leases, &manifest.name, &uid);
+    let owns = |lease: &CacheLease| {
+        let ar = lease.api_resource();
+        manifest
+            .owns
+            .iter()
+            .any(|k| k.matches(&ar.api_version, &ar.kind))
+    };
+    let owned = if ctx.owned.iter().all(owns) {
+        // Without a candidate of other kinds: no copy on the stable path.
+        apply::owned_children(&ctx.owned, &manifest.name, &uid)
+    } else {
+        let leases: Vec<CacheLease> = ctx.owned.iter().filter(|l| owns(l)).cloned().collect();
+        apply::owned_children(&leases, &manifest.name, &uid)
+    };
     let children = owned
         .iter()
         .map(|c| object_text(&c.object, &c.resource))
@@ -401,17 +402,11 @@ async fn run(
         .await;
     *call = Some(started.elapsed());
     let desired = desired?;
-    if let (Some(candidate), Some(children)) = (shadow, shadow_children) {
-        super::shadow::spawn(
-            ctx,
-            candidate,
-            &active.info.version,
-            obj.clone(),
-            children,
-            desired.clone(),
-            attempt,
-        );
-    }
+    // The shadow starts once the stable version's writes are done, so it
+    // never competes with them; its inputs are the ones captured above.
+    let shadow_job = shadow
+        .zip(shadow_children)
+        .map(|(candidate, children)| (candidate, children, desired.clone()));
     let existing = existing(
         ctx,
         &plan::children::desired_keys(manifest, obj, &desired.children),
@@ -452,7 +447,19 @@ async fn run(
     for breach in &plan.breaches {
         ctx.metrics.limit_breach(&ctx.plugin, breach.limit.as_str());
     }
-    execute(obj, ctx, &plan).await?;
+    let executed = execute(obj, ctx, &plan).await;
+    if let Some((candidate, children, desired)) = shadow_job {
+        super::shadow::spawn(
+            ctx,
+            candidate,
+            &active.info.version,
+            obj.clone(),
+            children,
+            desired,
+            attempt,
+        );
+    }
+    executed?;
     Ok(Outcome::of(plan.requeue))
 }
 

@@ -37,7 +37,9 @@ use crate::plan::{
     self, MANAGED_BY_VERSION_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, ObjectRates, Observed,
     PlanContext,
 };
-use crate::registry::{ActiveVersion, DryRunFailure, ObjectName, RolloutCandidate, ShadowOutcome};
+use crate::registry::{
+    ActiveVersion, CanaryObservations, DryRunFailure, ObjectName, RolloutCandidate, ShadowOutcome,
+};
 use crate::rollout::diff;
 use crate::telemetry::ShadowResult;
 
@@ -265,47 +267,84 @@ pub(super) fn spawn(
             _ = stop.cancelled() => return,
             computed = compute(&ctx, &version, &obj, Some(children), attempt) => computed,
         };
-        version
-            .counters
-            .record(computed.answer.is_err(), computed.call);
-        let (outcome, result) = match computed.answer {
-            Err(failure) => (
-                ShadowOutcome::Error {
-                    reason: failure.reason,
-                    message: failure.message,
-                },
-                ShadowResult::Error,
-            ),
-            Ok(answer) => {
-                let fields = diff::diff(&stable_answer, &answer, obj.namespace().as_deref());
-                version.counters.record_shadow(!fields.is_empty());
-                if fields.is_empty() {
-                    (ShadowOutcome::Same, ShadowResult::Same)
-                } else {
-                    let signature = diff::signature(&fields);
-                    (
-                        ShadowOutcome::Differ { fields, signature },
-                        ShadowResult::Differ,
-                    )
-                }
-            }
-        };
-        ctx.metrics
-            .shadow_comparison(&ctx.plugin, &stable_version, &version.info.version, result);
-        observations.record_shadow(name_of(&obj), outcome, &Utc::now().to_rfc3339());
+        record(
+            &ctx,
+            &version,
+            &observations,
+            &stable_version,
+            &obj,
+            &stable_answer,
+            computed,
+        );
     });
 }
 
-/// How often a dry run waiting for the caches looks again.
+/// Records one shadow computation of `version` on `obj` beside the stable
+/// version's `stable_answer`: the candidate's counters, the comparison
+/// (counts, diff, kind of difference) and the metric.
+fn record(
+    ctx: &Context,
+    version: &ActiveVersion,
+    observations: &CanaryObservations,
+    stable_version: &str,
+    obj: &DynamicObject,
+    stable_answer: &Desired,
+    computed: Computed,
+) {
+    version
+        .counters
+        .record(computed.answer.is_err(), computed.call);
+    let (outcome, result) = match computed.answer {
+        Err(failure) => (
+            ShadowOutcome::Error {
+                reason: failure.reason,
+                message: failure.message,
+            },
+            ShadowResult::Error,
+        ),
+        Ok(answer) => {
+            let fields = diff::diff(stable_answer, &answer, obj.namespace().as_deref());
+            version.counters.record_shadow(!fields.is_empty());
+            if fields.is_empty() {
+                (ShadowOutcome::Same, ShadowResult::Same)
+            } else {
+                let signature = diff::signature(&fields);
+                (
+                    ShadowOutcome::Differ { fields, signature },
+                    ShadowResult::Differ,
+                )
+            }
+        }
+    };
+    ctx.metrics
+        .shadow_comparison(&ctx.plugin, stable_version, &version.info.version, result);
+    observations.record_shadow(name_of(obj), outcome, &Utc::now().to_rfc3339());
+}
+
+/// How often a sweep waiting for the caches looks again.
 const SYNC_POLL: Duration = Duration::from_millis(100);
 
+/// What a sweep over every primary does with each.
+#[derive(Clone)]
+pub(super) enum Sweep {
+    /// The pre-flight dry run: the candidate computes each object; failures
+    /// are recorded in the dry-run report.
+    DryRun,
+    /// The first comparison of a new shadow candidate: the stable version
+    /// and the candidate compute each object (neither writes), and the
+    /// answers are compared, so every object is compared once without
+    /// waiting for a change or the resync.
+    Compare(Arc<ActiveVersion>),
+}
+
 /// Runs `candidate` over every primary in `store` (once the caches in
-/// `synced` have synced), at most `shadowConcurrency` at once, writing
-/// nothing, and records progress and failures in its observations. Stops
+/// `synced` have synced) as `sweep` says, at most `shadowConcurrency` at
+/// once (waiting for a permit, never skipping), writing nothing. Stops
 /// early when the candidate leaves the version set or `shutdown` fires.
-pub(super) async fn dry_run(
+pub(super) async fn sweep(
     ctx: Arc<Context>,
     candidate: RolloutCandidate,
+    sweep: Sweep,
     store: Store<DynamicObject>,
     synced: impl Fn() -> bool,
     shutdown: CancellationToken,
@@ -325,10 +364,16 @@ pub(super) async fn dry_run(
         .filter(|o| o.metadata.deletion_timestamp.is_none() && ctx.gate.allows_object(o))
         .collect();
     objects.sort_by_key(|o| name_of(o));
-    observations.dry_run_started(objects.len() as u64);
+    let what = match &sweep {
+        Sweep::DryRun => {
+            observations.dry_run_started(objects.len() as u64);
+            "canary dry run"
+        }
+        Sweep::Compare(_) => "canary shadow comparison of every object",
+    };
     tracing::info!(
         target: "audit", plugin = %ctx.plugin, candidate = %candidate.version.info.version,
-        objects = objects.len(), "canary dry run started"
+        objects = objects.len(), "{what} started"
     );
     let mut running = tokio::task::JoinSet::new();
     for obj in objects {
@@ -339,16 +384,44 @@ pub(super) async fn dry_run(
                 None => return,
             },
         };
-        let (ctx, version, observations) =
-            (ctx.clone(), candidate.version.clone(), observations.clone());
+        let (ctx, version, observations, sweep) = (
+            ctx.clone(),
+            candidate.version.clone(),
+            observations.clone(),
+            sweep.clone(),
+        );
         running.spawn(async move {
             let _permit = permit;
-            let computed = compute(&ctx, &version, &obj, None, 1).await;
-            observations.dry_run_object(computed.answer.err().map(|failure| DryRunFailure {
-                object: name_of(&obj),
-                reason: failure.reason,
-                message: failure.message,
-            }));
+            match sweep {
+                Sweep::DryRun => {
+                    let computed = compute(&ctx, &version, &obj, None, 1).await;
+                    observations.dry_run_object(computed.answer.err().map(|failure| {
+                        DryRunFailure {
+                            object: name_of(&obj),
+                            reason: failure.reason,
+                            message: failure.message,
+                        }
+                    }));
+                }
+                Sweep::Compare(stable) => {
+                    // An object the stable version fails on has no answer
+                    // to compare with; its failing reconciles say so.
+                    let Ok(stable_answer) = compute(&ctx, &stable, &obj, None, 1).await.answer
+                    else {
+                        return;
+                    };
+                    let computed = compute(&ctx, &version, &obj, None, 1).await;
+                    record(
+                        &ctx,
+                        &version,
+                        &observations,
+                        &stable.info.version,
+                        &obj,
+                        &stable_answer,
+                        computed,
+                    );
+                }
+            }
         });
         // Reap finished computations as we go (bounded memory).
         while running.try_join_next().is_some() {}
@@ -360,10 +433,12 @@ pub(super) async fn dry_run(
             next = running.join_next() => if next.is_none() { break },
         }
     }
-    observations.dry_run_finished();
-    let report = observations.dry_run();
-    tracing::info!(
-        target: "audit", plugin = %ctx.plugin, candidate = %candidate.version.info.version,
-        objects = report.total, failed = report.failed, "canary dry run finished"
-    );
+    if matches!(sweep, Sweep::DryRun) {
+        observations.dry_run_finished();
+        let report = observations.dry_run();
+        tracing::info!(
+            target: "audit", plugin = %ctx.plugin, candidate = %candidate.version.info.version,
+            objects = report.total, failed = report.failed, "canary dry run finished"
+        );
+    }
 }

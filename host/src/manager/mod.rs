@@ -406,15 +406,7 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                     // are reconciled again, at the rollout rate.
                     Some(previous) if previous.candidate.is_some() || next.candidate.is_some() => {
                         let rate = rollout_rate(previous, &next);
-                        let moved = if starts_shadowing(previous, &next) {
-                            // Every object gets a stable reconcile soon, so
-                            // each is compared once without waiting for a
-                            // change or the resync (a converged object's
-                            // reconcile writes nothing).
-                            controller.reconcile_paced(|_| true, rate)
-                        } else {
-                            controller.reconcile_moved(previous, &next, rate)
-                        };
+                        let moved = controller.reconcile_moved(previous, &next, rate);
                         tracing::info!(
                             plugin = %name, objects = moved, rate,
                             "reconciling the objects whose serving version changed"
@@ -424,6 +416,11 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                 }
                 if let Some(candidate) = dry_run_to_start(previous.as_deref(), &next, false) {
                     controller.start_dry_run(candidate);
+                }
+                if let Some(previous) = previous
+                    && let Some(candidate) = shadow_to_start(previous, &next)
+                {
+                    controller.start_shadow_sweep(candidate, next.stable.clone());
                 }
                 return;
             }
@@ -439,6 +436,16 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                     && let Some(controller) = lock(&deps.controllers).get(&name)
                 {
                     controller.start_dry_run(candidate);
+                }
+                // A new controller compares a shadow candidate on every
+                // object again (the old one's comparisons may have stopped).
+                if let Some(candidate) = next
+                    .candidate
+                    .as_ref()
+                    .filter(|c| c.settings.rollout == Rollout::Shadow)
+                    && let Some(controller) = lock(&deps.controllers).get(&name)
+                {
+                    controller.start_shadow_sweep(candidate.clone(), next.stable.clone());
                 }
             }
         }
@@ -474,14 +481,16 @@ fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
         || previous.stable.grant != next.stable.grant
 }
 
-/// True when `next` has a shadowing candidate that did not shadow in
-/// `previous` (a new candidate, or a change into Shadow or DryRun).
-fn starts_shadowing(previous: &VersionSet, next: &VersionSet) -> bool {
-    next.shadow().is_some_and(|c| {
-        !previous
-            .shadow()
-            .is_some_and(|p| Arc::ptr_eq(&p.observations, &c.observations))
-    })
+/// The candidate to compare with the stable version on every object now:
+/// one in `Shadow` that was not in `Shadow` before (a new candidate, or a
+/// change from DryRun or a split).
+fn shadow_to_start(previous: &VersionSet, next: &VersionSet) -> Option<RolloutCandidate> {
+    let candidate = next.candidate.as_ref()?;
+    let was = previous.candidate.as_ref().is_some_and(|p| {
+        Arc::ptr_eq(&p.observations, &candidate.observations)
+            && p.settings.rollout == Rollout::Shadow
+    });
+    (candidate.settings.rollout == Rollout::Shadow && !was).then(|| candidate.clone())
 }
 
 /// The rate to move objects between versions at: the candidate's (the new

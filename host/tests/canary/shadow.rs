@@ -66,8 +66,8 @@ async fn shadow_catches_every_difference_and_writes_nothing() {
     let candidate = host.canary(DIFFER, Rollout::Shadow).await;
     assert_eq!(candidate.version, "1.2.0");
     let observations = host.registry.canary("webapp").expect("a candidate");
-    // Setting a shadow candidate reconciles every object once with the
-    // stable version, so each is compared without waiting for a change.
+    // Setting a shadow candidate compares every object once (both versions
+    // compute, neither writes), without waiting for a change.
     wait_until("every WebApp compared", CONVERGE, || async {
         let counts = observations.shadow_counts();
         if counts.objects_differing == names.len() as u64 {
