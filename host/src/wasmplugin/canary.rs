@@ -16,8 +16,14 @@
 //! - `failureLimit` failed checks (in total, not only consecutive ones: a
 //!   candidate that fails every other check is still rolled back) roll the
 //!   candidate back.
+//! - The analysis window runs from the start of the current step (the
+//!   candidate starting to serve is step one) or from the last failed
+//!   check, whichever is later: passing and inconclusive checks let it
+//!   grow, so a quiet kind (whose objects only reconcile when they change
+//!   version) still reaches `minCalls`. The window starts before the
+//!   registry moves objects, so their reconciles count.
 //! - A Split weight advances one step per `stepInterval`, only on a
-//!   passing check whose window lies wholly within the current step.
+//!   passing check, whose window then lies wholly within the current step.
 //! - `Auto` promotes after a passing check at the last step (Split) or
 //!   after a passing check (Shadow: a shadow that agrees with the stable
 //!   version's answers takes over every object); `Manual` pauses
@@ -535,7 +541,7 @@ fn serve(mut state: State, settings: &Settings, now: Instant, why: String) -> Ne
             message: state.message.clone(),
         }),
         state,
-        actions: vec![Action::Serve, Action::ResetWindow],
+        actions: vec![Action::ResetWindow, Action::Serve],
     }
 }
 
@@ -735,7 +741,7 @@ fn passed(mut next: State, settings: &Settings, verdict: &Verdict, now: Instant)
                 message: next.message.clone(),
             }),
             state: next,
-            actions: vec![Action::ResetWindow],
+            actions: Vec::new(),
         };
     }
     // A weighted split before its last step.
@@ -768,7 +774,7 @@ fn passed(mut next: State, settings: &Settings, verdict: &Verdict, now: Instant)
                 message: next.message.clone(),
             }),
             state: next,
-            actions: vec![Action::ResetWindow],
+            actions: Vec::new(),
         };
     }
     next.step += 1;
@@ -787,7 +793,7 @@ fn passed(mut next: State, settings: &Settings, verdict: &Verdict, now: Instant)
             warning: false,
             message: next.message.clone(),
         }),
-        actions: vec![Action::SetWeight(next.weight), Action::ResetWindow],
+        actions: vec![Action::ResetWindow, Action::SetWeight(next.weight)],
         state: next,
     }
 }
@@ -995,7 +1001,7 @@ mod tests {
             t,
         );
         assert_eq!(passed.state.phase, Phase::Shadowing);
-        assert_eq!(passed.actions, vec![Action::Serve, Action::ResetWindow]);
+        assert_eq!(passed.actions, vec![Action::ResetWindow, Action::Serve]);
     }
 
     #[test]
@@ -1005,7 +1011,7 @@ mod tests {
         let started = start(&s, now());
         assert_eq!(started.state.phase, Phase::Progressing);
         assert_eq!(started.state.weight, 10);
-        assert_eq!(started.actions, vec![Action::Serve, Action::ResetWindow]);
+        assert_eq!(started.actions, vec![Action::ResetWindow, Action::Serve]);
     }
 
     fn live(s: &Settings, t: Instant) -> State {
@@ -1071,12 +1077,16 @@ mod tests {
         // Too early: stays.
         let early = step(&state, &s, pass(), t + Duration::from_secs(5));
         assert_eq!(early.state.weight, 10);
-        assert_eq!(early.actions, vec![Action::ResetWindow]);
+        assert_eq!(
+            early.actions,
+            Vec::<Action>::new(),
+            "the window keeps growing until the step advances"
+        );
         let second = step(&early.state, &s, pass(), t + Duration::from_secs(10));
         assert_eq!(second.state.weight, 50);
         assert_eq!(
             second.actions,
-            vec![Action::SetWeight(50), Action::ResetWindow]
+            vec![Action::ResetWindow, Action::SetWeight(50)]
         );
         assert_eq!(second.notice.unwrap().reason, Reason::CanaryStepped);
         // One step per interval, however many checks pass.

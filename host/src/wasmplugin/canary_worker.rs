@@ -314,6 +314,13 @@ impl Worker {
         };
         let started = canary::start(&run.settings, Instant::now());
         let rollout = match canary_run::rollout(&run.settings, &started.state) {
+            // A split is staged at weight 0 first: the analysis window then
+            // starts before the registry moves any object to the candidate
+            // (`started` performs ResetWindow, then Serve).
+            Ok(rollout) if rollout.rollout.serves() => crate::registry::RolloutSettings {
+                rollout: crate::registry::Rollout::Split { weight_percent: 0 },
+                ..rollout
+            },
             Ok(rollout) => rollout,
             Err(message) => {
                 run.problem = Some(problem(Reason::InvalidSpec.as_str(), message));
