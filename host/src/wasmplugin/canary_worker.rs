@@ -595,8 +595,21 @@ impl Worker {
                     self.name
                 ),
             };
+            // The sample object as the Event's related object: one event
+            // per kind, not one series of them.
+            let related = self.registry.current(&run.plugin).map(|v| {
+                let primary = &v.plugin.manifest().primary;
+                k8s_openapi::api::core::v1::ObjectReference {
+                    api_version: Some(primary.api_version()),
+                    kind: Some(primary.kind.clone()),
+                    name: Some(kind.sample.object.name.clone()),
+                    namespace: kind.sample.object.namespace.clone(),
+                    uid: Some(kind.sample.object.uid.clone()),
+                    ..Default::default()
+                }
+            });
             self.audit
-                .record(&self.name, &self.object_ref(), &transition)
+                .record_related(&self.name, &self.object_ref(), &transition, related)
                 .await;
         }
     }
