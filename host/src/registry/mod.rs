@@ -788,6 +788,27 @@ impl Registry {
         candidate: Candidate,
         options: ActivationOptions,
     ) -> Result<LoadedVersion, RegistryError> {
+        self.activate_with(candidate, options, None).await
+    }
+
+    /// [`Registry::activate`] with a rollout candidate set in the same
+    /// change (e.g. a host starting mid-canary): no object is ever served
+    /// by the stable version alone in between, so a split's assignment
+    /// holds from the first reconcile. `canary` is checked against the new
+    /// stable version like [`Registry::activate_candidate`] checks it; it
+    /// replaces a running candidate. With `canary` `None` this is
+    /// [`Registry::activate`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Registry::activate`] and [`Registry::activate_candidate`];
+    /// nothing changes then.
+    pub async fn activate_with(
+        &self,
+        candidate: Candidate,
+        options: ActivationOptions,
+        canary: Option<(Candidate, RolloutSettings, ActivationOptions)>,
+    ) -> Result<LoadedVersion, RegistryError> {
         let _changes = self.inner.changes.lock().await;
         let target = candidate.target().to_string();
         let holder = self.plugins().get(&target).cloned();
@@ -804,10 +825,52 @@ impl Registry {
             .max(1);
         let active = self.active_version(candidate, options);
         let info = active.info.clone();
+        let rollout = match canary {
+            None => None,
+            Some((next, settings, next_options)) => {
+                if next.target() != info.name {
+                    return Err(RegistryError::PluginNameChanged {
+                        source_name: next.source().to_string(),
+                        expected: info.name.clone(),
+                        name: next.name().to_string(),
+                        version: next.manifest().version.clone(),
+                    });
+                }
+                self.admit(&next, Some(&active), Some(&next_options.grant))?;
+                irreversible(&info, next.manifest(), &settings)?;
+                let version = Arc::new(self.active_version(next, next_options));
+                self.inner
+                    .metrics
+                    .plugin_version_loaded(&version.info.name, &version.info.version);
+                let observations = Arc::new(CanaryObservations::new(
+                    info.clone(),
+                    version.info.clone(),
+                    settings.shadow_concurrency,
+                ));
+                tracing::info!(
+                    target: "audit", plugin = %info.name, stable = %info.version,
+                    candidate = %version.info.version, digest = %version.info.digest,
+                    source = %version.info.source, mode = settings.rollout.mode(),
+                    rollout = ?settings.rollout, "canary candidate set"
+                );
+                Some(RolloutCandidate {
+                    version,
+                    settings,
+                    observations,
+                })
+            }
+        };
         let mut set = VersionSet::stable(active, concurrency);
-        // A rollout candidate survives a new stable version (e.g. a config
-        // change), unless the new stable version is the candidate itself.
-        if let Some(running) = previous.as_ref().and_then(|p| p.candidate.clone()) {
+        let running = previous.as_ref().and_then(|p| p.candidate.clone());
+        if rollout.is_some() {
+            if let Some(running) = &running {
+                running.observations.stop();
+            }
+            set.candidate = rollout;
+        } else if let Some(running) = running {
+            // A rollout candidate survives a new stable version (e.g. a
+            // config change), unless the new stable version is the
+            // candidate itself.
             if running.version.info.digest == info.digest {
                 running.observations.stop();
             } else {

@@ -306,3 +306,40 @@ pub async fn events(client: &kube::Client) -> Vec<(String, String, String, Strin
         })
         .collect()
 }
+
+/// `kind name → (resourceVersion, field managers)` of every WebApp,
+/// Deployment and Service in [`NS`].
+pub async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>)> {
+    let mut out = BTreeMap::new();
+    for ar in [webapp_kind(), deployment_kind(), service_kind()] {
+        let api = support::dynamic_api(client, &ar, Some(NS));
+        for o in api.list(&Default::default()).await.unwrap().items {
+            let managers = o
+                .metadata
+                .managed_fields
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|m| {
+                    format!(
+                        "{}/{}",
+                        m.manager.unwrap_or_default(),
+                        m.subresource.unwrap_or_default()
+                    )
+                })
+                .collect();
+            out.insert(
+                format!(
+                    "{} {}",
+                    ar.kind,
+                    o.metadata.name.clone().unwrap_or_default()
+                ),
+                (
+                    o.metadata.resource_version.clone().unwrap_or_default(),
+                    managers,
+                ),
+            );
+        }
+    }
+    out
+}

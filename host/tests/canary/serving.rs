@@ -9,7 +9,7 @@ use wasm_operator::cache::LabelSelector;
 use wasm_operator::registry::{ActivationOptions, RegistryError, Rollout, assign};
 
 use crate::support;
-use crate::{Host, NEXT, STABLE, V3, create_webapps, fast, uid, wait_versions, webapps};
+use crate::{FLAKY, Host, NEXT, STABLE, V3, create_webapps, fast, uid, wait_versions, webapps};
 
 /// The version the split at `weight` must give `app`.
 fn by_hash(weight: u8) -> impl Fn(&str, &Value) -> &'static str {
@@ -93,21 +93,41 @@ async fn a_split_is_sticky_across_steps_and_restarts_and_drops_back_to_stable() 
     assert_eq!(managers.len(), 1, "{managers:?}");
 
     // A restart reproduces the assignment: the same versions serve the same
-    // objects (nothing moves).
+    // objects, so the new host's first reconcile of every object writes
+    // nothing (no resourceVersion moves).
+    let before = crate::written_state(&client).await;
     host.restart().await;
-    // Compiled first, so the candidate is set right after the stable version.
+    let stable = host.prepare(STABLE).await;
     let candidate = host.prepare(NEXT).await;
-    host.load(STABLE).await;
     host.registry
-        .activate_candidate(
-            candidate,
-            fast(Rollout::Split { weight_percent: 50 }),
+        .activate_with(
+            stable,
             ActivationOptions::default(),
+            Some((
+                candidate,
+                fast(Rollout::Split { weight_percent: 50 }),
+                ActivationOptions::default(),
+            )),
         )
         .await
         .unwrap();
     assert_routing(&host, 50).await;
+    crate::support::wait_until(
+        "every WebApp reconciled after the restart",
+        crate::CONVERGE,
+        || async {
+            let (stable, candidate) = host.registry.counters("webapp").expect("serving");
+            let calls = stable.calls + candidate.map_or(0, |c| c.calls);
+            if calls >= 100 {
+                Ok(())
+            } else {
+                Err(format!("{calls} reconciles"))
+            }
+        },
+    )
+    .await;
     wait_versions(&client, by_hash(50)).await;
+    assert_eq!(before, crate::written_state(&client).await);
 
     // Dropping the candidate returns every object it served to stable.
     let dropped = host.registry.drop_candidate("webapp").await.unwrap();
@@ -194,4 +214,67 @@ async fn an_irreversible_candidate_may_shadow_but_not_serve() {
     let mut consent = fast(Rollout::Split { weight_percent: 10 });
     consent.accept_irreversible = true;
     host.registry.set_rollout("webapp", consent).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_split_candidate_dropped_hands_every_object_back_to_stable() {
+    let host = Host::start().await;
+    let client = host.client();
+    host.load(STABLE).await;
+    let failing = [1usize, 4];
+    let names = create_webapps(
+        &client,
+        "flaky",
+        6,
+        |i| json!({"canary.example.com/fail": if failing.contains(&i) { "true" } else { "false" }}),
+    )
+    .await;
+    wait_versions(&client, |_, _| "1.0.0").await;
+    host.canary(
+        FLAKY,
+        Rollout::Split {
+            weight_percent: 100,
+        },
+    )
+    .await;
+    // The candidate serves every object and fails on the labelled ones.
+    let marked: BTreeSet<String> = failing.iter().map(|i| names[*i].clone()).collect();
+    crate::support::wait_until(
+        "the candidate served and failed",
+        crate::CONVERGE,
+        || async {
+            let apps = webapps(&client).await;
+            let ok = apps.iter().all(|(name, app)| {
+                if marked.contains(name) {
+                    crate::support::condition(app, "Degraded")
+                        .is_some_and(|c| c["status"] == "True" && c["reason"] == "ReconcileFailed")
+                } else {
+                    crate::reconciled_by(app, "1.3.0")
+                }
+            });
+            if ok { Ok(()) } else { Err(format!("{apps:?}")) }
+        },
+    )
+    .await;
+    let (stable, candidate) = host.registry.counters("webapp").expect("serving");
+    assert!(candidate.expect("a candidate").failures >= 2);
+
+    // Rollback: every object the candidate touched returns to 1.0.0, with
+    // its children, and no stable reconcile failed.
+    host.registry.drop_candidate("webapp").await.unwrap();
+    let apps = wait_versions(&client, |_, _| "1.0.0").await;
+    assert_eq!(apps.len(), 6);
+    let deployments = support::dynamic_api(&client, &crate::deployment_kind(), Some(crate::NS));
+    assert_eq!(
+        deployments
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        6
+    );
+    let (after, _) = host.registry.counters("webapp").expect("serving");
+    assert_eq!(after.failures, stable.failures);
+    assert_eq!(after.failures, 0);
 }

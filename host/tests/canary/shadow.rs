@@ -1,7 +1,7 @@
 //! Shadow mode and dry runs: the candidate computes, the host compares,
 //! nothing of the candidate is written.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -10,48 +10,11 @@ use wasm_operator::registry::{
     ActivationOptions, DryRunState, Rollout, RolloutSettings, VersionRole,
 };
 
-use crate::support::{dynamic_api, wait_until};
+use crate::support::wait_until;
 use crate::{
-    CONVERGE, DIFFER, FLAKY, Host, LOOP, NEXT, NS, STABLE, create_webapps, deployment_kind, events,
-    fast, service_kind, wait_versions, webapp_kind,
+    CONVERGE, DIFFER, FLAKY, Host, LOOP, NEXT, NS, STABLE, create_webapps, events, fast,
+    wait_versions, written_state,
 };
-
-/// `kind name → (resourceVersion, field managers)` of every WebApp,
-/// Deployment and Service in [`NS`].
-async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>)> {
-    let mut out = BTreeMap::new();
-    for ar in [webapp_kind(), deployment_kind(), service_kind()] {
-        let api = dynamic_api(client, &ar, Some(NS));
-        for o in api.list(&Default::default()).await.unwrap().items {
-            let managers = o
-                .metadata
-                .managed_fields
-                .clone()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|m| {
-                    format!(
-                        "{}/{}",
-                        m.manager.unwrap_or_default(),
-                        m.subresource.unwrap_or_default()
-                    )
-                })
-                .collect();
-            out.insert(
-                format!(
-                    "{} {}",
-                    ar.kind,
-                    o.metadata.name.clone().unwrap_or_default()
-                ),
-                (
-                    o.metadata.resource_version.clone().unwrap_or_default(),
-                    managers,
-                ),
-            );
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadow_catches_every_difference_and_writes_nothing() {
@@ -295,6 +258,28 @@ async fn a_dry_run_names_exactly_the_objects_the_candidate_fails_on() {
         "{:?}",
         events(&client).await
     );
+
+    // DryRun → Shadow: every object is compared once; the labelled ones
+    // are errors, the others agree. The dry-run report stays.
+    host.registry
+        .set_rollout("webapp", fast(Rollout::Shadow))
+        .await
+        .unwrap();
+    let counts = wait_until("every WebApp compared", CONVERGE, || async {
+        let counts = observations.shadow_counts();
+        if counts.objects_agreeing >= 5 && counts.errors >= 3 {
+            Ok(counts)
+        } else {
+            Err(format!("{counts:?}"))
+        }
+    })
+    .await;
+    assert_eq!(
+        (counts.differing, counts.objects_differing),
+        (0, 0),
+        "{counts:?}"
+    );
+    assert_eq!(observations.dry_run().failed, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
