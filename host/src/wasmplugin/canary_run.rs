@@ -178,6 +178,9 @@ pub struct CanaryRun {
     /// The figures status showed while the candidate was in the registry:
     /// they stay once it left (promoted, rolled back).
     pub last_figures: Option<CanaryStatus>,
+    /// Restored from the status of a host that stopped mid-canary: the
+    /// candidate is loaded together with the stable version.
+    pub resume: bool,
 }
 
 impl CanaryRun {

@@ -139,6 +139,13 @@ impl Worker {
             "RolledBack" => Phase::RolledBack,
             "Failed" => Phase::Failed,
             "DryRun" if failed.is_some() => Phase::DryRun,
+            // A canary running when the host stopped resumes where it
+            // stood: the stable version and the candidate are loaded in one
+            // change (see `Worker::sync`), so a split's objects stay where
+            // they were.
+            "Shadowing" => Phase::Shadowing,
+            "Progressing" => Phase::Progressing,
+            "Paused" => Phase::Paused,
             _ => return None,
         };
         let serving = |v: &super::spec::CanaryVersion, source: &super::spec::Source| Serving {
@@ -200,6 +207,29 @@ impl Worker {
                 message: canary.message.clone().unwrap_or_default(),
             });
         }
+        if let Some(state) = run.state.as_mut()
+            && state.is_live()
+        {
+            if run.candidate.is_none() {
+                return None;
+            }
+            run.resume = true;
+            state.step = match &run.settings.plan {
+                Plan::Weighted { steps, .. } => {
+                    steps.iter().position(|w| *w == state.weight).unwrap_or(0)
+                }
+                _ => 0,
+            };
+            state.step_since = Some(Instant::now());
+            if state.phase == Phase::Paused {
+                // Why it paused is judged again by the next check.
+                state.phase = if matches!(run.settings.plan, Plan::Shadow) {
+                    Phase::Shadowing
+                } else {
+                    Phase::Progressing
+                };
+            }
+        }
         run.diffs_config_map = canary.diffs_config_map.clone();
         run.last_figures = Some(canary);
         tracing::info!(
@@ -237,6 +267,7 @@ impl Worker {
             diffs_written: None,
             diffs_config_map: None,
             last_figures: None,
+            resume: false,
         }
     }
 
@@ -355,6 +386,74 @@ impl Worker {
                 self.canary_refused(run).await;
             }
         }
+    }
+
+    /// Loads `stable` with the candidate of a canary that was running when
+    /// the host stopped, in one registry change; `None` when there is no
+    /// such canary (then the caller activates `stable` alone). A candidate
+    /// that cannot be resumed (its source changed or is refused) starts a
+    /// new canary instead, once the stable version serves.
+    pub(super) async fn resume(
+        &mut self,
+        stable: crate::registry::Candidate,
+        options: &crate::registry::ActivationOptions,
+    ) -> Result<Result<crate::registry::LoadedVersion, RegistryError>, crate::registry::Candidate>
+    {
+        if !self.canary.as_ref().is_some_and(|run| run.resume) {
+            return Err(stable);
+        }
+        let Some(mut run) = self.canary.take() else {
+            return Err(stable);
+        };
+        run.resume = false;
+        let prepared = match super::source::fetch(&self.client, &run.spec.source).await {
+            Ok(fetched) => {
+                let digest = format!("sha256:{}", hex::encode(Sha256::digest(&fetched.bytes)));
+                if run.candidate.as_ref().is_some_and(|c| c.digest == digest) {
+                    self.registry
+                        .prepare(
+                            &run.spec.source.describe(),
+                            fetched.bytes,
+                            Some(stable.name()),
+                        )
+                        .await
+                        .ok()
+                } else {
+                    None
+                }
+            }
+            Err(_) => None,
+        };
+        let rollout = run
+            .state
+            .as_ref()
+            .and_then(|state| canary_run::rollout(&run.settings, state).ok());
+        let (Some(candidate), Some(rollout)) = (prepared, rollout) else {
+            // Start over: a new canary once the stable version serves.
+            let fresh = self.new_run(run.spec.clone(), None);
+            self.canary = Some(fresh);
+            return Err(stable);
+        };
+        let result = self
+            .registry
+            .activate_with(
+                stable,
+                options.clone(),
+                Some((candidate, rollout, options.clone())),
+            )
+            .await;
+        if result.is_ok() {
+            run.window_start = self.registry.counters(&run.plugin);
+            run.next_check = Instant::now() + run.settings.interval;
+            tracing::info!(
+                wasmplugin = %self.name, plugin = %run.plugin,
+                "the canary running when the host stopped resumes with its candidate"
+            );
+            self.canary = Some(run);
+        } else {
+            self.canary = Some(self.new_run(run.spec.clone(), None));
+        }
+        Ok(result)
     }
 
     /// Records that the candidate cannot be used (phase `Failed`), once per

@@ -342,7 +342,11 @@ impl Worker {
             self.write_status().await;
             return;
         }
-        match self.registry.activate(candidate, options.clone()).await {
+        let activated = match self.resume(candidate, &options).await {
+            Ok(result) => result,
+            Err(candidate) => self.registry.activate(candidate, options.clone()).await,
+        };
+        match activated {
             Ok(info) => {
                 let serving = Serving {
                     plugin: info.name.clone(),

@@ -73,7 +73,9 @@ fn candidate(fx: &Fixture, plugin: &str) -> std::path::PathBuf {
 async fn steps_advance_while_analysis_passes_and_auto_promotes_at_the_last() {
     let fx = Fixture::start().await;
     stable(&fx).await;
-    for i in 0..6 {
+    // Enough objects that the first step's hash share is not empty (a step
+    // that picks no object gets no calls, and its checks stay inconclusive).
+    for i in 0..20 {
         create_webapp(&fx, &format!("app-{i}"), json!({})).await;
     }
     let next = candidate(&fx, "webapp_next");
@@ -81,7 +83,7 @@ async fn steps_advance_while_analysis_passes_and_auto_promotes_at_the_last() {
         "webapp",
         json!({"canary": {
             "source": {"file": {"path": next.display().to_string()}},
-            "mode": "Split", "steps": [30, 100], "stepInterval": "1s",
+            "mode": "Split", "steps": [50, 100], "stepInterval": "1s",
             "promotion": "Auto", "skipDryRun": true,
             "analysis": {"interval": "1s", "minCalls": 1},
         }}),
@@ -94,7 +96,7 @@ async fn steps_advance_while_analysis_passes_and_auto_promotes_at_the_last() {
         .await;
     assert_eq!(o["status"]["canary"]["weight"], 100, "{o}");
     let (_, note) = fx.wait_event("webapp", "CanaryStepped").await;
-    assert!(note.contains("weight 30 -> 100"), "{note}");
+    assert!(note.contains("weight 50 -> 100"), "{note}");
     fx.wait_event("webapp", "CanaryPromoted").await;
     wait_until("every WebApp on 1.1.0", CONVERGE, || async {
         let all = managed_by(&fx).await;

@@ -404,3 +404,83 @@ async fn a_promoted_canary_stays_promoted_across_a_host_restart() {
     );
     manager.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_split_resumes_across_a_host_restart_with_every_assignment() {
+    use wasm_operator::engine::EngineConfig;
+    use wasm_operator::manager::{Manager, ManagerOptions};
+    use wasm_operator::registry::RegistryOptions;
+
+    let fx = Fixture::start().await;
+    stable(&fx).await;
+    let next = candidate(&fx, "webapp_next");
+    fx.patch_spec(
+        "webapp",
+        json!({"canary": {
+            "source": {"file": {"path": path_of(&next)}},
+            "mode": "Split", "weight": 50, "skipDryRun": true,
+            "analysis": {"interval": "1s", "minCalls": 1000},
+        }}),
+    )
+    .await;
+    fx.wait_for("webapp", "canary running", |o| {
+        matches!(phase(o), Some("Progressing" | "Paused"))
+    })
+    .await;
+    for i in 0..8 {
+        create_webapp(&fx, &format!("app-{i}"), false).await;
+    }
+    let before = wait_until("every WebApp managed", CONVERGE, || async {
+        let all = managed_by(&fx).await;
+        (all.len() == 8 && all.iter().all(|(_, v)| v.is_some()))
+            .then(|| all.clone())
+            .ok_or(format!("{all:?}"))
+    })
+    .await;
+    fx.manager.shutdown().await;
+
+    let client = fx.client();
+    let cache = tempfile::tempdir().unwrap();
+    let manager = Manager::start(
+        client.clone(),
+        ManagerOptions {
+            registry: RegistryOptions {
+                concurrency: 2,
+                engine: EngineConfig {
+                    cache_dir: Some(cache.path().to_path_buf()),
+                    ..EngineConfig::default()
+                },
+                ..RegistryOptions::default()
+            },
+            ..ManagerOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    manager.serve_wasmplugins().await.unwrap();
+    let registry = manager.registry().clone();
+    // The new host loads the stable version and the candidate together
+    // and reconciles every WebApp once.
+    wait_until("the new host reconciled every WebApp", CONVERGE, || {
+        let registry = registry.clone();
+        async move {
+            let canary = registry
+                .canary("webapp")
+                .map(|c| c.candidate().version.clone());
+            let calls: u64 = registry.stats("webapp").iter().map(|s| s.reconciles).sum();
+            (canary.as_deref() == Some("1.1.0") && calls >= 8)
+                .then_some(())
+                .ok_or(format!("candidate {canary:?}, {calls} reconciles"))
+        }
+    })
+    .await;
+    assert_eq!(managed_by(&fx).await, before);
+    let o = fx
+        .wait_for("webapp", "still at weight 50", |o| {
+            matches!(phase(o), Some("Progressing" | "Paused"))
+                && o["status"]["canary"]["weight"] == 50
+        })
+        .await;
+    assert_eq!(o["status"]["version"], "1.0.0", "{o}");
+    manager.shutdown().await;
+}
