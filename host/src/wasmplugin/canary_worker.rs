@@ -210,9 +210,8 @@ impl Worker {
         if let Some(state) = run.state.as_mut()
             && state.is_live()
         {
-            if run.candidate.is_none() {
-                return None;
-            }
+            // Nothing to resume without the candidate's identity.
+            run.candidate.as_ref()?;
             run.resume = true;
             state.step = match &run.settings.plan {
                 Plan::Weighted { steps, .. } => {
