@@ -95,10 +95,48 @@ fn documented_wasmplugin_and_upgrade_reasons_exist() {
     named.extend(backticked_reasons(paragraph(&docs, "Degraded reasons:")));
     let unknown: Vec<_> = named
         .iter()
-        .filter(|r| !known(r) && !matches!(r.as_str(), "WasmPlugin" | "Degraded" | "Ready"))
+        .filter(|r| {
+            !known(r)
+                && !matches!(
+                    r.as_str(),
+                    "WasmPlugin" | "Degraded" | "Ready" | "CanaryProgressing" | "CanaryFailed"
+                )
+        })
         .collect();
     assert!(
         unknown.is_empty(),
         "the docs name reasons the code never writes: {unknown:?}"
+    );
+}
+
+/// True for the reasons a canary writes (docs/canary.md lists them).
+fn canary_reason(name: &str) -> bool {
+    ["Canary", "DryRun", "Analysis", "Shadow"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        || matches!(
+            name,
+            "AwaitingPromotion" | "CandidateUnloadable" | "NoCanary"
+        )
+}
+
+#[test]
+fn docs_canary_lists_every_canary_reason() {
+    let docs = read("docs/canary.md");
+    let table: BTreeSet<String> = section(&docs, "## Status")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
+        .collect();
+    let code: BTreeSet<String> = Reason::ALL
+        .iter()
+        .map(|r| r.as_str().to_string())
+        .filter(|r| canary_reason(r))
+        .collect();
+    let undocumented: Vec<_> = code.difference(&table).collect();
+    let unknown: Vec<_> = table.difference(&code).collect();
+    assert!(
+        undocumented.is_empty() && unknown.is_empty(),
+        "docs/canary.md's reason table and contract::Reason disagree: in the code only {undocumented:?}; in the table only {unknown:?}"
     );
 }

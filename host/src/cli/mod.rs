@@ -2,6 +2,7 @@
 //! arguments to the library. Follows kubectl conventions: `--kubeconfig`,
 //! `--context`, `-o yaml|json`.
 
+pub mod canary;
 pub mod connect;
 pub mod crd;
 #[cfg(feature = "devcluster")]
@@ -70,6 +71,9 @@ pub enum Command {
     /// Migrate the objects of a CRD (storage version).
     #[command(subcommand)]
     Migrate(migrate::MigrateCommand),
+    /// Follow, promote or abort a WasmPlugin's canary (spec.canary).
+    #[command(subcommand)]
+    Canary(canary::CanaryCommand),
 }
 
 /// `wasm-operator plugin ...`
@@ -113,6 +117,9 @@ pub enum CliError {
     /// `migrate` failed.
     #[error(transparent)]
     Migrate(#[from] migrate::MigrateError),
+    /// `canary` failed.
+    #[error(transparent)]
+    Canary(canary::CanaryCliError),
     /// The Ctrl-C / SIGTERM handlers that stop a command cleanly could not
     /// be installed.
     #[error("cannot install signal handlers: {0}")]
@@ -140,6 +147,7 @@ impl Cli {
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
             Command::Migrate(command) => migrate::execute(command).await,
+            Command::Canary(command) => canary::execute(command).await,
         }
     }
 }

@@ -173,6 +173,39 @@ reasons! {
     RolledBack => Normal,
     /// The plugin was stopped.
     Unloaded => Normal,
+    /// A canary's pre-flight dry run started: the candidate computes over
+    /// every existing primary, writing nothing.
+    DryRunStarted => Normal,
+    /// The dry run found primaries the candidate would fail on; it serves
+    /// nothing (condition `CanaryFailed`, the objects in status).
+    DryRunFailed => WasmPlugin,
+    /// A canary's candidate started shadowing or serving its share.
+    CanaryStarted => Normal,
+    /// A Split canary's weight advanced one step.
+    CanaryStepped => Normal,
+    /// An analysis check passed (after a pause).
+    AnalysisPassed => Normal,
+    /// An analysis check saw fewer calls than `minCalls`: the canary pauses.
+    AnalysisInconclusive => Normal,
+    /// An analysis check failed; at `failureLimit` the candidate is rolled
+    /// back. The message names every threshold crossed and its figures.
+    AnalysisFailed => WasmPlugin,
+    /// Analysis passed; promotion is manual and waits for a person.
+    AwaitingPromotion => Normal,
+    /// The candidate was promoted: it serves every object.
+    CanaryPromoted => Normal,
+    /// A person aborted the canary (annotation, CLI, or `spec.canary`
+    /// removed): the stable version serves every object again.
+    CanaryAborted => Normal,
+    /// The canary's candidate could not be loaded, or can no longer serve:
+    /// rolled back.
+    CandidateUnloadable => WasmPlugin,
+    /// A new kind of difference between the candidate's shadow answers and
+    /// the stable version's (a Warning per new kind).
+    ShadowDiffers => WasmPlugin,
+    /// The `wasm-operator.dev/canary-action` annotation holds an unknown
+    /// value (it takes `promote` or `abort`).
+    CanaryActionUnknown => WasmPlugin,
     /// A split or selector canary candidate declares a
     /// `min_compatible_version` above the stable version: objects it wrote
     /// could not be rolled back, so it was refused.

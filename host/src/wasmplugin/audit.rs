@@ -81,6 +81,20 @@ impl AuditTrail {
 
     /// Records `t` about the WasmPlugin `object`.
     pub async fn record(&self, wasmplugin: &str, object: &ObjectReference, t: &Transition) {
+        self.record_related(wasmplugin, object, t, None).await;
+    }
+
+    /// [`AuditTrail::record`] with a related object on the Event (e.g. the
+    /// primary a shadow difference was seen on). Events with the same
+    /// reason about the same object fold into one series; a different
+    /// related object keeps them apart.
+    pub async fn record_related(
+        &self,
+        wasmplugin: &str,
+        object: &ObjectReference,
+        t: &Transition,
+        related: Option<ObjectReference>,
+    ) {
         if t.warning {
             tracing::warn!(
                 target: "audit", wasmplugin, transition = %t.reason, plugin = %t.plugin,
@@ -111,7 +125,7 @@ impl AuditTrail {
             reason: t.reason.clone(),
             note: Some(truncate(&t.message, 1000)),
             action: "Load".to_string(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(error) = recorder.publish(&event, object).await {
             tracing::warn!(%error, wasmplugin, reason = %t.reason, "cannot record WasmPlugin event");

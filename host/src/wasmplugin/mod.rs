@@ -10,7 +10,11 @@
 //! swapped in. A bad new version never replaces a good one; it shows as a
 //! `Degraded` condition and a Warning event. See docs/deploying-plugins.md.
 
+pub mod analysis;
 mod audit;
+pub mod canary;
+pub mod canary_run;
+mod canary_worker;
 mod oci_source;
 mod release;
 pub mod source;
@@ -32,6 +36,8 @@ use tokio_util::sync::CancellationToken;
 use crate::registry::Registry;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
+pub use canary_run::ACTION_ANNOTATION;
+pub use canary_worker::{DIFFS_KEY, diffs_config_map_name};
 pub use spec::{OciSpec, Source, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
 
 /// API group of WasmPlugin.

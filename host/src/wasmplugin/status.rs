@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 
+use super::spec::CanaryStatus;
 use crate::contract::Reason;
 use crate::registry::VersionStats;
 
@@ -32,19 +33,33 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Builds the status from what serves, the current problem and the counts.
-/// `previous` is the status as last written: condition transition times are
-/// kept while a condition's status does not change.
+/// The canary's share of the status: its conditions and `status.canary`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryPart {
+    /// `CanaryProgressing`, `CanaryFailed`, `CanaryPromoted`.
+    pub conditions: Vec<Condition>,
+    /// `status.canary`.
+    pub status: CanaryStatus,
+}
+
+/// Builds the status from what serves, the current problem, the counts and
+/// the canary. `previous` is the status as last written: condition
+/// transition times are kept while a condition's status does not change.
 pub fn build(
     serving: Option<&Serving>,
     problem: Option<&Problem>,
     versions: &[VersionStats],
+    canary: Option<&CanaryPart>,
     generation: Option<i64>,
     previous: &Value,
     now: &str,
 ) -> Value {
     let (ready, degraded) = conditions(serving, problem);
-    let conditions: Vec<Value> = [ready, degraded]
+    let mut all = vec![ready, degraded];
+    if let Some(canary) = canary {
+        all.extend(canary.conditions.iter().cloned());
+    }
+    let conditions: Vec<Value> = all
         .into_iter()
         .map(|(kind, status, reason, message)| {
             let since = previous
@@ -70,6 +85,12 @@ pub fn build(
         "conditions": conditions,
         "versions": versions,
     });
+    match canary {
+        Some(canary) => status["canary"] = super::canary_run::status_json(&canary.status),
+        // A merge patch removes `canary` only when told to.
+        None if previous.get("canary").is_some() => status["canary"] = Value::Null,
+        None => {}
+    }
     if let Some(s) = serving {
         status["plugin"] = json!(s.plugin);
         status["version"] = json!(s.version);
@@ -81,7 +102,8 @@ pub fn build(
     status
 }
 
-type Condition = (&'static str, &'static str, String, String);
+/// A condition: type, status, reason, message.
+pub type Condition = (&'static str, &'static str, String, String);
 
 fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Condition, Condition) {
     match (serving, problem) {
@@ -169,17 +191,25 @@ mod tests {
     #[test]
     fn degraded_keeps_ready_while_a_version_serves() {
         let (serving, problem) = sample();
-        let first = build(Some(&serving), None, &[], Some(1), &Value::Null, "t1");
+        let first = build(Some(&serving), None, &[], None, Some(1), &Value::Null, "t1");
         assert_eq!(first["conditions"][0]["status"], "True");
         assert_eq!(first["conditions"][1]["status"], "False");
-        let second = build(Some(&serving), Some(&problem), &[], Some(2), &first, "t2");
+        let second = build(
+            Some(&serving),
+            Some(&problem),
+            &[],
+            None,
+            Some(2),
+            &first,
+            "t2",
+        );
         assert_eq!(second["conditions"][0]["status"], "True");
         assert_eq!(second["conditions"][0]["lastTransitionTime"], "t1");
         assert_eq!(second["conditions"][1]["status"], "True");
         assert_eq!(second["conditions"][1]["reason"], "InvalidComponent");
         assert_eq!(second["conditions"][1]["lastTransitionTime"], "t2");
         assert_eq!(second["version"], "0.1.0");
-        let none = build(None, Some(&problem), &[], Some(1), &Value::Null, "t");
+        let none = build(None, Some(&problem), &[], None, Some(1), &Value::Null, "t");
         assert_eq!(none["conditions"][0]["status"], "False");
         assert!(none.get("version").is_none());
     }

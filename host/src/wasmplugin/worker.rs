@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditTrail, Transition};
+use super::canary_run::CanaryRun;
+use super::canary_worker::CANARY_TICK;
 use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
@@ -54,21 +56,21 @@ const STATS_REFRESH: Duration = Duration::from_secs(15);
 
 /// What the worker loaded last, to tell a real change from a repeat.
 #[derive(Debug, Clone, PartialEq)]
-struct Loaded {
-    serving: Serving,
+pub(super) struct Loaded {
+    pub(super) serving: Serving,
     /// Config, limits and concurrency it was activated with.
-    options: ActivationOptions,
-    revision: Option<String>,
+    pub(super) options: ActivationOptions,
+    pub(super) revision: Option<String>,
 }
 
 pub(super) struct Worker {
-    name: String,
-    client: kube::Client,
-    registry: Registry,
-    audit: AuditTrail,
+    pub(super) name: String,
+    pub(super) client: kube::Client,
+    pub(super) registry: Registry,
+    pub(super) audit: AuditTrail,
     claims: Claims,
     /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
-    may_write: bool,
+    pub(super) may_write: bool,
     /// Several notifications arrive for one file write or ConfigMap update;
     /// wait this long for them to settle before fetching.
     settle: Duration,
@@ -79,13 +81,22 @@ pub(super) struct Worker {
     /// The pause before that retry (see [`next_retry`]).
     retry_delay: Duration,
     default_limits: CallLimits,
-    api: Api<DynamicObject>,
-    object: Arc<DynamicObject>,
-    spec: Option<WasmPluginSpec>,
-    loaded: Option<Loaded>,
+    pub(super) api: Api<DynamicObject>,
+    pub(super) object: Arc<DynamicObject>,
+    pub(super) spec: Option<WasmPluginSpec>,
+    pub(super) loaded: Option<Loaded>,
     problem: Option<Problem>,
-    last_status: Value,
+    pub(super) last_status: Value,
     source_watch: Option<JoinHandle<()>>,
+    /// The canary of `spec.canary` (see canary_worker.rs).
+    pub(super) canary: Option<CanaryRun>,
+    /// The watch of `spec.canary.source`.
+    pub(super) canary_watch: Option<JoinHandle<()>>,
+    /// Where that watch sends its triggers.
+    pub(super) canary_tx: Option<mpsc::Sender<Trigger>>,
+    /// The status written before this worker started was looked at for a
+    /// canary that had ended (see canary_worker.rs `restore`).
+    pub(super) canary_restore_checked: bool,
 }
 
 impl Worker {
@@ -121,12 +132,18 @@ impl Worker {
             loaded: None,
             problem: None,
             source_watch: None,
+            canary: None,
+            canary_watch: None,
+            canary_tx: None,
+            canary_restore_checked: false,
         };
         tokio::spawn(worker.run(updates))
     }
 
     async fn run(mut self, mut updates: watch::Receiver<Arc<DynamicObject>>) {
         let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
+        let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
+        self.canary_tx = Some(canary_tx);
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
@@ -169,6 +186,12 @@ impl Worker {
                     }
                 }
                 _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
+                Some(_) = canary_triggers.recv() => {
+                    tokio::time::sleep(self.settle).await;
+                    while canary_triggers.try_recv().is_ok() {}
+                    self.canary_source_changed().await;
+                }
+                _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
                 _ = refresh.tick() => self.write_status().await,
             }
         }
@@ -195,7 +218,9 @@ impl Worker {
             }
         };
         if self.spec.as_ref() == Some(&spec) {
-            // Metadata or status changes only; keep observedGeneration current.
+            // Metadata or status changes only (e.g. the canary-action
+            // annotation); keep observedGeneration current.
+            self.canary_action().await;
             self.write_status().await;
             return;
         }
@@ -211,7 +236,14 @@ impl Worker {
                 tx.clone(),
             ));
         }
+        // The canary first: a removed one is over (an abort, or nothing
+        // after a promotion) before spec.source is looked at, so a promoted
+        // candidate moved into spec.source is the version that serves.
+        self.sync_canary().await;
         self.sync().await;
+        self.load_candidate().await;
+        self.canary_action().await;
+        self.write_status().await;
     }
 
     /// Fetches the source and loads it unless it is what already serves.
@@ -220,7 +252,29 @@ impl Worker {
         let Some(spec) = self.spec.clone() else {
             return;
         };
-        let source = spec.source.describe();
+        // The promoted candidate serves until spec.canary is removed:
+        // promotion never rewrites the spec, and spec.source (still the old
+        // version) must not swap it back meanwhile. After a host restart it
+        // is loaded from spec.canary.source.
+        let promoted = self
+            .canary
+            .as_ref()
+            .filter(|run| run.promoted())
+            .map(|run| (run.spec.source.clone(), run.candidate.clone()));
+        if let Some((_, Some(candidate))) = &promoted
+            && self
+                .loaded
+                .as_ref()
+                .is_some_and(|l| l.serving.digest == candidate.digest)
+        {
+            self.write_status().await;
+            return;
+        }
+        let spec_source = match promoted {
+            Some((source, _)) => source,
+            None => spec.source.clone(),
+        };
+        let source = spec_source.describe();
         let limits = spec
             .call_limits(self.default_limits)
             .and_then(|call| Ok((call, spec.reconcile_limits()?)));
@@ -244,7 +298,7 @@ impl Worker {
             }
         };
         self.revoke_if_no_longer_granted(&options).await;
-        let fetched = match super::source::fetch(&self.client, &spec.source).await {
+        let fetched = match super::source::fetch(&self.client, &spec_source).await {
             Ok(fetched) => fetched,
             Err(error) => {
                 self.reject(problem(error.reason(), error.to_string()), false, None)
@@ -307,14 +361,18 @@ impl Worker {
             self.write_status().await;
             return;
         }
-        match self.registry.activate(candidate, options.clone()).await {
+        let activated = match self.resume(candidate, &options).await {
+            Ok(result) => result,
+            Err(candidate) => self.registry.activate(candidate, options.clone()).await,
+        };
+        match activated {
             Ok(info) => {
                 let serving = Serving {
                     plugin: info.name.clone(),
                     version: info.version.clone(),
                     digest: info.digest.clone(),
                     source: source.clone(),
-                    source_kind: spec.source.kind().to_string(),
+                    source_kind: spec_source.kind().to_string(),
                     loaded_at: now(),
                 };
                 let previous = self.loaded.replace(Loaded {
@@ -457,7 +515,7 @@ impl Worker {
     }
 
     /// Writes status when it differs from what was written last.
-    async fn write_status(&mut self) {
+    pub(super) async fn write_status(&mut self) {
         if !self.may_write {
             return;
         }
@@ -465,10 +523,29 @@ impl Worker {
         let versions = serving
             .map(|s| self.registry.stats(&s.plugin))
             .unwrap_or_default();
+        let canary = self.canary.as_mut().map(|run| {
+            // The registry's figures belong to this canary only while its
+            // candidate is the registry's.
+            let observations = self.registry.canary(&run.plugin).filter(|o| {
+                Some(&o.candidate().digest) == run.candidate.as_ref().map(|c| &c.digest)
+            });
+            let counters = observations
+                .as_ref()
+                .and_then(|_| self.registry.counters(&run.plugin));
+            let status = run.status(observations.as_deref(), counters.as_ref());
+            if observations.is_some() {
+                run.last_figures = Some(status.clone());
+            }
+            status::CanaryPart {
+                conditions: run.conditions(),
+                status,
+            }
+        });
         let status = status::build(
             serving,
             self.problem.as_ref(),
             &versions,
+            canary.as_ref(),
             self.object.metadata.generation,
             &self.last_status,
             &now(),
@@ -563,6 +640,11 @@ impl Worker {
         if let Some(task) = self.source_watch.take() {
             task.abort();
         }
+        if let Some(task) = self.canary_watch.take() {
+            task.abort();
+        }
+        // Unloading the plugin drops its candidate too.
+        self.canary = None;
         let Some(loaded) = self.loaded.take() else {
             return;
         };
@@ -626,7 +708,7 @@ impl Worker {
         self.release(&loaded.serving.plugin);
     }
 
-    fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+    pub(super) fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
         self.object.object_ref(&api_resource())
     }
 }
@@ -706,7 +788,7 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
 }
 
 /// The condition reason of a registry refusal.
-fn condition_reason(error: &RegistryError) -> &'static str {
+pub(super) fn condition_reason(error: &RegistryError) -> &'static str {
     match error {
         RegistryError::Load { error, .. } => engine_reason(error),
         other => other.reason(),
@@ -715,7 +797,7 @@ fn condition_reason(error: &RegistryError) -> &'static str {
 
 /// What the WasmPlugin's condition says about a registry refusal: in terms
 /// of this WasmPlugin where the registry's words name a plugin.
-fn refusal_message(error: &RegistryError, digest: &str) -> String {
+pub(super) fn refusal_message(error: &RegistryError, digest: &str) -> String {
     match error {
         RegistryError::Load { error, .. } => error.with_remedy().to_string(),
         RegistryError::PrimaryKindChanged(change) => format!(
@@ -739,7 +821,7 @@ fn refusal_message(error: &RegistryError, digest: &str) -> String {
     }
 }
 
-fn problem(reason: &str, message: String) -> Problem {
+pub(super) fn problem(reason: &str, message: String) -> Problem {
     Problem {
         reason: reason.to_string(),
         message,
@@ -758,7 +840,7 @@ fn engine_reason(error: &EngineError) -> &'static str {
     }
 }
 
-fn now() -> String {
+pub(super) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

@@ -85,15 +85,21 @@ async fn run_without_plugins_serves_wasmplugins() {
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "PLUGIN", "VERSION", "SOURCE", "READY", "AGE"],
+        [
+            "NAME", "PLUGIN", "VERSION", "SOURCE", "STABLE", "CANARY", "MODE", "WEIGHT", "PHASE",
+            "READY", "AGE"
+        ],
         "{text}"
     );
     let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(
-        &row[..5],
-        ["webapp", "webapp", version.as_str(), "file", "True"],
+        &row[..4],
+        ["webapp", "webapp", version.as_str(), "file"],
         "{text}"
     );
+    // No canary: its five columns are empty (the devcluster) or <none>
+    // (kube-apiserver); READY and AGE come last.
+    assert_eq!(row.get(row.len() - 2), Some(&"True"), "{text}");
 
     let log = std::fs::read_to_string(logs.path().join("run.log")).unwrap();
     assert!(log.contains("audit"), "no audit log line in: {log}");

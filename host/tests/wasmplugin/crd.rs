@@ -210,18 +210,23 @@ async fn typed_objects_round_trip_and_show_the_printer_columns() {
         .collect();
     assert_eq!(
         columns,
-        ["Name", "Plugin", "Version", "Source", "Ready", "Age"],
+        [
+            "Name", "Plugin", "Version", "Source", "Stable", "Canary", "Mode", "Weight", "Phase",
+            "Ready", "Age"
+        ],
         "{table}"
     );
     let cells = table["rows"][0]["cells"]
         .as_array()
         .cloned()
         .unwrap_or_default();
-    let shown: Vec<Value> = ["webapp", "webapp", "0.1.0", "oci", "True"]
+    let shown: Vec<Value> = ["webapp", "webapp", "0.1.0", "oci"]
         .into_iter()
         .map(Value::from)
         .collect();
-    assert_eq!(cells.get(..5), Some(&shown[..]), "{table}");
+    assert_eq!(cells.get(..4), Some(&shown[..]), "{table}");
+    // No canary: its columns are empty, Ready follows them.
+    assert_eq!(cells.get(9), Some(&Value::from("True")), "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

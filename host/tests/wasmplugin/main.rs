@@ -9,6 +9,9 @@
 mod support;
 
 mod bad_inputs;
+mod canary_lifecycle;
+mod canary_shadow;
+mod canary_split;
 mod cli;
 mod crd;
 mod oci;
