@@ -5,6 +5,7 @@ use kube::{Client, ResourceExt};
 
 use super::finalizer::{self, FinalizerWrite};
 use super::{ApplyError, EventSink, children, metadata, status};
+use crate::plan::unchanged::LastApplied;
 use crate::plan::{ChildKey, FINALIZER, FinalizerChange, Plan, display_name};
 
 /// Who writes: the client, the primary kind and the plugin whose field
@@ -50,6 +51,10 @@ impl Writer<'_> {
 pub struct Executed {
     /// Children server-side applied.
     pub applied: usize,
+    /// What each apply answered (the child's UID and resourceVersion) with
+    /// the digest of the document sent: what [`super::AppliedChildren`]
+    /// remembers.
+    pub answers: Vec<(ChildKey, LastApplied)>,
     /// Children deleted (a child already gone is not listed).
     pub pruned: Vec<ChildKey>,
     /// Events recorded.
@@ -109,8 +114,10 @@ impl Executed {
 ///    finalizer, before any child exists, so a deletion cannot skip the
 ///    plugin's `finalize` for something it created; the version marks of the
 ///    same plan go in the same JSON patch (one request instead of two).
-/// 2. Server-side apply of every child in the plan (always sent: it is
-///    idempotent and takes back fields another manager changed).
+/// 2. Server-side apply of every child in the plan (forced for children
+///    the caches show, so it takes back fields another manager changed;
+///    the plan already left out children that are unchanged, see
+///    [`crate::plan::unchanged`]).
 /// 3. Pruning of children no longer desired.
 /// 4. Events, best effort: `ChildPruned` only for children step 3 really
 ///    deleted, then the plugin's (or the failure's, or `Finalized`). Before
@@ -158,7 +165,9 @@ pub async fn execute(
         done.annotated = !first.annotations.is_empty();
     }
     for (key, child) in &plan.apply {
-        children::apply(writer, key, child).await?;
+        if let Some(answer) = children::apply(writer, key, child).await? {
+            done.answers.push((key.clone(), answer));
+        }
         done.applied += 1;
     }
     for (key, prune) in &plan.prune {

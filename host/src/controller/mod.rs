@@ -183,6 +183,7 @@ impl ControllerHandle {
             metrics,
             failures: Default::default(),
             rates: Default::default(),
+            applied: Default::default(),
         });
         let name = manifest.name.clone();
         let task = tokio::spawn(
