@@ -161,7 +161,7 @@ pub fn skip(
             child.exists
                 && cached
                     .get(*key)
-                    .is_some_and(|obj| is_unchanged(&child.document, obj, last(*key).as_ref()))
+                    .is_some_and(|obj| is_unchanged(&child.document, obj, last(key).as_ref()))
         })
         .map(|(key, _)| key.clone())
         .collect();
