@@ -142,20 +142,25 @@ pub(super) async fn apply(
         params = params.force();
     }
     match writer
-        .api(&child.resource, key.namespace.as_deref())
-        .patch(&key.name, &params, &Patch::Apply(&child.document))
+        .patch(
+            &child.resource,
+            key.namespace.as_deref(),
+            None,
+            &key.name,
+            &params,
+            &Patch::Apply(&child.document),
+        )
         .await
     {
-        Ok(answer) => {
-            Ok(answer
-                .uid()
-                .zip(answer.resource_version())
-                .map(|(uid, resource_version)| LastApplied {
-                    uid,
-                    digest: digest(&child.document),
-                    resource_version,
-                }))
-        }
+        Ok(answer) => Ok(answer
+            .metadata
+            .uid
+            .zip(answer.metadata.resource_version)
+            .map(|(uid, resource_version)| LastApplied {
+                uid,
+                digest: digest(&child.document),
+                resource_version,
+            })),
         Err(kube::Error::Api(status)) if status.code == 409 && !child.exists => {
             Err(ApplyError::Conflict {
                 target: key.to_string(),

@@ -1,7 +1,8 @@
 //! The executor: one plan, written in a fixed order.
 
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::{Client, ResourceExt};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::core::Request;
+use kube::{Client, Resource, ResourceExt};
 
 use super::finalizer::{self, FinalizerWrite};
 use super::{ApplyError, EventSink, children, metadata, status};
@@ -32,7 +33,47 @@ impl std::fmt::Debug for Writer<'_> {
     }
 }
 
+/// The fields of a write's answer the host reads. The API server answers a
+/// patch with the whole object (managedFields included); parsing it into a
+/// `DynamicObject` only to drop it was 9% of the host's CPU at 10,000
+/// objects. Unknown fields are skipped without being built.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct Answer {
+    #[serde(default)]
+    pub(super) metadata: AnswerMeta,
+}
+
+/// The metadata of an [`Answer`].
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct AnswerMeta {
+    pub(super) uid: Option<String>,
+    #[serde(rename = "resourceVersion")]
+    pub(super) resource_version: Option<String>,
+}
+
 impl Writer<'_> {
+    /// A patch of `name` (of `resource` in `namespace`, or of its
+    /// `subresource`), answered with only the fields in [`Answer`]. Errors
+    /// are kube's, as [`Api::patch`] returns them.
+    pub(super) async fn patch(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        subresource: Option<&str>,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<impl serde::Serialize + std::fmt::Debug>,
+    ) -> Result<Answer, kube::Error> {
+        let request = Request::new(<DynamicObject as Resource>::url_path(resource, namespace));
+        let mut req = match subresource {
+            Some(sub) => request.patch_subresource(sub, name, params, patch),
+            None => request.patch(name, params, patch),
+        }
+        .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert("patch");
+        self.client.request::<Answer>(req).await
+    }
+
     /// The API of `resource` in `namespace` (`None`: cluster-scoped).
     pub(super) fn api(
         &self,
@@ -195,7 +236,8 @@ pub async fn execute(
         done.events += 1;
     }
     if let Some(body) = &plan.status {
-        done.status_written = status::write(&primary_api, &name, &target, body).await?;
+        done.status_written =
+            status::write(writer, obj.namespace().as_deref(), &name, &target, body).await?;
     }
     let Some(last) = &metadata.last else {
         return Ok(done);
