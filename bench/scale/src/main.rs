@@ -117,6 +117,9 @@ pub struct Run {
     pub writes_per_object_update: f64,
     /// Failed operator requests (e.g. 409 conflicts) over both phases, by `verb resource status`.
     pub failed: BTreeMap<String, i64>,
+    /// The machine's load averages (`/proc/loadavg`: 1, 5, 15 minutes) when
+    /// the run ended: the machine may be shared, and the figures say so.
+    pub load: String,
 }
 
 #[tokio::main]
@@ -145,13 +148,14 @@ async fn main() -> anyhow::Result<()> {
                 match run_one(&args, op, n, round, ticks).await {
                     Ok(run) => {
                         eprintln!(
-                            "   create {:.2} s, update {:.2} s, CPU {:.2} s, peak RSS {:.1} MiB, writes/object {:.2} / {:.2}",
+                            "   create {:.2} s, update {:.2} s, CPU {:.2} s, peak RSS {:.1} MiB, writes/object {:.2} / {:.2}, load {}",
                             run.create_s,
                             run.update_s,
                             run.cpu_create_s + run.cpu_update_s,
                             run.rss_peak_mib,
                             run.writes_per_object_create,
-                            run.writes_per_object_update
+                            run.writes_per_object_update,
+                            run.load
                         );
                         runs.push(run);
                     }
@@ -165,7 +169,17 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let summary = report::summarize(&runs);
-    let markdown = report::markdown(&summary, &args.operators, &failures);
+    let mut markdown = report::markdown(&summary, &args.operators, &failures);
+    markdown.push_str("\nLoad averages (1 / 5 / 15 min) at the end of each run:\n");
+    for run in &runs {
+        markdown.push_str(&format!(
+            "- {} N={} round {}: {}\n",
+            run.operator,
+            run.n,
+            run.round + 1,
+            run.load
+        ));
+    }
     println!("{markdown}");
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let doc = json!({
@@ -850,7 +864,15 @@ async fn measure(
         requests_create,
         requests_update,
         failed: diff(&f2, &f0, &BTreeMap::new()),
+        load: load_average(),
     })
+}
+
+/// The 1, 5 and 15 minute load averages, e.g. `2.10 1.95 1.80`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

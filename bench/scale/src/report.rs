@@ -153,6 +153,7 @@ mod tests {
             writes_per_object_create: 4.0,
             writes_per_object_update: 2.0,
             failed: BTreeMap::new(),
+            load: String::new(),
         }
     }
 

@@ -1,12 +1,88 @@
 //! Children: finding the owned ones in the caches, server-side apply and
 //! pruning.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
 use kube::ResourceExt;
 use kube::api::{ApiResource, DeleteParams, Patch, PatchParams};
+use kube::runtime::reflector::ObjectRef;
 
-use super::{ApplyError, Writer};
+use super::{ApplyError, Executed, Writer};
 use crate::cache::CacheLease;
+use crate::plan::unchanged::{LastApplied, digest};
 use crate::plan::{ChildApply, ChildKey, OwnedChild, children::is_owned_child, field_manager};
+
+/// Entries kept before the memory drops those of children the caches no
+/// longer show.
+const APPLIED_KEPT: usize = 4096;
+
+/// What the host last applied to each child of one plugin: the memory
+/// [`crate::plan::unchanged::skip`] decides with, filled from what
+/// [`execute`](super::execute) reports.
+///
+/// Losing an entry is always safe (the child is applied once more), so the
+/// memory lives only in the process and is bounded: once it holds more than
+/// [`APPLIED_KEPT`] entries (or twice what was kept at the last sweep) the
+/// entries of children the caches no longer show (deleted, garbage
+/// collected, or recreated with another UID) are dropped.
+#[derive(Debug, Default)]
+pub struct AppliedChildren {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Debug, Default)]
+struct Memory {
+    entries: HashMap<ChildKey, LastApplied>,
+    /// The size at which the next sweep runs.
+    sweep_at: usize,
+}
+
+impl AppliedChildren {
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        // Plain values: a panic elsewhere cannot leave them half-written.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// What the host last applied to `key`, if it remembers.
+    pub fn get(&self, key: &ChildKey) -> Option<LastApplied> {
+        self.memory().entries.get(key).cloned()
+    }
+
+    /// Records what one execution applied and forgets what it pruned;
+    /// `leases` are the owned kinds' caches, for the sweep.
+    pub fn record(&self, executed: &Executed, leases: &[CacheLease]) {
+        if executed.answers.is_empty() && executed.pruned.is_empty() {
+            return;
+        }
+        let mut memory = self.memory();
+        for key in &executed.pruned {
+            memory.entries.remove(key);
+        }
+        for (key, last) in &executed.answers {
+            memory.entries.insert(key.clone(), last.clone());
+        }
+        if memory.entries.len() > memory.sweep_at.max(APPLIED_KEPT) {
+            memory
+                .entries
+                .retain(|key, last| cached_uid(leases, key).as_deref() == Some(last.uid.as_str()));
+            memory.sweep_at = memory.entries.len().saturating_mul(2);
+        }
+    }
+}
+
+/// The UID of the child at `key` in the owned kinds' caches, if shown there.
+fn cached_uid(leases: &[CacheLease], key: &ChildKey) -> Option<String> {
+    let lease = leases.iter().find(|l| {
+        let ar = l.api_resource();
+        ar.api_version == key.api_version && ar.kind == key.kind
+    })?;
+    let mut reference = ObjectRef::new_with(&key.name, lease.api_resource().clone());
+    if let Some(ns) = &key.namespace {
+        reference = reference.within(ns);
+    }
+    lease.store().get(&reference)?.uid()
+}
 
 /// The children of `primary_uid` in the caches of the owned kinds (see
 /// [`is_owned_child`]), sorted by kind, namespace and name.
@@ -53,21 +129,38 @@ pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) ->
 /// all disjoint from the child's (or equal to them) is co-owned: the apply
 /// adds the host's labels and controller ownerReference to it, and from then
 /// on it counts as this primary's child (and is pruned with it).
+///
+/// Returns what the apply answered, for [`AppliedChildren`] (`None` when
+/// the answer lacks a UID or resourceVersion: nothing is then remembered).
 pub(super) async fn apply(
     writer: &Writer<'_>,
     key: &ChildKey,
     child: &ChildApply,
-) -> Result<(), ApplyError> {
+) -> Result<Option<LastApplied>, ApplyError> {
     let mut params = PatchParams::apply(&field_manager(writer.plugin));
     if child.exists {
         params = params.force();
     }
     match writer
-        .api(&child.resource, key.namespace.as_deref())
-        .patch(&key.name, &params, &Patch::Apply(&child.document))
+        .patch(
+            &child.resource,
+            key.namespace.as_deref(),
+            None,
+            &key.name,
+            &params,
+            &Patch::Apply(&child.document),
+        )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(answer) => Ok(answer
+            .metadata
+            .uid
+            .zip(answer.metadata.resource_version)
+            .map(|(uid, resource_version)| LastApplied {
+                uid,
+                digest: digest(&child.document),
+                resource_version,
+            })),
         Err(kube::Error::Api(status)) if status.code == 409 && !child.exists => {
             Err(ApplyError::Conflict {
                 target: key.to_string(),

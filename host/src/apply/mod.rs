@@ -13,9 +13,9 @@ mod impersonation;
 mod metadata;
 mod status;
 
-pub use children::owned_children;
+pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
-pub use execute::{Writer, execute};
+pub use execute::{Executed, Writer, execute};
 pub use impersonation::impersonating;
 
 use crate::contract::Reason;

@@ -1,21 +1,25 @@
 //! Writing the primary's `.status` through the status subresource.
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::ApplyError;
+use super::{ApplyError, Writer};
 
-/// Writes a status merge patch (from [`crate::plan::build_status`]). Returns
-/// false when the object was deleted meanwhile: there is no status left to
-/// write.
+/// Writes a status merge patch (from [`crate::plan::build_status`]) to the
+/// primary `name` in `namespace`. Returns false when the object was deleted
+/// meanwhile: there is no status left to write.
 pub(super) async fn write(
-    api: &Api<DynamicObject>,
+    writer: &Writer<'_>,
+    namespace: Option<&str>,
     name: &str,
     target: &str,
     body: &Value,
 ) -> Result<bool, ApplyError> {
-    match api
-        .patch_status(
+    match writer
+        .patch(
+            writer.primary,
+            namespace,
+            Some("status"),
             name,
             &PatchParams::default(),
             &Patch::Merge(&json!({ "status": body })),

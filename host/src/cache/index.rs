@@ -48,6 +48,27 @@ fn controllers(obj: &DynamicObject) -> impl Iterator<Item = &str> {
         .map(|o| o.uid.as_str())
 }
 
+/// What a relist changed, as [`Index::rebuild`] finds it.
+#[derive(Debug, Default)]
+pub(super) struct Relisted {
+    /// Objects indexed before and not listed: deleted while the watch was
+    /// down, they get no delete event of their own.
+    pub(super) dropped: Vec<Arc<DynamicObject>>,
+    /// Objects listed that were not indexed before, or in another version
+    /// (resourceVersion or UID).
+    pub(super) changed: Vec<Arc<DynamicObject>>,
+}
+
+/// True when `a` and `b` are one version of one object: the same UID and
+/// resourceVersion (both present).
+fn same_version(a: &DynamicObject, b: &DynamicObject) -> bool {
+    let (a, b) = (&a.metadata, &b.metadata);
+    a.uid.is_some()
+        && a.resource_version.is_some()
+        && a.uid == b.uid
+        && a.resource_version == b.resource_version
+}
+
 /// The two indexes of one kind's store. Pure data: the reflector applies
 /// each watch event to it right after applying it to the store (see
 /// `reflection.rs`), and rebuilds it when a relist replaces the store.
@@ -105,34 +126,39 @@ impl Index {
     }
 
     /// Replaces the whole index with `objects`: what a relist does to the
-    /// store, so nothing the relist dropped stays indexed. Returns the
-    /// objects that were indexed and are not among `objects`: deleted while
-    /// the watch was down, they get no delete event of their own.
+    /// store, so nothing the relist dropped stays indexed. Returns what the
+    /// relist changed ([`Relisted`]).
     pub(super) fn rebuild(
         &mut self,
         objects: impl IntoIterator<Item = Arc<DynamicObject>>,
-    ) -> Vec<Arc<DynamicObject>> {
+    ) -> Relisted {
         let mut fresh = Index::default();
+        let mut changed = Vec::new();
         for obj in objects {
+            let unchanged = self
+                .get(&ObjectKey::of(&obj))
+                .is_some_and(|old| same_version(old, &obj));
+            if !unchanged {
+                changed.push(obj.clone());
+            }
             fresh.apply(obj);
         }
         let old = std::mem::replace(self, fresh);
-        old.by_namespace
+        let dropped = old
+            .by_namespace
             .into_values()
             .chain(std::iter::once(old.cluster))
             .flatten()
-            .filter(|(key, _)| !self.contains(key))
+            .filter(|(key, _)| self.get(key).is_none())
             .map(|(_, obj)| obj)
-            .collect()
+            .collect();
+        Relisted { dropped, changed }
     }
 
-    fn contains(&self, key: &ObjectKey) -> bool {
+    fn get(&self, key: &ObjectKey) -> Option<&Arc<DynamicObject>> {
         match &key.namespace {
-            Some(ns) => self
-                .by_namespace
-                .get(ns)
-                .is_some_and(|bucket| bucket.contains_key(key)),
-            None => self.cluster.contains_key(key),
+            Some(ns) => self.by_namespace.get(ns)?.get(key),
+            None => self.cluster.get(key),
         }
     }
 
@@ -196,9 +222,10 @@ impl ObjectIndex {
         self.inner.write().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An index of `objects`, for tests of code that reads one.
-    #[cfg(test)]
-    pub(crate) fn of(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> ObjectIndex {
+    /// An index of `objects`, built as a reflector builds it after a list
+    /// (for tests and benchmarks of code that reads one, and of what an
+    /// index costs).
+    pub fn of(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> ObjectIndex {
         let index = ObjectIndex::default();
         index.write().rebuild(objects);
         index
@@ -345,17 +372,50 @@ mod tests {
         index.apply(object(Some("a"), "web", Some("u1")));
         index.apply(object(Some("a"), "gone", Some("u1")));
         index.apply(object(Some("b"), "gone-too", Some("u2")));
-        let dropped = index.rebuild([
+        let relisted = index.rebuild([
             object(Some("a"), "web", Some("u1")),
             object(Some("c"), "new", Some("u3")),
         ]);
-        assert_eq!(names(dropped), ["gone", "gone-too"]);
+        assert_eq!(names(relisted.dropped), ["gone", "gone-too"]);
         assert_eq!(names(index.controlled_by("u1")), ["web"]);
         assert!(index.controlled_by("u2").is_empty());
         assert_eq!(names(index.controlled_by("u3")), ["new"]);
         assert!(index.in_namespace("b").is_empty());
         assert_eq!(names(index.in_namespace("c")), ["new"]);
         assert_eq!(index.len(), 2);
+    }
+
+    fn versioned(name: &str, uid: &str, version: &str) -> Arc<DynamicObject> {
+        let mut obj = (*object(Some("a"), name, None)).clone();
+        obj.metadata.uid = Some(uid.into());
+        obj.metadata.resource_version = Some(version.into());
+        Arc::new(obj)
+    }
+
+    #[test]
+    fn a_relist_reports_only_what_changed_since_the_store_before_it() {
+        let mut index = Index::default();
+        for obj in [
+            versioned("same", "1", "10"),
+            versioned("updated", "2", "11"),
+            versioned("recreated", "3", "12"),
+            versioned("deleted", "4", "13"),
+        ] {
+            index.apply(obj);
+        }
+        let relisted = index.rebuild([
+            versioned("same", "1", "10"),
+            versioned("updated", "2", "20"),
+            versioned("recreated", "5", "12"),
+            versioned("created", "6", "21"),
+        ]);
+        assert_eq!(names(relisted.dropped), ["deleted"]);
+        assert_eq!(names(relisted.changed), ["created", "recreated", "updated"]);
+        assert_eq!(index.len(), 4);
+        // The first list: everything is new.
+        let mut empty = Index::default();
+        let first = empty.rebuild([versioned("same", "1", "10")]);
+        assert_eq!(names(first.changed), ["same"]);
     }
 
     #[test]

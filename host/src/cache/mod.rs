@@ -35,7 +35,7 @@ use reflection::Reflection;
 pub use discovery::{Discovery, DiscoveryError, KindProblem, KindRole};
 pub use index::ObjectIndex;
 pub use namespaces::{NamespaceGate, namespace_kind};
-pub use object::{object_text, prepare_for_cache};
+pub use object::{LAST_APPLIED_ANNOTATION, object_text, prepare_for_cache};
 pub use selector::{LabelSelector, SelectorError};
 pub use view::{CacheView, object_json};
 

@@ -2,15 +2,36 @@
 
 use kube::api::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
 
+/// The annotation `kubectl apply` keeps its last applied copy of the whole
+/// object in: never read by the host, and by no plugin through the cache.
+pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Trims an object as it enters a shared cache (every reflector applies it to
 /// what it watches, like kube-runtime's `WatchStreamExt::modify`), so that
-/// what a plugin is given is serialized straight from the cache:
-/// `metadata.managedFields` is left out (bookkeeping of the API server, often
-/// larger than the object itself, which would only slow every call that
-/// copies it), and `apiVersion` and `kind` are filled in from `ar` where a
-/// list response left them out per item (plugins always see them).
+/// what a plugin is given is serialized straight from the cache, and a
+/// cached object costs what the host and plugins read of it:
+///
+/// - `metadata.managedFields` is left out: bookkeeping of the API server,
+///   often larger than the object itself, which would only slow every call
+///   that copies it;
+/// - the annotation [`LAST_APPLIED_ANNOTATION`] is left out: a second copy
+///   of the object as `kubectl apply` last wrote it (for kubectl's own
+///   three-way merge), often the largest annotation. The annotations map
+///   itself stays (empty if that was its only key), so that the host's
+///   metadata patches, which add keys to the map they saw, add the version
+///   marks one by one rather than writing a whole map over kubectl's copy;
+/// - `apiVersion` and `kind` are filled in from `ar` where a list response
+///   left them out per item (plugins always see them).
+///
+/// Plugins therefore never see those two fields in what the host hands them
+/// from the caches (the object of a call, its children, cache reads). An
+/// object read fresh from the API server for an upgrade keeps the
+/// annotation ([`object_text`]): the upgraded object is written back whole.
 pub fn prepare_for_cache(object: &mut DynamicObject, ar: &ApiResource) {
     object.metadata.managed_fields = None;
+    if let Some(annotations) = object.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED_ANNOTATION);
+    }
     if object.types.is_none() {
         object.types = Some(TypeMeta {
             api_version: ar.api_version.clone(),
@@ -76,8 +97,10 @@ fn needs_preparing(object: &DynamicObject) -> bool {
 
 /// An object (of the kind `ar`) as the compact JSON text a plugin call takes:
 /// one serialization of the object as the caches keep it (see
-/// [`prepare_for_cache`]). An object that did not come from a cache is
-/// prepared on a copy first, so a plugin sees the same either way.
+/// [`prepare_for_cache`]). An object that did not come from a cache (an
+/// upgrade reads it fresh) is serialized without `managedFields` and with
+/// its type filled in, but keeps every annotation: its upgrade is written
+/// back whole, and must not drop `kubectl apply`'s copy.
 pub fn object_text(object: &DynamicObject, ar: &ApiResource) -> String {
     let serialized = if needs_preparing(object) {
         serde_json::to_string(&Prepared::of(object, ar))
@@ -129,6 +152,41 @@ mod tests {
         assert_eq!(value["data"]["k"], "v");
         assert!(value["metadata"].get("managedFields").is_none(), "{value}");
         assert_eq!(value["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn entering_the_cache_drops_kubectls_copy_and_keeps_the_map() {
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "default",
+                "annotations": {LAST_APPLIED_ANNOTATION: "{\"big\": true}"}},
+        }))
+        .expect("a ConfigMap");
+        let fresh = object.clone();
+        prepare_for_cache(&mut object, &config_maps());
+        // Empty, not gone: a metadata patch then adds keys to the map.
+        assert_eq!(object.metadata.annotations, Some(Default::default()));
+        let mut other = fresh.clone();
+        other
+            .metadata
+            .annotations
+            .as_mut()
+            .unwrap()
+            .insert("keep".into(), "me".into());
+        prepare_for_cache(&mut other, &config_maps());
+        assert_eq!(
+            other
+                .metadata
+                .annotations
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            ["keep"]
+        );
+        // Read fresh (an upgrade writes it back whole), the copy stays.
+        let mut fresh = fresh;
+        fresh.metadata.managed_fields = Some(Vec::new());
+        assert!(object_text(&fresh, &config_maps()).contains(LAST_APPLIED_ANNOTATION));
     }
 
     #[test]

@@ -1,31 +1,44 @@
-//! One running reflector: a watcher feeding a [`Store`] and a broadcast
-//! channel of [`CacheEvent`]s.
+//! One running reflector: a watcher feeding a [`Store`], its index, and
+//! one channel of [`CacheEvent`]s per subscriber.
+//!
+//! # Guarantees
+//!
+//! A subscriber sees every change, in order, exactly once: the channels are
+//! unbounded, so a subscriber that falls behind (a controller busy with a
+//! burst of 10,000 creates) is never resynced from the store, which would
+//! re-announce every object (and re-trigger every primary) each time it
+//! lagged, and would lose the deletions it missed. What a slow subscriber
+//! costs is its queue: one pointer per change (the objects are the store's
+//! `Arc`s).
+//!
+//! A relist (the watch was lost and restarted with a full list) announces
+//! only what differs from the store before it: objects new or changed (a
+//! different `resourceVersion` or UID) as [`CacheEvent::Applied`], objects
+//! gone as [`CacheEvent::Deleted`]. Objects the relist shows unchanged are
+//! not announced again: every subscriber already saw that version, and the
+//! controllers' periodic resync covers drift the watches cannot see.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc;
 use futures::{Stream, StreamExt, stream};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use super::CacheEvent;
-use super::index::ObjectIndex;
+use super::index::{ObjectIndex, Relisted};
 use super::object::prepare_for_cache;
-
-/// How many changes a slow subscriber may fall behind before it is resynced
-/// from the store (it then sees every object once more; nothing is lost).
-const FANOUT_BUFFER: usize = 1024;
 
 pub(super) struct Reflection {
     api_resource: ApiResource,
     store: Store<DynamicObject>,
     /// The store's owner and namespace indexes, updated with it.
     index: ObjectIndex,
-    tx: broadcast::Sender<CacheEvent>,
+    subscribers: Subscribers,
     /// Serialises "update store + broadcast" against "subscribe + snapshot",
     /// so a new subscriber neither misses nor reorders a change.
     gate: Arc<Mutex<()>>,
@@ -54,7 +67,7 @@ impl Reflection {
         let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
         let index = ObjectIndex::default();
-        let (tx, _) = broadcast::channel(FANOUT_BUFFER);
+        let subscribers = Subscribers::default();
         let gate = Arc::new(Mutex::new(()));
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = Arc::new(Mutex::new(None));
@@ -63,8 +76,8 @@ impl Reflection {
             None => Api::all_with(client, &ar),
         };
         let task = {
-            let (tx, gate, synced, unserved, store, index, kind, watched) = (
-                tx.clone(),
+            let (subscribers, gate, synced, unserved, store, index, kind, watched) = (
+                subscribers.clone(),
                 gate.clone(),
                 synced.clone(),
                 unserved.clone(),
@@ -109,7 +122,6 @@ impl Reflection {
                     // applied, never sees the index behind the store by more.
                     let mut filed = index.write();
                     writer.apply_watcher_event(&event);
-                    // `send` fails only without subscribers, which is fine.
                     match event {
                         watcher::Event::Apply(obj) => {
                             // The store's own `Arc`: the index and the
@@ -118,30 +130,30 @@ impl Reflection {
                             let obj = store.get(&key).unwrap_or_else(|| Arc::new(obj));
                             filed.apply(obj.clone());
                             drop(filed);
-                            let _ = tx.send(CacheEvent::Applied(obj));
+                            subscribers.send(&CacheEvent::Applied(obj));
                         }
                         watcher::Event::Delete(obj) => {
                             filed.delete(&obj);
                             drop(filed);
-                            let _ = tx.send(CacheEvent::Deleted(Arc::new(obj)));
+                            subscribers.send(&CacheEvent::Deleted(Arc::new(obj)));
                         }
                         watcher::Event::InitDone => {
                             // A (re)list replaced the store: the index is
                             // rebuilt from it (once per relist, like the
                             // relist itself); subscribers are told about
-                            // every object once, and about each object the
-                            // relist dropped as a deletion (it was deleted
-                            // while the watch was down, and its owner must
-                            // hear of it like of any other deletion).
-                            let all = store.state();
-                            let dropped = filed.rebuild(all.iter().cloned());
+                            // each object the relist dropped as a deletion
+                            // (it was deleted while the watch was down, and
+                            // its owner must hear of it like of any other
+                            // deletion) and about each object new or changed
+                            // since the store they saw (see the module).
+                            let Relisted { dropped, changed } = filed.rebuild(store.state());
                             drop(filed);
                             synced.store(true, Ordering::Release);
                             for obj in dropped {
-                                let _ = tx.send(CacheEvent::Deleted(obj));
+                                subscribers.send(&CacheEvent::Deleted(obj));
                             }
-                            for obj in all {
-                                let _ = tx.send(CacheEvent::Applied(obj));
+                            for obj in changed {
+                                subscribers.send(&CacheEvent::Applied(obj));
                             }
                         }
                         watcher::Event::Init | watcher::Event::InitApply(_) => {}
@@ -153,7 +165,7 @@ impl Reflection {
             api_resource: ar,
             store,
             index,
-            tx,
+            subscribers,
             gate,
             synced,
             unserved,
@@ -195,7 +207,7 @@ impl Reflection {
                 .gate
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let rx = self.tx.subscribe();
+            let rx = self.subscribers.add();
             let snapshot = if self.synced() {
                 self.store.state()
             } else {
@@ -203,20 +215,34 @@ impl Reflection {
             };
             (rx, snapshot)
         };
-        let store = self.store.clone();
-        let live = stream::unfold((rx, store), |(mut rx, store)| async move {
-            match rx.recv().await {
-                Ok(event) => Some((vec![event], (rx, store))),
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::debug!(missed, "cache subscriber lagged; resyncing from the store");
-                    let all = store.state().into_iter().map(CacheEvent::Applied).collect();
-                    Some((all, (rx, store)))
-                }
-                Err(broadcast::error::RecvError::Closed) => None,
-            }
-        })
-        .flat_map(stream::iter);
-        stream::iter(snapshot.into_iter().map(CacheEvent::Applied)).chain(live)
+        stream::iter(snapshot.into_iter().map(CacheEvent::Applied)).chain(rx)
+    }
+}
+
+/// The subscribers' channels. Unbounded: see the module's guarantees.
+#[derive(Clone, Default)]
+struct Subscribers {
+    senders: Arc<Mutex<Vec<mpsc::UnboundedSender<CacheEvent>>>>,
+}
+
+impl Subscribers {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<CacheEvent>>> {
+        // A push or a retain cannot leave the list half-changed.
+        self.senders
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn add(&self) -> mpsc::UnboundedReceiver<CacheEvent> {
+        let (tx, rx) = mpsc::unbounded();
+        self.lock().push(tx);
+        rx
+    }
+
+    /// Hands `event` to every subscriber; forgets those that went away.
+    fn send(&self, event: &CacheEvent) {
+        self.lock()
+            .retain(|tx| tx.unbounded_send(event.clone()).is_ok());
     }
 }
 

@@ -229,6 +229,7 @@ impl ControllerHandle {
             metrics,
             failures: Default::default(),
             rates: Default::default(),
+            applied: Default::default(),
         });
         let handle_ctx = ctx.clone();
         let name = manifest.name.clone();

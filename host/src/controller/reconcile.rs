@@ -51,6 +51,9 @@ pub(super) struct Context {
     pub failures: Failures,
     /// Per-object rate-limit state (reconciles, events), by object key.
     pub rates: Mutex<HashMap<String, ObjectRates>>,
+    /// What the host last applied to each child: unchanged children are
+    /// not applied again ([`plan::unchanged`]).
+    pub applied: apply::AppliedChildren,
 }
 
 /// Objects whose rate state is kept before idle entries are forgotten.
@@ -425,7 +428,7 @@ async fn run(
     // Planned on a copy, outside the lock (kube-runtime never reconciles
     // one object twice at once, so nothing else changes this entry).
     let mut rates = ctx.with_rates(&key, &limits, |r| r.clone());
-    let plan =
+    let mut plan =
         plan::reconcile(&observed, &desired, &plan_ctx, &mut rates).inspect_err(|error| {
             ctx.metrics.refusal(&ctx.plugin, error.reason());
             if let Some(limit) = error.limit() {
@@ -444,6 +447,10 @@ async fn run(
         });
     }
     ctx.with_rates(&key, &limits, |r| *r = rates);
+    let unchanged = plan::unchanged::skip(&mut plan, &owned, |child| ctx.applied.get(child));
+    if !unchanged.is_empty() {
+        tracing::trace!(plugin = %ctx.plugin, children = unchanged.len(), "unchanged children not applied");
+    }
     for breach in &plan.breaches {
         ctx.metrics.limit_breach(&ctx.plugin, breach.limit.as_str());
     }
@@ -534,6 +541,7 @@ pub(super) fn children_outside<'a>(
 /// Carries out `plan`, logging what was written and counting it.
 async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
     let executed = apply::execute(&writer(ctx), obj, plan).await?;
+    ctx.applied.record(&executed, &ctx.owned);
     let writes = executed.writes();
     let m = &ctx.metrics;
     m.writes(&ctx.plugin, WriteKind::Apply, writes.apply);

@@ -21,6 +21,7 @@ pub mod finalizer;
 pub mod limits;
 pub mod names;
 pub mod status;
+pub mod unchanged;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -162,9 +163,11 @@ pub struct FailureReport {
 /// Every write one reconcile makes, as a value.
 ///
 /// An empty part means no write: a plan for an object that already shows
-/// everything the plugin wants is [`Plan::is_noop`] apart from its children
-/// (server-side apply is idempotent and always sent, so fields another
-/// manager changed are taken back).
+/// everything the plugin wants is [`Plan::is_noop`] apart from its children.
+/// [`reconcile`] plans an apply of every desired child; the controller then
+/// leaves out those the host applied before and that are unchanged
+/// ([`unchanged::skip`], which says when a child counts as unchanged and
+/// why fields another manager changed are still taken back).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Children to server-side apply, complete documents by identity.

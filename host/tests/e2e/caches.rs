@@ -297,3 +297,92 @@ async fn devcluster_only_the_owner_and_namespace_indexes_follow_the_store_throug
     .expect("a deletion of the dropped object");
     assert_eq!(deleted.metadata.name.as_deref(), Some("a"));
 }
+
+/// A subscriber that falls far behind (more changes than any buffer a
+/// broadcast would keep) still sees every change exactly once, in order,
+/// deletions included: it is never resynced from the store, which would
+/// announce every object again (and re-trigger every primary).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_falls_behind_sees_every_change_once() {
+    use std::collections::HashMap;
+    const OBJECTS: usize = 1_500;
+    let cluster = support::start_cluster().await;
+    let client = cluster.client();
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), "default");
+    let cache = SharedCache::new(client.clone());
+    let lease = cache.acquire(&configmaps(), None);
+    wait_until("the cache to sync", CONVERGE, || async {
+        if lease.synced() {
+            Ok(())
+        } else {
+            Err("not synced".to_string())
+        }
+    })
+    .await;
+    // Subscribed, and not read until every change has been made.
+    let mut events = Box::pin(lease.subscribe());
+    futures::stream::iter(0..OBJECTS)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let cm = serde_json::from_value(json!({"metadata": {"name": format!("cm-{i}")}}))
+                    .unwrap();
+                api.create(&PostParams::default(), &cm).await.unwrap();
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+    api.delete("cm-0", &Default::default()).await.unwrap();
+    wait_until("the cache to see every change", CONVERGE, || async {
+        let seen = lease
+            .in_namespace("default")
+            .iter()
+            .filter(|o| {
+                o.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("cm-"))
+            })
+            .count();
+        if seen == OBJECTS - 1 {
+            Ok(())
+        } else {
+            Err(format!("{seen} cached"))
+        }
+    })
+    .await;
+
+    let mut applied: HashMap<String, usize> = HashMap::new();
+    let deleted = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match events.next().await {
+                Some(CacheEvent::Applied(obj))
+                    if obj
+                        .metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("cm-")) =>
+                {
+                    *applied
+                        .entry(obj.metadata.name.clone().unwrap_or_default())
+                        .or_default() += 1;
+                }
+                Some(CacheEvent::Applied(_)) => {}
+                Some(CacheEvent::Deleted(obj)) => break obj,
+                None => panic!("the cache stopped"),
+            }
+        }
+    })
+    .await
+    .expect("the deletion, after every create");
+    assert_eq!(deleted.metadata.name.as_deref(), Some("cm-0"));
+    assert_eq!(applied.len(), OBJECTS, "every create was announced");
+    let repeated: Vec<_> = applied.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        repeated.is_empty(),
+        "announced more than once: {} objects",
+        repeated.len()
+    );
+}

@@ -273,18 +273,20 @@ async fn devcluster_only_an_unfixable_api_refusal_is_permanent_with_the_servers_
         .faults()
         .expect("the devcluster injects faults")
         .fail_next(&format!("/api/v1/namespaces/{NS}/configmaps"), 1, 422);
+    // A change that makes the next reconcile write a child (an unchanged
+    // child is not applied again): a new ConfigMap, refused.
     attacks
         .patch(
             "refused",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"target": "first"}})),
+            &Patch::Merge(json!({"spec": {"mode": "takeover", "target": "refused-new"}})),
         )
         .await
         .unwrap();
     let attack = degraded(&host, "refused", "True", "ApplyRejected").await;
     let message = degraded_message(&attack);
     assert!(
-        message.contains("ConfigMap default/refused-ok")
+        message.contains("ConfigMap default/refused-new")
             && message.contains("422")
             && message.contains("injected fault")
             && message.contains("does not retry"),
@@ -301,7 +303,7 @@ async fn devcluster_only_an_unfixable_api_refusal_is_permanent_with_the_servers_
         .patch(
             "refused",
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"target": "again"}})),
+            &Patch::Merge(json!({"spec": {"mode": "ok", "target": "again"}})),
         )
         .await
         .unwrap();
