@@ -309,6 +309,34 @@ pub async fn events(client: &kube::Client) -> Vec<(String, String, String, Strin
 
 /// `kind name → (resourceVersion, field managers)` of every WebApp,
 /// Deployment and Service in [`NS`].
+/// What moves when the host (stable or candidate) writes an object. Its
+/// resourceVersion, except for Deployments: on a real control plane the
+/// Deployment controller writes their status and a revision annotation all
+/// the time, so for them the mark is the generation (any spec change) and
+/// the host's own managedFields entries (their fields and time move with
+/// every apply the host makes).
+fn write_mark(kind: &str, o: &DynamicObject) -> String {
+    if kind != "Deployment" {
+        return o.metadata.resource_version.clone().unwrap_or_default();
+    }
+    let host_entries: Vec<String> = o
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager
+                .as_deref()
+                .is_some_and(|n| n.starts_with("wasm-operator"))
+        })
+        .map(|m| serde_json::to_string(m).unwrap_or_default())
+        .collect();
+    format!(
+        "generation {} host entries {host_entries:?}",
+        o.metadata.generation.unwrap_or_default()
+    )
+}
+
 pub async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, Vec<String>)> {
     let mut out = BTreeMap::new();
     for ar in [webapp_kind(), deployment_kind(), service_kind()] {
@@ -320,6 +348,11 @@ pub async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, V
                 .clone()
                 .unwrap_or_default()
                 .into_iter()
+                // A Deployment's status is the cluster's Deployment
+                // controller's (on a real control plane), never the host's.
+                .filter(|m| {
+                    !(ar.kind == "Deployment" && m.subresource.as_deref() == Some("status"))
+                })
                 .map(|m| {
                     format!(
                         "{}/{}",
@@ -334,10 +367,7 @@ pub async fn written_state(client: &kube::Client) -> BTreeMap<String, (String, V
                     ar.kind,
                     o.metadata.name.clone().unwrap_or_default()
                 ),
-                (
-                    o.metadata.resource_version.clone().unwrap_or_default(),
-                    managers,
-                ),
+                (write_mark(&ar.kind, &o), managers),
             );
         }
     }
