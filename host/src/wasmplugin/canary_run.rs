@@ -11,6 +11,7 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::analysis::{ShadowFigures, Verdict, WindowFigures};
+use super::audit::Transition;
 use super::canary::{Phase, Plan, Settings, State};
 use super::spec::{
     AnalysisStatus, CanarySelector, CanarySpec, CanaryStatus, CanaryVersion, DiffSample,
@@ -184,6 +185,24 @@ pub struct CanaryRun {
 }
 
 impl CanaryRun {
+    /// A transition of this canary from the stable version to the
+    /// candidate (empty version and digest before it is loaded), for the
+    /// WasmPlugin's event and audit line.
+    pub fn transition(&self, reason: Reason, warning: bool, message: String) -> Transition {
+        let candidate = self.candidate.as_ref();
+        Transition {
+            reason: reason.as_str().into(),
+            warning,
+            retrying: false,
+            plugin: self.plugin.clone(),
+            from: self.stable.version.clone(),
+            to: candidate.map(|c| c.version.clone()).unwrap_or_default(),
+            digest: candidate.map(|c| c.digest.clone()).unwrap_or_default(),
+            source: self.spec.source.describe(),
+            message,
+        }
+    }
+
     /// The phase status shows.
     pub fn phase(&self) -> Option<Phase> {
         match (&self.state, &self.problem) {

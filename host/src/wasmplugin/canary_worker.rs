@@ -668,31 +668,13 @@ impl Worker {
                     format!("{}: {} -> {}", f.path, show(&f.stable), show(&f.candidate))
                 })
                 .collect();
-            let transition = Transition {
-                reason: Reason::ShadowDiffers.as_str().into(),
-                warning: true,
-                retrying: false,
-                plugin: run.plugin.clone(),
-                from: run.stable.version.clone(),
-                to: run
-                    .candidate
-                    .as_ref()
-                    .map(|c| c.version.clone())
-                    .unwrap_or_default(),
-                digest: run
-                    .candidate
-                    .as_ref()
-                    .map(|c| c.digest.clone())
-                    .unwrap_or_default(),
-                source: run.spec.source.describe(),
-                message: format!(
+            let transition = run.transition(Reason::ShadowDiffers, true, format!(
                     "the candidate's answers differ from the stable version's in a new way ({}): e.g. {}: {}. See `wasm-operator canary diff {}`.",
                     kind.signature,
                     kind.sample.object,
                     sample.join("; "),
                     self.name
-                ),
-            };
+                ));
             // The sample object as the Event's related object: one event
             // per kind, not one series of them.
             let related = self.registry.current(&run.plugin).map(|v| {
@@ -958,25 +940,7 @@ impl Worker {
         }
         if let Some(notice) = &next.notice {
             run.reason = notice.reason;
-            let transition = Transition {
-                reason: notice.reason.as_str().into(),
-                warning: notice.warning,
-                retrying: false,
-                plugin: run.plugin.clone(),
-                from: run.stable.version.clone(),
-                to: run
-                    .candidate
-                    .as_ref()
-                    .map(|c| c.version.clone())
-                    .unwrap_or_default(),
-                digest: run
-                    .candidate
-                    .as_ref()
-                    .map(|c| c.digest.clone())
-                    .unwrap_or_default(),
-                source: run.spec.source.describe(),
-                message: notice.message.clone(),
-            };
+            let transition = run.transition(notice.reason, notice.warning, notice.message.clone());
             self.audit
                 .record(&self.name, &self.object_ref(), &transition)
                 .await;
