@@ -127,6 +127,7 @@ async fn a_failing_split_candidate_is_rolled_back_and_every_object_returns_to_st
             phase(o) == Some("RolledBack")
         })
         .await;
+    let rolled_back = std::time::Instant::now();
     let failed = condition(&o, "CanaryFailed").unwrap();
     assert_eq!(failed["status"], "True", "{o}");
     assert_eq!(failed["reason"], "AnalysisFailed", "{o}");
@@ -151,6 +152,13 @@ async fn a_failing_split_candidate_is_rolled_back_and_every_object_returns_to_st
             .ok_or(format!("{all:?}"))
     })
     .await;
+    // A figure, not an assertion (issue 13's goal: one analysis interval
+    // plus objects / rolloutRate after the failed check).
+    println!(
+        "FIGURE rollback: every WebApp back on 1.0.0 {:?} after RolledBack was seen \
+         (goal: interval 1 s + 10 objects / rolloutRate 20 = 1.5 s; polled every 100 ms)",
+        rolled_back.elapsed()
+    );
     // No stable reconcile failed meanwhile.
     let stats = fx.registry.stats("webapp");
     let stable = stats.iter().find(|s| s.version == "1.0.0").unwrap();
