@@ -19,6 +19,7 @@ use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
+use crate::lease::WriteGate;
 use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
@@ -70,7 +71,7 @@ pub(super) struct Worker {
     pub(super) audit: AuditTrail,
     claims: Claims,
     /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
-    pub(super) may_write: bool,
+    pub(super) writes: WriteGate,
     /// Several notifications arrive for one file write or ConfigMap update;
     /// wait this long for them to settle before fetching.
     settle: Duration,
@@ -120,7 +121,7 @@ impl Worker {
             registry,
             audit,
             claims,
-            may_write: options.may_write,
+            writes: options.writes.clone(),
             settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
@@ -516,7 +517,7 @@ impl Worker {
 
     /// Writes status when it differs from what was written last.
     pub(super) async fn write_status(&mut self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
@@ -568,7 +569,7 @@ impl Worker {
     }
 
     async fn ensure_finalizer(&self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         if let Err(error) = finalizer::add(&self.api, &*self.object, FINALIZER).await {
@@ -577,7 +578,7 @@ impl Worker {
     }
 
     async fn remove_finalizer(&self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         if let Err(error) = finalizer::remove(&self.api, &*self.object, FINALIZER).await {
@@ -660,7 +661,7 @@ impl Worker {
                 // again. Nothing can finalize any more either, so the host
                 // lets go of the primaries (see `release`).
                 let mut note = String::new();
-                if self.may_write
+                if self.writes.may_write()
                     && let Some(manifest) = manifest.filter(|m| m.finalizer)
                 {
                     let outcome = release::release_primaries(
