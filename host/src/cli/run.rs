@@ -106,7 +106,12 @@ pub struct LeaderElectionArgs {
     pub retry_period: Duration,
     /// The host version recorded on the Lease and compared for the
     /// version-aware handoff (default: this binary's). For tests.
-    #[arg(long, hide = true, env = "WASM_OPERATOR_HOST_VERSION", value_name = "SEMVER")]
+    #[arg(
+        long,
+        hide = true,
+        env = "WASM_OPERATOR_HOST_VERSION",
+        value_name = "SEMVER"
+    )]
     pub host_version: Option<String>,
 }
 
@@ -118,7 +123,10 @@ impl LeaderElectionArgs {
     ///
     /// [`LeaseError`] when the durations are out of order or the host
     /// version is not a version.
-    pub fn config(&self, default_namespace: &str) -> Result<Option<LeaderElectionConfig>, LeaseError> {
+    pub fn config(
+        &self,
+        default_namespace: &str,
+    ) -> Result<Option<LeaderElectionConfig>, LeaseError> {
         if !self.leader_elect {
             return Ok(None);
         }

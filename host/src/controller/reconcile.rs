@@ -725,6 +725,16 @@ async fn prepare(
     else {
         return Ok(Prepared::Ready(None));
     };
+    // The upgrade walk writes the object: only while this replica leads.
+    if ctx.writes.check().is_err() {
+        return Err(ReconcileError::Apply(ApplyError::Fenced {
+            target: format!(
+                "{} {}",
+                ctx.primary.kind,
+                display_name(obj.namespace().as_deref(), &obj.name_any())
+            ),
+        }));
+    }
     let call_ctx = call_context(obj, active, attempt);
     let result = migration::upgrade_object(
         &ctx.client,

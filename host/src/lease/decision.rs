@@ -212,7 +212,10 @@ mod tests {
             holder: Some(String::new()),
             ..held_by("", "1.0.0")
         };
-        assert_eq!(decide(&me, Some(&released), FRESH), Step::Acquire { token: 5 });
+        assert_eq!(
+            decide(&me, Some(&released), FRESH),
+            Step::Acquire { token: 5 }
+        );
         let other = held_by("pod-a-1", "1.0.0");
         assert_eq!(
             decide(&me, Some(&other), FRESH),
@@ -311,7 +314,10 @@ mod tests {
     fn a_newer_request_replaces_an_older_one() {
         let mut lease = held_by("pod-a-1", "1.0.0");
         lease.handoff = request("pod-c-9", "1.1.0");
-        assert_eq!(decide(&me("1.2.0"), Some(&lease), FRESH), Step::RequestHandoff);
+        assert_eq!(
+            decide(&me("1.2.0"), Some(&lease), FRESH),
+            Step::RequestHandoff
+        );
     }
 
     #[test]

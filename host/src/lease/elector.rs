@@ -528,11 +528,11 @@ impl Elector {
         let was = self.gate.leadership();
         self.last_renewed = Some(started);
         self.asked = false;
-        self.gate
-            .lead(token, started + self.config.renew_deadline);
+        self.gate.lead(token, started + self.config.renew_deadline);
         if !was.leading {
             self.metrics.leader_status(&self.config.name, true);
-            self.metrics.leader_transition(&self.config.name, "acquired");
+            self.metrics
+                .leader_transition(&self.config.name, "acquired");
             let message = format!(
                 "{} (host {}) acquired Lease {}; fencing token {token}",
                 self.config.identity,
@@ -594,7 +594,8 @@ impl Elector {
             return;
         }
         self.metrics.leader_status(&self.config.name, false);
-        self.metrics.leader_transition(&self.config.name, "released");
+        self.metrics
+            .leader_transition(&self.config.name, "released");
         let attempt = tokio::time::timeout(self.config.renew_deadline, async {
             let lease = self.api.get(&self.config.name).await?;
             let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());

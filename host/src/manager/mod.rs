@@ -51,8 +51,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
-use crate::lease::{LeaderElectionConfig, LeaderElector, Leadership, WriteGate};
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
+use crate::lease::{LeaderElectionConfig, LeaderElector, Leadership, WriteGate};
 use crate::registry::{
     Announcement, DEFAULT_ROLLOUT_RATE, DryRunState, Registry, RegistryError, RegistryOptions,
     Rollout, RolloutCandidate, ServingVersions, VersionChange, VersionSet,
@@ -241,7 +241,8 @@ impl Manager {
         let lease = election.as_ref().map(|e| e.config().lease());
         let election_status = election.as_ref().map(|e| {
             let status = e.status_handle();
-            Arc::new(move || status()) as Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>
+            Arc::new(move || status())
+                as Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>
         });
         let (telemetry, telemetry_addr) = match options.metrics_addr {
             Some(addr) => {
@@ -495,6 +496,9 @@ async fn apply_changes(
     cancel: CancellationToken,
 ) {
     let mut watching = true;
+    // The elector may have decided before this task subscribed: follow the
+    // current leadership first.
+    leadership.mark_changed();
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -540,10 +544,7 @@ async fn follow_leadership(deps: &ControllerDeps, leadership: Leadership) {
         );
         return;
     }
-    let running: Vec<ControllerHandle> = lock(&deps.controllers)
-        .drain()
-        .map(|(_, c)| c)
-        .collect();
+    let running: Vec<ControllerHandle> = lock(&deps.controllers).drain().map(|(_, c)| c).collect();
     let stopped = running.len();
     // Their calls in flight finish; whatever they would still write is
     // dropped by the gate once it closes.

@@ -36,7 +36,7 @@ pub use children::{ChildApply, ChildKey, ChildPrune};
 pub use finalizer::{DeletionStep, FinalizerChange};
 pub use limits::{Admission, Breach, Limit, ObjectRates, truncate};
 pub use names::{
-    FENCING_TOKEN_ANNOTATION, FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
+    FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
 };
 pub use status::build_status;

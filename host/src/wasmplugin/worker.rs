@@ -19,11 +19,11 @@ use super::release;
 use super::spec::WasmPluginSpec;
 use super::status::{self, Problem, Serving};
 use super::watch::{self as source_watch, Trigger};
-use crate::lease::WriteGate;
 use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
+use crate::lease::WriteGate;
 use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
 use crate::webhook::gate::{self, GateError};
 

@@ -15,7 +15,8 @@ const NS: &str = "default";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devcluster_only_a_cut_off_leader_stops_writing_and_never_writes_after_its_successor() {
-    let test = "devcluster_only_a_cut_off_leader_stops_writing_and_never_writes_after_its_successor";
+    let test =
+        "devcluster_only_a_cut_off_leader_stops_writing_and_never_writes_after_its_successor";
     let cluster = support::start_cluster().await;
     let Some(dev) = cluster.skip_unless_devcluster(test, "per-client fault injection") else {
         return;
@@ -76,12 +77,21 @@ async fn devcluster_only_a_cut_off_leader_stops_writing_and_never_writes_after_i
     // The cut-off ends: a's stalled requests go through (its Lease update
     // conflicts, its reads show b), and a stays a standby.
     faults.restore_client("authorization", "Bearer replica-a");
-    support::wait_until("a to see b holding the Lease", crate::replica::DEADLINE, || async {
-        match a.readyz().await {
-            Some((200, body)) if body.contains("[+]leader-election standby") && body.contains("held by b_") => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    support::wait_until(
+        "a to see b holding the Lease",
+        crate::replica::DEADLINE,
+        || async {
+            match a.readyz().await {
+                Some((200, body))
+                    if body.contains("[+]leader-election standby")
+                        && body.contains("held by b_") =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     // Another change for b to reconcile while a is back: a must not touch it.
     apply_webapp(&client, NS, "two", 3).await;

@@ -39,7 +39,10 @@ fn the_deployment_runs_two_replicas_with_leader_election() {
         .iter()
         .filter_map(|e| e["name"].as_str())
         .collect();
-    assert!(env.contains(&"POD_NAME") && env.contains(&"POD_NAMESPACE"), "{env:?}");
+    assert!(
+        env.contains(&"POD_NAME") && env.contains(&"POD_NAMESPACE"),
+        "{env:?}"
+    );
     // The binary accepts exactly these arguments.
     let cli = std::iter::once("wasm-operator").chain(args.iter().copied());
     if let Err(error) = wasm_operator::cli::Cli::try_parse_from(cli) {
@@ -54,7 +57,10 @@ fn the_deployment_runs_two_replicas_with_leader_election() {
         .find_map(|a| a.strip_prefix("--shutdown-grace="))
         .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(20);
-    assert!(shutdown < grace, "--shutdown-grace {shutdown} must stay below {grace}");
+    assert!(
+        shutdown < grace,
+        "--shutdown-grace {shutdown} must stay below {grace}"
+    );
 }
 
 #[test]
@@ -63,7 +69,9 @@ fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
     let allows = |group: &str, resource: &str, verb: &str| {
         docs.iter()
             .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")
-            .filter(|d| d["kind"] == "ClusterRole" || d["metadata"]["namespace"] == "wasm-operator-system")
+            .filter(|d| {
+                d["kind"] == "ClusterRole" || d["metadata"]["namespace"] == "wasm-operator-system"
+            })
             .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
             .any(|rule| {
                 let has = |field: &str, value: &str| {
@@ -75,7 +83,10 @@ fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
             })
     };
     for verb in ["get", "list", "watch", "create", "update", "patch"] {
-        assert!(allows("coordination.k8s.io", "leases", verb), "leases: {verb}");
+        assert!(
+            allows("coordination.k8s.io", "leases", verb),
+            "leases: {verb}"
+        );
     }
     for verb in ["create", "patch"] {
         assert!(allows("events.k8s.io", "events", verb), "events: {verb}");

@@ -3,8 +3,8 @@
 //! (SIGTERM: the Lease is released).
 
 use crate::replica::{
-    Launch, Replica, apply_webapp, holder, holder_name, install_webapp_crd, lease,
-    transitions, wait_for_holder, wait_leading, wait_reconciled, wait_token,
+    Launch, Replica, apply_webapp, holder, holder_name, install_webapp_crd, lease, transitions,
+    wait_for_holder, wait_leading, wait_reconciled, wait_token,
 };
 use crate::support;
 
@@ -68,7 +68,9 @@ async fn two_replicas_one_reconciles_and_a_killed_leader_is_replaced() {
     assert!(body.contains("[+]leader-election standby"), "{body}");
     let (_, body) = leader.readyz().await.expect("the leader answers /readyz");
     assert!(
-        body.contains(&format!("[+]leader-election leading (Lease {NS}/{name}, fencing token {token})")),
+        body.contains(&format!(
+            "[+]leader-election leading (Lease {NS}/{name}, fencing token {token})"
+        )),
         "{body}"
     );
 
@@ -110,7 +112,11 @@ async fn a_terminated_leader_drains_and_releases_the_lease() {
     wait_reconciled(&client, NS, "one").await;
     wait_leading(&b, name, false).await;
 
-    assert!(a.terminate().await, "the leader exits cleanly on SIGTERM:\n{}", a.logs());
+    assert!(
+        a.terminate().await,
+        "the leader exits cleanly on SIGTERM:\n{}",
+        a.logs()
+    );
     // Released on the way out: once the process is gone the Lease is not
     // a's any more (cleared, or already b's), so b did not wait for expiry.
     let after = lease(&client, NS, name).await.expect("the Lease");
@@ -130,7 +136,10 @@ async fn a_terminated_leader_drains_and_releases_the_lease() {
         transitions(&second).to_string()
     );
     let events = support::events_about(&client, NS, Some("Lease"), name).await;
-    let reasons: Vec<&str> = events.iter().map(|(_, reason, _)| reason.as_str()).collect();
+    let reasons: Vec<&str> = events
+        .iter()
+        .map(|(_, reason, _)| reason.as_str())
+        .collect();
     assert!(
         reasons.contains(&"LeaderReleased") && reasons.contains(&"LeaderElected"),
         "events on the Lease: {events:?}"

@@ -33,7 +33,12 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     let old = Replica::start(&launch("old", "0.1.0"));
     let first = wait_for_holder(&client, NS, name, &["old"]).await;
     assert_eq!(
-        first.metadata.annotations.as_ref().and_then(|a| a.get(HOST_VERSION)).map(String::as_str),
+        first
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(HOST_VERSION))
+            .map(String::as_str),
         Some("0.1.0")
     );
     for object in ["one", "two", "three"] {
@@ -47,7 +52,10 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     let new = Replica::start(&launch("new", "0.2.0"));
     let second = wait_for_holder(&client, NS, name, &["new"]).await;
     let annotations = second.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(annotations.get(HOST_VERSION).map(String::as_str), Some("0.2.0"));
+    assert_eq!(
+        annotations.get(HOST_VERSION).map(String::as_str),
+        Some("0.2.0")
+    );
     assert_eq!(annotations.get(HANDOFF), None, "the request is answered");
     assert!(transitions(&second) > transitions(&first));
     let new_token = transitions(&second).to_string();
@@ -76,8 +84,19 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     assert_eq!(old.reconciles("error").await, Some(0.0), "{}", old.logs());
     assert_eq!(new.reconciles("error").await, Some(0.0), "{}", new.logs());
     let events = support::events_about(&client, NS, Some("Lease"), name).await;
-    let reasons: Vec<&str> = events.iter().map(|(_, reason, _)| reason.as_str()).collect();
-    for reason in ["HandoffRequested", "HandingOver", "LeaderReleased", "LeaderElected"] {
-        assert!(reasons.contains(&reason), "no {reason} event on the Lease: {events:?}");
+    let reasons: Vec<&str> = events
+        .iter()
+        .map(|(_, reason, _)| reason.as_str())
+        .collect();
+    for reason in [
+        "HandoffRequested",
+        "HandingOver",
+        "LeaderReleased",
+        "LeaderElected",
+    ] {
+        assert!(
+            reasons.contains(&reason),
+            "no {reason} event on the Lease: {events:?}"
+        );
     }
 }

@@ -73,7 +73,11 @@ impl Replica {
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--cache-dir")
             .arg(cache_dir())
-            .args(["--leader-elect", "--leader-election-namespace", launch.namespace])
+            .args([
+                "--leader-elect",
+                "--leader-election-namespace",
+                launch.namespace,
+            ])
             .args(["--leader-election-id", launch.lease])
             .args(["--lease-duration", "3s", "--renew-deadline", "2s"])
             .args(["--retry-period", "500ms", "--shutdown-grace", "15"])
@@ -152,7 +156,10 @@ impl Replica {
     /// `leader_election_master_status{name=lease}`: 1 leading, 0 not.
     pub async fn leading(&self, lease: &str) -> Option<bool> {
         let metrics = self.metrics().await?;
-        let value = sum(&metrics, &format!("leader_election_master_status{{name=\"{lease}\"}}"));
+        let value = sum(
+            &metrics,
+            &format!("leader_election_master_status{{name=\"{lease}\"}}"),
+        );
         Some(value > 0.0)
     }
 
@@ -166,7 +173,9 @@ impl Replica {
         let metrics = self.metrics().await?;
         Some(sum(
             &metrics,
-            &format!("controller_runtime_reconcile_total{{controller=\"webapp\",result=\"{result}\"}}"),
+            &format!(
+                "controller_runtime_reconcile_total{{controller=\"webapp\",result=\"{result}\"}}"
+            ),
         ))
     }
 }
@@ -216,7 +225,12 @@ pub fn transitions(lease: &Lease) -> i32 {
 
 /// Waits until a replica whose name is one of `names` holds the Lease;
 /// returns the Lease.
-pub async fn wait_for_holder(client: &Client, namespace: &str, name: &str, names: &[&str]) -> Lease {
+pub async fn wait_for_holder(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    names: &[&str],
+) -> Lease {
     support::wait_until(
         &format!("a holder of Lease {namespace}/{name} among {names:?}"),
         DEADLINE,
@@ -252,7 +266,11 @@ pub async fn apply_webapp(client: &Client, namespace: &str, name: &str, replicas
         "spec": {"image": "nginx:1.27", "replicas": replicas},
     });
     webapps(client, namespace)
-        .patch(name, &PatchParams::apply("lease-tests").force(), &Patch::Apply(&webapp))
+        .patch(
+            name,
+            &PatchParams::apply("lease-tests").force(),
+            &Patch::Apply(&webapp),
+        )
         .await
         .unwrap_or_else(|e| panic!("cannot apply WebApp {namespace}/{name}: {e}"));
 }
@@ -291,9 +309,12 @@ pub async fn wait_reconciled(client: &Client, namespace: &str, name: &str) -> St
 /// The fencing token on WebApp `name` now.
 pub async fn token_of(client: &Client, namespace: &str, name: &str) -> Option<String> {
     let obj = support::get_json(&webapps(client, namespace), name).await?;
-    obj.pointer(&format!("/metadata/annotations/{}", TOKEN.replace('/', "~1")))
-        .and_then(Value::as_str)
-        .map(str::to_string)
+    obj.pointer(&format!(
+        "/metadata/annotations/{}",
+        TOKEN.replace('/', "~1")
+    ))
+    .and_then(Value::as_str)
+    .map(str::to_string)
 }
 
 /// Installs the webapp CRD.
@@ -335,7 +356,11 @@ pub async fn wait_token(client: &Client, namespace: &str, name: &str, expected: 
 /// Lease `lease`.
 pub async fn wait_leading(replica: &Replica, lease: &str, leading: bool) {
     support::wait_until(
-        &format!("replica {} reporting leader_election_master_status {}", replica.name, u8::from(leading)),
+        &format!(
+            "replica {} reporting leader_election_master_status {}",
+            replica.name,
+            u8::from(leading)
+        ),
         DEADLINE,
         || async {
             match replica.leading(lease).await {
