@@ -240,8 +240,7 @@ impl Manager {
         };
         let lease = election.as_ref().map(|e| e.config().lease());
         let election_status = election.as_ref().map(|e| {
-            let status = e.status_handle();
-            Arc::new(move || status())
+            Arc::new(e.status_handle())
                 as Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>
         });
         let (telemetry, telemetry_addr) = match options.metrics_addr {
