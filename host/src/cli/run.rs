@@ -74,7 +74,7 @@ pub struct RunArgs {
     pub webhook: Box<WebhookArgs>,
     /// Leader election among replicas (--leader-elect and its settings).
     #[command(flatten)]
-    pub election: LeaderElectionArgs,
+    pub election: Box<LeaderElectionArgs>,
 }
 
 /// The leader-election flags of `wasm-operator run` (controller-runtime's
