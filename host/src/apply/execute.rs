@@ -286,3 +286,55 @@ pub async fn execute(
     }
     Ok(done)
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+    use crate::plan::Requeue;
+
+    /// A client of an address nobody listens on: any request it sent
+    /// would fail with a connection error, not with `Fenced`.
+    fn unreachable_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URI"));
+        Client::try_from(config).expect("a client")
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_sends_nothing_and_says_why() {
+        let client = unreachable_client();
+        let primary = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "WebApp"),
+            "webapps",
+        );
+        let events = EventSink::new(client.clone(), "webapp");
+        let gate = WriteGate::leased();
+        let writer = Writer {
+            client: &client,
+            primary: &primary,
+            plugin: "webapp",
+            events: &events,
+            gate: &gate,
+        };
+        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "prod"},
+        }))
+        .expect("an object");
+        let plan = Plan {
+            status: Some(serde_json::json!({"ready": true})),
+            ..Plan::idle(Requeue::Resync)
+        };
+        match execute(&writer, &obj, &plan).await {
+            Err(ApplyError::Fenced { target }) => assert_eq!(target, "WebApp prod/shop"),
+            other => panic!("expected Fenced, got {other:?}"),
+        }
+        // A plan that writes nothing needs no gate.
+        let idle = Plan::idle(Requeue::Resync);
+        assert_eq!(
+            execute(&writer, &obj, &idle).await.ok(),
+            Some(Executed::default())
+        );
+    }
+}
