@@ -4,7 +4,7 @@
 
 use crate::replica::{
     Launch, Replica, apply_webapp, holder, holder_name, install_webapp_crd, lease, transitions,
-    wait_for_holder, wait_leading, wait_reconciled, wait_token,
+    wait_for_holder, wait_leading, wait_reconciled, wait_reconciled_by, wait_token,
 };
 use crate::support;
 
@@ -53,7 +53,7 @@ async fn two_replicas_one_reconciles_and_a_killed_leader_is_replaced() {
     };
     let token = transitions(&first).to_string();
     apply_webapp(&client, NS, "one", 1).await;
-    assert_eq!(wait_reconciled(&client, NS, "one").await, token);
+    wait_reconciled_by(&client, NS, "one", &token).await;
 
     // Exactly one reconciles: the standby has compiled the plugin and
     // serves telemetry, but runs no controller and wrote nothing.
@@ -81,7 +81,7 @@ async fn two_replicas_one_reconciles_and_a_killed_leader_is_replaced() {
     assert!(transitions(&second) > transitions(&first));
     let next = transitions(&second).to_string();
     apply_webapp(&client, NS, "two", 1).await;
-    assert_eq!(wait_reconciled(&client, NS, "two").await, next);
+    wait_reconciled_by(&client, NS, "two", &next).await;
     // The object the dead leader wrote is the new leader's now.
     wait_token(&client, NS, "one", &next).await;
     assert!(standby.reconciles("success").await.unwrap_or_default() >= 1.0);
@@ -131,10 +131,7 @@ async fn a_terminated_leader_drains_and_releases_the_lease() {
     let second = wait_for_holder(&client, NS, name, &["b"]).await;
     assert_eq!(transitions(&second), transitions(&first) + 1);
     apply_webapp(&client, NS, "two", 1).await;
-    assert_eq!(
-        wait_reconciled(&client, NS, "two").await,
-        transitions(&second).to_string()
-    );
+    wait_reconciled_by(&client, NS, "two", &transitions(&second).to_string()).await;
     let events = support::events_about(&client, NS, Some("Lease"), name).await;
     let reasons: Vec<&str> = events
         .iter()

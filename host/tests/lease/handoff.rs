@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::replica::{
     Launch, Replica, apply_webapp, holder_name, install_webapp_crd, lease, transitions,
-    wait_for_holder, wait_leading, wait_reconciled, wait_token,
+    wait_for_holder, wait_leading, wait_reconciled_by, wait_token,
 };
 use crate::support;
 
@@ -46,7 +46,7 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     }
     let old_token = transitions(&first).to_string();
     for object in ["one", "two", "three"] {
-        assert_eq!(wait_reconciled(&client, NS, object).await, old_token);
+        wait_reconciled_by(&client, NS, object, &old_token).await;
     }
 
     let new = Replica::start(&launch("new", "0.2.0"));
@@ -67,9 +67,9 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     // The newer host reconciles: a change, and every object it touches
     // carries its token.
     apply_webapp(&client, NS, "two", 2).await;
-    assert_eq!(wait_reconciled(&client, NS, "two").await, new_token);
+    wait_reconciled_by(&client, NS, "two", &new_token).await;
     apply_webapp(&client, NS, "four", 1).await;
-    assert_eq!(wait_reconciled(&client, NS, "four").await, new_token);
+    wait_reconciled_by(&client, NS, "four", &new_token).await;
     wait_token(&client, NS, "one", &new_token).await;
 
     // Several lease durations later the older host has still not taken it

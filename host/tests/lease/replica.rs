@@ -275,6 +275,37 @@ pub async fn apply_webapp(client: &Client, namespace: &str, name: &str, replicas
         .unwrap_or_else(|e| panic!("cannot apply WebApp {namespace}/{name}: {e}"));
 }
 
+/// Waits until WebApp `name` was reconciled for the generation it has now
+/// and carries fencing token `expected` (the token is the reconcile's last
+/// write, after the status).
+pub async fn wait_reconciled_by(client: &Client, namespace: &str, name: &str, expected: &str) {
+    let api = webapps(client, namespace);
+    support::wait_until(
+        &format!("WebApp {namespace}/{name} reconciled with fencing token {expected}"),
+        DEADLINE,
+        || async {
+            let Some(obj) = support::get_json(&api, name).await else {
+                return Err("no such WebApp".to_string());
+            };
+            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+            let observed = obj
+                .pointer("/status/observedGeneration")
+                .and_then(Value::as_i64);
+            let token = obj
+                .pointer(&format!("/metadata/annotations/{}", TOKEN.replace('/', "~1")))
+                .and_then(Value::as_str);
+            if generation.is_some() && observed == generation && token == Some(expected) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "generation {generation:?}, observedGeneration {observed:?}, fencing token {token:?}"
+                ))
+            }
+        },
+    )
+    .await;
+}
+
 /// Waits until WebApp `name` was reconciled for generation it has now, and
 /// carries a fencing token; returns the token.
 pub async fn wait_reconciled(client: &Client, namespace: &str, name: &str) -> String {
