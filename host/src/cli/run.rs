@@ -148,6 +148,16 @@ impl LeaderElectionArgs {
         config.validate()?;
         Ok(Some(config))
     }
+
+    /// Checks the flags without a cluster (durations in order, a version
+    /// that parses), so a typo fails before anything starts.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaderElectionArgs::config`].
+    pub fn check(&self) -> Result<(), LeaseError> {
+        self.config("default").map(drop)
+    }
 }
 
 /// The first pause between tries to reach the API server.
@@ -341,6 +351,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         None => Grant::default(),
     };
     let configs = parse_configs(&args.config_for)?;
+    args.election.check().map_err(RunError::LeaderElection)?;
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {

@@ -92,3 +92,30 @@ fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
         assert!(allows("events.k8s.io", "events", verb), "events: {verb}");
     }
 }
+
+#[test]
+fn leader_election_durations_out_of_order_are_refused_before_anything_starts() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args([
+            "run",
+            "--leader-elect",
+            "--lease-duration",
+            "5s",
+            "--renew-deadline",
+            "10s",
+        ])
+        .args([
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run wasm-operator");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--lease-duration") && stderr.contains("--renew-deadline"),
+        "{stderr}"
+    );
+}
