@@ -148,6 +148,10 @@ impl Worker {
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
+        // A standby that becomes the leader writes what it skipped (the
+        // finalizer, the status) at once, not at the next change.
+        let mut leadership = self.writes.subscribe();
+        let mut follows_leadership = true;
         loop {
             if self.object.metadata.deletion_timestamp.is_some() {
                 self.finalize().await;
@@ -194,6 +198,13 @@ impl Worker {
                 }
                 _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
                 _ = refresh.tick() => self.write_status().await,
+                changed = leadership.changed(), if follows_leadership => {
+                    if changed.is_err() {
+                        follows_leadership = false;
+                    } else if leadership.borrow_and_update().leading && self.writes.may_write() {
+                        self.on_object(&tx).await;
+                    }
+                }
             }
         }
     }
