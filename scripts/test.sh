@@ -60,7 +60,7 @@ if [ -n "$realcluster_pid" ]; then
         # on it (devcluster/src/testing); devcluster_only_ tests print SKIPPED.
         set +e
         WASM_OPERATOR_TEST_BACKEND=real cargo test --workspace --all-features --no-fail-fast \
-            --test e2e --test upgrade --test wasmplugin --test cli --test security --test canary \
+            --test e2e --test upgrade --test wasmplugin --test cli --test security --test canary --test lease \
             -- --nocapture 2>&1 | tee target/test-output-real.log
         real_status=${PIPESTATUS[0]}
         set -e

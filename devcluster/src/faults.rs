@@ -1,4 +1,5 @@
-//! Fault injection: closing watches, compacting history, failing requests, adding latency.
+//! Fault injection: closing watches, compacting history, failing requests, adding latency,
+//! cutting one client off.
 //!
 //! Every end-to-end failure-mode test of the project uses these to make the
 //! server misbehave the way a real API server does under load or upgrades.
@@ -15,10 +16,30 @@ struct FailRule {
     status: u16,
 }
 
+/// What happens to the requests of a client that is cut off
+/// ([`Faults::cut_off_client`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFault {
+    /// Every request answers this status (429, 500 or 503) at once.
+    Fail(u16),
+    /// Every request hangs, unanswered, until the client is restored (a
+    /// partition or a hung server as the client sees it).
+    Stall,
+}
+
+#[derive(Debug, Clone)]
+struct ClientRule {
+    /// Lower-case header name.
+    header: String,
+    value: String,
+    fault: ClientFault,
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     rules: Vec<FailRule>,
     latency: Duration,
+    clients: Vec<ClientRule>,
 }
 
 /// A handle to the fault injection of one cluster (cheap clone).
@@ -69,6 +90,47 @@ impl Faults {
         });
     }
 
+    /// Cuts off one client: every request carrying `header: value` (e.g.
+    /// `authorization: Bearer replica-a`, or a `user-agent`) gets `fault`
+    /// until [`Faults::restore_client`]. Other clients are served as usual.
+    /// A second rule for the same header and value replaces the first.
+    pub fn cut_off_client(&self, header: &str, value: &str, fault: ClientFault) {
+        let header = header.to_ascii_lowercase();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner
+            .clients
+            .retain(|r| !(r.header == header && r.value == value));
+        inner.clients.push(ClientRule {
+            header,
+            value: value.to_string(),
+            fault,
+        });
+    }
+
+    /// Serves the client cut off by `header: value` again; its stalled
+    /// requests proceed.
+    pub fn restore_client(&self, header: &str, value: &str) {
+        let header = header.to_ascii_lowercase();
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner
+            .clients
+            .retain(|r| !(r.header == header && r.value == value));
+    }
+
+    /// The fault for a request whose headers `header_value` reads (by
+    /// lower-case name), if its client is cut off.
+    pub(crate) fn client_fault<'a>(
+        &self,
+        header_value: impl Fn(&str) -> Option<&'a str>,
+    ) -> Option<ClientFault> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner
+            .clients
+            .iter()
+            .find(|r| header_value(&r.header).is_some_and(|v| v.trim() == r.value))
+            .map(|r| r.fault)
+    }
+
     /// Adds `latency` to every request (zero removes it).
     pub fn set_latency(&self, latency: Duration) {
         self.inner.lock().unwrap_or_else(|p| p.into_inner()).latency = latency;
@@ -92,5 +154,30 @@ impl Faults {
             inner.rules.remove(idx);
         }
         Some(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn faults() -> Faults {
+        Faults::new(Arc::new(Store::open(None, 100).expect("store")))
+    }
+
+    #[test]
+    fn a_cut_off_client_is_matched_by_one_header_until_restored() {
+        let faults = faults();
+        let a = |name: &str| (name == "authorization").then_some("Bearer replica-a");
+        let b = |name: &str| (name == "authorization").then_some("Bearer replica-b");
+        assert_eq!(faults.client_fault(a), None);
+        faults.cut_off_client("Authorization", "Bearer replica-a", ClientFault::Stall);
+        assert_eq!(faults.client_fault(a), Some(ClientFault::Stall));
+        assert_eq!(faults.client_fault(b), None);
+        // A second rule for the same client replaces the first.
+        faults.cut_off_client("authorization", "Bearer replica-a", ClientFault::Fail(503));
+        assert_eq!(faults.client_fault(a), Some(ClientFault::Fail(503)));
+        faults.restore_client("AUTHORIZATION", "Bearer replica-a");
+        assert_eq!(faults.client_fault(a), None);
     }
 }

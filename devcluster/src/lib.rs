@@ -37,7 +37,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use faults::Faults;
+pub use faults::{ClientFault, Faults};
 pub use testing::{TestCluster, test_cluster};
 
 /// How to start a [`DevCluster`].

@@ -3,8 +3,8 @@
 //!
 //! The host owns everything an operator does except the application logic:
 //! watches and caches, every API write (server-side apply of children,
-//! pruning, finalizers, status, events), telemetry and, in later releases,
-//! leases. The logic — how to reconcile a `WebApp`, how to upgrade objects an
+//! pruning, finalizers, status, events), telemetry and leader election.
+//! The logic — how to reconcile a `WebApp`, how to upgrade objects an
 //! older version wrote — lives in components implementing the WIT contract
 //! `wasm-operator:plugin` (`wit/plugin.wit`), loaded from files, ConfigMaps or
 //! OCI registries and swapped atomically across versions.
@@ -32,6 +32,7 @@
 //! | [`contract`] | the host's types of the WIT contract, and every condition [`Reason`](contract::Reason) |
 //! | [`engine`] | compile (cached on disk by digest), sandbox and call one plugin version |
 //! | [`telemetry`] | `/metrics`, `/healthz`, `/readyz`, logs |
+//! | [`lease`] | leader election over a Lease: the decision (pure), the elector, the write gate and its fencing token |
 //! | [`cache`] | shared reflectors, one per resolved resource, shared by every plugin that reads it; API discovery |
 //! | [`oci`] | pull and push plugin components as OCI artifacts |
 //! | [`registry`] | plugin versions: prepare a candidate, activate it, version sets |
@@ -79,6 +80,7 @@ pub(crate) mod controller;
 #[cfg(feature = "devcluster")]
 pub mod dev;
 pub mod engine;
+pub mod lease;
 pub mod manager;
 pub(crate) mod migration;
 pub mod oci;

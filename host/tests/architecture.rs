@@ -22,6 +22,10 @@ const LAYERS: &[(&str, &str)] = &[
         "metrics and logs: a sink every later stage reports to (observes engine calls)",
     ),
     (
+        "lease",
+        "leader election: the Lease, the write gate every writer consults (reports to telemetry)",
+    ),
+    (
         "cache",
         "watch: shared reflectors and their indexes; answers the engine's cache reads",
     ),

@@ -23,7 +23,10 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
-use crate::faults::Faults;
+use crate::faults::{ClientFault, Faults};
+
+/// How often a stalled request looks whether its client was restored.
+const STALL_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 use crate::status::ApiError;
 use crate::store::Store;
 use crate::webhook::WebhookClient;
@@ -159,6 +162,18 @@ async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Res
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    // A client cut off: its requests fail, or hang until it is restored.
+    loop {
+        let headers = req.headers();
+        let fault = shared
+            .faults
+            .client_fault(|name| headers.get(name).and_then(|v| v.to_str().ok()));
+        match fault {
+            Some(ClientFault::Fail(status)) => return error_response(&injected(status)),
+            Some(ClientFault::Stall) => tokio::time::sleep(STALL_POLL).await,
+            None => break,
+        }
+    }
     if let Some(status) = shared.faults.take_failure(&path) {
         return error_response(&injected(status));
     }
@@ -229,12 +244,26 @@ fn admin(faults: &Faults, action: &str, body: &[u8]) -> Response<Body> {
             let ms = v["millis"].as_u64().or(v["ms"].as_u64()).unwrap_or(0);
             faults.set_latency(std::time::Duration::from_millis(ms));
         }
+        "cut-off-client" => {
+            let header = v["header"].as_str().unwrap_or("authorization");
+            let value = v["value"].as_str().unwrap_or_default();
+            let fault = match v["status"].as_u64() {
+                Some(status) => ClientFault::Fail(status as u16),
+                None => ClientFault::Stall,
+            };
+            faults.cut_off_client(header, value, fault);
+        }
+        "restore-client" => {
+            let header = v["header"].as_str().unwrap_or("authorization");
+            let value = v["value"].as_str().unwrap_or_default();
+            faults.restore_client(header, value);
+        }
         other => {
             return error_response(&ApiError::new(
                 404,
                 "NotFound",
                 format!(
-                    "unknown fault {other:?}; use close-watches, expire-history, fail-next {{pathPrefix,count,status}} or latency {{millis}}"
+                    "unknown fault {other:?}; use close-watches, expire-history, fail-next {{pathPrefix,count,status}}, latency {{millis}}, cut-off-client {{header,value,status?}} or restore-client {{header,value}}"
                 ),
             ));
         }

@@ -6,6 +6,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::finalizer::{self, FinalizerWrite};
 use super::{ApplyError, EventSink, children, metadata, status};
+use crate::lease::WriteGate;
 use crate::plan::unchanged::LastApplied;
 use crate::plan::{ChildKey, FINALIZER, FinalizerChange, Plan, display_name};
 
@@ -21,6 +22,9 @@ pub struct Writer<'a> {
     pub plugin: &'a str,
     /// Records the plan's events as `wasm-operator/<plugin>`.
     pub events: &'a EventSink,
+    /// Consulted right before every write: a replica that stopped leading
+    /// sends nothing more, even for a plan computed while it led.
+    pub gate: &'a WriteGate,
 }
 
 impl std::fmt::Debug for Writer<'_> {
@@ -52,6 +56,13 @@ pub(super) struct AnswerMeta {
 }
 
 impl Writer<'_> {
+    /// [`ApplyError::Fenced`] unless this replica may write now.
+    fn may_write(&self, target: &str) -> Result<(), ApplyError> {
+        self.gate.check().map(drop).map_err(|_| ApplyError::Fenced {
+            target: target.to_string(),
+        })
+    }
+
     /// A patch of `name` (of `resource` in `namespace`, or of its
     /// `subresource`), answered with only the fields in [`Answer`]. Errors
     /// are kube's, as [`Api::patch`] returns them.
@@ -176,6 +187,9 @@ impl Executed {
 ///
 /// # Errors
 ///
+/// [`ApplyError::Fenced`] when the gate closed (this replica stopped
+/// leading) before a write: the writes not yet sent are dropped.
+///
 /// The first failing write stops the execution with [`ApplyError::Api`];
 /// later steps are not attempted (the reconcile is retried with backoff and
 /// plans them again). A status write or finalizer removal on an object that
@@ -198,6 +212,7 @@ pub async fn execute(
     );
     let metadata = plan.metadata_writes();
 
+    writer.may_write(&target)?;
     if let Some(first) = &metadata.first
         && metadata::write_first(&primary_api, obj, &target, writer.plugin, first).await?
     {
@@ -206,12 +221,14 @@ pub async fn execute(
         done.annotated = !first.annotations.is_empty();
     }
     for (key, child) in &plan.apply {
+        writer.may_write(&target)?;
         if let Some(answer) = children::apply(writer, key, child).await? {
             done.answers.push((key.clone(), answer));
         }
         done.applied += 1;
     }
     for (key, prune) in &plan.prune {
+        writer.may_write(&target)?;
         if children::prune(writer, key, &prune.resource).await? {
             done.pruned.push(key.clone());
         }
@@ -222,6 +239,7 @@ pub async fn execute(
         {
             continue;
         }
+        writer.may_write(&target)?;
         writer
             .events
             .publish(
@@ -236,6 +254,7 @@ pub async fn execute(
         done.events += 1;
     }
     if let Some(body) = &plan.status {
+        writer.may_write(&target)?;
         done.status_written =
             status::write(writer, obj.namespace().as_deref(), &name, &target, body).await?;
     }
@@ -243,6 +262,7 @@ pub async fn execute(
         return Ok(done);
     };
     if !last.annotations.is_empty() {
+        writer.may_write(&target)?;
         metadata::annotate(
             &primary_api,
             &name,
@@ -255,6 +275,7 @@ pub async fn execute(
         done.annotated = true;
     }
     if last.finalizer == FinalizerChange::Remove {
+        writer.may_write(&target)?;
         let write = finalizer::remove(&primary_api, obj, FINALIZER)
             .await
             .map_err(|e| ApplyError::api("removing the finalizer from", target.as_str(), e))?;
@@ -264,4 +285,56 @@ pub async fn execute(
         }
     }
     Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::GroupVersionKind;
+
+    use super::*;
+    use crate::plan::Requeue;
+
+    /// A client of an address nobody listens on: any request it sent
+    /// would fail with a connection error, not with `Fenced`.
+    fn unreachable_client() -> Client {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("a URI"));
+        Client::try_from(config).expect("a client")
+    }
+
+    #[tokio::test]
+    async fn a_closed_gate_sends_nothing_and_says_why() {
+        let client = unreachable_client();
+        let primary = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "WebApp"),
+            "webapps",
+        );
+        let events = EventSink::new(client.clone(), "webapp");
+        let gate = WriteGate::leased();
+        let writer = Writer {
+            client: &client,
+            primary: &primary,
+            plugin: "webapp",
+            events: &events,
+            gate: &gate,
+        };
+        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "WebApp",
+            "metadata": {"name": "shop", "namespace": "prod"},
+        }))
+        .expect("an object");
+        let plan = Plan {
+            status: Some(serde_json::json!({"ready": true})),
+            ..Plan::idle(Requeue::Resync)
+        };
+        match execute(&writer, &obj, &plan).await {
+            Err(ApplyError::Fenced { target }) => assert_eq!(target, "WebApp prod/shop"),
+            other => panic!("expected Fenced, got {other:?}"),
+        }
+        // A plan that writes nothing needs no gate.
+        let idle = Plan::idle(Requeue::Resync);
+        assert_eq!(
+            execute(&writer, &obj, &idle).await.ok(),
+            Some(Executed::default())
+        );
+    }
 }

@@ -53,6 +53,13 @@ pub enum ApplyError {
         "{target} already exists and its fields are owned by someone else ({message}); it was not taken over and will never be pruned. Rename the child in the plugin or delete the existing object"
     )]
     Conflict { target: String, message: String },
+    /// This replica stopped leading (or could not renew its lease in time)
+    /// before the write: the rest of the plan was dropped, unwritten. The
+    /// leader reconciles the object instead.
+    #[error(
+        "the writes for {target} were dropped: this replica no longer leads (its lease was lost or not renewed in time); the leader reconciles it"
+    )]
+    Fenced { target: String },
 }
 
 /// Statuses that are the request's fault: the same request is refused again.
@@ -65,6 +72,7 @@ impl ApplyError {
             ApplyError::Api { .. } => Reason::ApplyFailed.as_str(),
             ApplyError::Rejected { .. } => Reason::ApplyRejected.as_str(),
             ApplyError::Conflict { .. } => Reason::ChildConflict.as_str(),
+            ApplyError::Fenced { .. } => Reason::Fenced.as_str(),
         }
     }
 
@@ -75,7 +83,9 @@ impl ApplyError {
     pub fn is_permanent(&self) -> bool {
         match self {
             ApplyError::Api { .. } => false,
-            ApplyError::Rejected { .. } | ApplyError::Conflict { .. } => true,
+            ApplyError::Rejected { .. }
+            | ApplyError::Conflict { .. }
+            | ApplyError::Fenced { .. } => true,
         }
     }
 

@@ -12,6 +12,7 @@ use super::webhook::WebhookArgs;
 use super::{CliError, connect};
 use crate::contract::Grant;
 use crate::engine::InstanceAllocation;
+use crate::lease::{LeaderElectionConfig, LeaseError};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
 use crate::wasmplugin::source::{FileError, read_plugin_file};
@@ -71,6 +72,92 @@ pub struct RunArgs {
     /// The CRD conversion webhook (served with --webhook-addr).
     #[command(flatten)]
     pub webhook: Box<WebhookArgs>,
+    /// Leader election among replicas (--leader-elect and its settings).
+    #[command(flatten)]
+    pub election: Box<LeaderElectionArgs>,
+}
+
+/// The leader-election flags of `wasm-operator run` (controller-runtime's
+/// names, client-go's defaults).
+#[derive(Debug, Args)]
+pub struct LeaderElectionArgs {
+    /// Run as one of several replicas: only the holder of a
+    /// coordination.k8s.io Lease runs the plugin controllers and writes;
+    /// the others stay warm (plugins compiled, caches synced) and take over
+    /// when it stops renewing. Needs RBAC on leases (deploy/rbac.yaml).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// The Lease's namespace (default: $POD_NAMESPACE, the pod's
+    /// namespace, else the kubeconfig context's).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    /// The Lease's name; replicas with the same name elect one leader.
+    #[arg(long, value_name = "NAME", default_value = crate::lease::DEFAULT_LEASE_NAME)]
+    pub leader_election_id: String,
+    /// How long a Lease its holder stopped renewing blocks the others.
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = crate::lease::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long the leader keeps writing without a successful renewal;
+    /// below --lease-duration so it stops before another may take over.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::lease::parse_duration)]
+    pub renew_deadline: Duration,
+    /// The pause between tries to acquire or renew the Lease.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::lease::parse_duration)]
+    pub retry_period: Duration,
+    /// The host version recorded on the Lease and compared for the
+    /// version-aware handoff (default: this binary's). For tests.
+    #[arg(
+        long,
+        hide = true,
+        env = "WASM_OPERATOR_HOST_VERSION",
+        value_name = "SEMVER"
+    )]
+    pub host_version: Option<String>,
+}
+
+impl LeaderElectionArgs {
+    /// The elector's settings, `None` without --leader-elect;
+    /// `default_namespace` is the kubeconfig context's namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`LeaseError`] when the durations are out of order or the host
+    /// version is not a version.
+    pub fn config(
+        &self,
+        default_namespace: &str,
+    ) -> Result<Option<LeaderElectionConfig>, LeaseError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| crate::lease::default_namespace(default_namespace));
+        let config = LeaderElectionConfig {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+            ..LeaderElectionConfig::new(
+                &namespace,
+                &self.leader_election_id,
+                crate::lease::holder_identity(),
+                crate::lease::host_version(self.host_version.as_deref())?,
+            )
+        };
+        config.validate()?;
+        Ok(Some(config))
+    }
+
+    /// Checks the flags without a cluster (durations in order, a version
+    /// that parses), so a typo fails before anything starts.
+    ///
+    /// # Errors
+    ///
+    /// As [`LeaderElectionArgs::config`].
+    pub fn check(&self) -> Result<(), LeaseError> {
+        self.config("default").map(drop)
+    }
 }
 
 /// The first pause between tries to reach the API server.
@@ -140,6 +227,9 @@ pub enum RunError {
     /// The conversion webhook could not start.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// The leader-election flags are inconsistent.
+    #[error(transparent)]
+    LeaderElection(#[from] LeaseError),
     /// A `--plugin` file's `convert` failed the round-trip gate.
     #[error("cannot load plugin {}: {source}", path.display())]
     ConversionGate {
@@ -261,6 +351,7 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
         None => Grant::default(),
     };
     let configs = parse_configs(&args.config_for)?;
+    args.election.check().map_err(RunError::LeaderElection)?;
     // Read every file before touching the cluster: a typo fails fast.
     let mut plugins = Vec::new();
     for path in &args.plugins {
@@ -349,12 +440,17 @@ async fn start(
 ) -> Result<(Manager, Option<ConversionWebhook>), CliError> {
     let (client, url) =
         connect::connect_with_url(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let leader_election = args
+        .election
+        .config(client.default_namespace())
+        .map_err(RunError::LeaderElection)?;
     let manager = Manager::start(
         client.clone(),
         ManagerOptions {
             registry: registry_options(args),
-            // Until leader election exists every replica writes.
+            // With --leader-elect, a writer only while it holds the Lease.
             role: Role::Writer,
+            leader_election,
             metrics_addr: Some(args.metrics_addr),
             ..ManagerOptions::default()
         },
@@ -370,7 +466,10 @@ async fn start(
             match ConversionWebhook::start(client.clone(), manager.registry().clone(), options)
                 .await
             {
-                Ok(webhook) => Some(webhook),
+                Ok(webhook) => {
+                    webhook.gate_writes(manager.write_gate().clone());
+                    Some(webhook)
+                }
                 Err(error) => {
                     manager.shutdown().await;
                     return Err(RunError::Webhook(error).into());

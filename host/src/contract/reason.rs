@@ -153,6 +153,12 @@ reasons! {
     NotLoaded => WasmPlugin,
     /// The reconcile succeeded.
     ReconcileSucceeded => Normal,
+    /// A write was not sent because of leader election: this replica no
+    /// longer leads, or the object carries a newer fencing token than this
+    /// replica's term (a newer leader wrote it). Logged and counted
+    /// (`wasm_operator_fenced_writes_total`), never written on the object,
+    /// which belongs to the leader.
+    Fenced => Normal,
     /// An owned child no longer desired was deleted.
     ChildPruned => Normal,
     /// The plugin finalized the object; the host released it.

@@ -36,6 +36,7 @@ use crate::cache::{
     CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
 use crate::contract::ResourceKind;
+use crate::lease::WriteGate;
 use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
 
@@ -117,6 +118,8 @@ pub fn kinds_of(set: &VersionSet) -> (Vec<ResourceKind>, Vec<ResourceKind>) {
 pub struct ControllerOptions {
     /// Reconciles of this plugin that may run at once (different objects).
     pub concurrency: usize,
+    /// Consulted before every write; its token is recorded on primaries.
+    pub writes: WriteGate,
 }
 
 impl ControllerHandle {
@@ -227,6 +230,7 @@ impl ControllerHandle {
             gate,
             events: EventSink::new(client, &manifest.name),
             metrics,
+            writes: options.writes.clone(),
             failures: Default::default(),
             rates: Default::default(),
             applied: Default::default(),

@@ -19,6 +19,7 @@ use crate::cache::{CacheLease, NamespaceGate, object_text};
 use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
+use crate::lease::WriteGate;
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
     self, Admission, ChildKey, DeletionStep, EventAction, FailureReport, Limit,
@@ -48,6 +49,8 @@ pub(super) struct Context {
     pub gate: NamespaceGate,
     pub events: EventSink,
     pub metrics: Metrics,
+    /// Whether this replica may write now, and its fencing token.
+    pub writes: WriteGate,
     pub failures: Failures,
     /// Per-object rate-limit state (reconciles, events), by object key.
     pub rates: Mutex<HashMap<String, ObjectRates>>,
@@ -121,9 +124,29 @@ pub enum ReconcileError {
         managed_by: String,
         min_compatible: String,
     },
+    /// The object carries a fencing token newer than this replica's term:
+    /// a later leader wrote it, so this replica writes nothing to it.
+    #[error(
+        "plugin {plugin} will not write {object}: it carries fencing token {theirs}, newer than this replica's term {ours}; a later leader wrote it. Nothing was written; this replica should not be leading (check the Lease)"
+    )]
+    StaleTerm {
+        plugin: String,
+        object: String,
+        theirs: u64,
+        ours: u64,
+    },
 }
 
 impl ReconcileError {
+    /// True when the reconcile was stopped by fencing: nothing may be
+    /// written for it, not even its failure.
+    fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            ReconcileError::StaleTerm { .. } | ReconcileError::Apply(ApplyError::Fenced { .. })
+        )
+    }
+
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -134,6 +157,7 @@ impl ReconcileError {
             ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
             ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
             ReconcileError::ChildOutsideGrant { .. } => Reason::CapabilityDenied.as_str(),
+            ReconcileError::StaleTerm { .. } => Reason::Fenced.as_str(),
         }
     }
 
@@ -151,6 +175,8 @@ impl ReconcileError {
             ReconcileError::Incompatible { .. } => true,
             // The same answer is refused again: wait for a change.
             ReconcileError::ChildOutsideGrant { .. } => true,
+            // Only a newer term helps; the new leader's controller runs.
+            ReconcileError::StaleTerm { .. } => true,
         }
     }
 
@@ -222,6 +248,7 @@ fn writer(ctx: &Context) -> Writer<'_> {
         primary: &ctx.primary,
         plugin: &ctx.plugin,
         events: &ctx.events,
+        gate: &ctx.writes,
     }
 }
 
@@ -298,6 +325,20 @@ pub(super) async fn reconcile(
             active.counters.record(false, call);
             Ok(outcome.action)
         }
+        Err(error) if error.is_fenced() => {
+            // Not a failure of the plugin or of the object: nothing is
+            // reported on it (it belongs to the leader), and the reconcile
+            // is not counted as an error.
+            ctx.metrics.fenced_write(&ctx.plugin);
+            tracing::warn!(
+                target: "audit", plugin = %ctx.plugin,
+                object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
+                reason = Reason::Fenced.as_str(), "{error}"
+            );
+            ctx.metrics
+                .reconcile_finished(&ctx.plugin, ReconcileResult::Success, seconds);
+            Ok(Action::await_change())
+        }
         Err(error) => {
             ctx.failures.record(&key);
             report_failure(&obj, &ctx, &active, &error).await;
@@ -370,6 +411,17 @@ async fn run(
     call: &mut Option<Duration>,
 ) -> Result<Outcome, ReconcileError> {
     let manifest = active.plugin.manifest();
+    // Fencing: an object a later leader wrote is not this replica's to
+    // write (checked before the plugin call, which it would waste).
+    let ours = ctx.writes.token();
+    if let Some(theirs) = plan::annotations::newer_fencing_token(obj, ours) {
+        return Err(ReconcileError::StaleTerm {
+            plugin: ctx.plugin.clone(),
+            object: display_name(obj.namespace().as_deref(), &obj.name_any()),
+            theirs,
+            ours: ours.unwrap_or_default(),
+        });
+    }
     if obj.metadata.deletion_timestamp.is_some() {
         return finalize(obj, ctx, active, attempt).await;
     }
@@ -423,6 +475,7 @@ async fn run(
         manifest,
         now: Utc::now(),
         limits,
+        fencing_token: ctx.writes.token(),
     };
     // A refused child means no plan, hence no write at all.
     // Planned on a copy, outside the lock (kube-runtime never reconciles
@@ -620,6 +673,7 @@ async fn finalize(
         manifest,
         now: Utc::now(),
         limits: active.limits,
+        fencing_token: ctx.writes.token(),
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     execute(obj, ctx, &plan).await?;
@@ -671,6 +725,16 @@ async fn prepare(
     else {
         return Ok(Prepared::Ready(None));
     };
+    // The upgrade walk writes the object: only while this replica leads.
+    if ctx.writes.check().is_err() {
+        return Err(ReconcileError::Apply(ApplyError::Fenced {
+            target: format!(
+                "{} {}",
+                ctx.primary.kind,
+                display_name(obj.namespace().as_deref(), &obj.name_any())
+            ),
+        }));
+    }
     let call_ctx = call_context(obj, active, attempt);
     let result = migration::upgrade_object(
         &ctx.client,

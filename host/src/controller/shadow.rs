@@ -171,6 +171,8 @@ pub(super) async fn compute(
         manifest,
         now,
         limits: version.limits,
+        // The stable version's plan carries the same mark: no difference.
+        fencing_token: ctx.writes.token(),
     };
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {

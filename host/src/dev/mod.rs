@@ -287,6 +287,8 @@ impl DevSession {
             ManagerOptions {
                 registry: options.registry.clone(),
                 role: Role::Writer,
+                // One process against its own cluster: no election.
+                leader_election: None,
                 metrics_addr: options.metrics_addr,
                 source_settle: options.debounce,
             },

@@ -17,12 +17,20 @@
 //!
 //! Some parts run on every replica, whatever its [`Role`]: fetching,
 //! compiling and checking plugin versions (the registry), the caches, the
-//! telemetry endpoint and (later) webhooks, so a standby can take over
-//! without a cold start. Other parts write to the API and run only where
-//! this replica may write ([`Role::Writer`]): the plugins' controllers and
-//! the WasmPlugin controller's writes (finalizers, status, events). Today
-//! every replica is a writer; leader election will start replicas as
-//! [`Role::Standby`].
+//! telemetry endpoint and webhooks, so a standby can take over without a
+//! cold start. Other parts write to the API and run only where this
+//! replica may write ([`Role::Writer`]): the plugins' controllers and the
+//! WasmPlugin controller's writes (finalizers, status, events).
+//!
+//! Without leader election the role is fixed ([`ManagerOptions::role`]).
+//! With it ([`ManagerOptions::leader_election`]) the role follows the
+//! Lease: every replica starts as a standby; the one that acquires the
+//! Lease starts the controllers of every serving plugin at once, and a
+//! replica that loses it (or stops renewing in time) stops them. Every
+//! write consults the [`WriteGate`] right before it is sent, so writes of
+//! calls still in flight when leadership ends are dropped, not written. On
+//! a handoff to a newer host the controllers stop after their calls in
+//! flight, then the Lease is released.
 //!
 //! # Guarantees
 //!
@@ -44,6 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
+use crate::lease::{LeaderElectionConfig, LeaderElector, Leadership, WriteGate};
 use crate::registry::{
     Announcement, DEFAULT_ROLLOUT_RATE, DryRunState, Registry, RegistryError, RegistryOptions,
     Rollout, RolloutCandidate, ServingVersions, VersionChange, VersionSet,
@@ -55,7 +64,7 @@ use crate::wasmplugin::{AuditRecord, WasmPluginController, WasmPluginError, Wasm
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Role {
     /// This replica writes: plugin controllers run, WasmPlugin status is
-    /// written. The only role until leader election exists.
+    /// written. Without leader election, every replica's role.
     #[default]
     Writer,
     /// This replica only prepares: versions are loaded and caches kept warm,
@@ -75,8 +84,12 @@ impl Role {
 pub struct ManagerOptions {
     /// The registry's engine, default concurrency and metrics.
     pub registry: RegistryOptions,
-    /// Whether this replica writes.
+    /// Whether this replica writes. With [`Role::Writer`] and
+    /// `leader_election`, it writes only while it holds the Lease.
     pub role: Role,
+    /// Elect the writer among replicas through a Lease; `None`: `role`
+    /// decides alone (`wasm-operator dev`, a single replica).
+    pub leader_election: Option<LeaderElectionConfig>,
     /// Serve /metrics, /healthz and /readyz here (port 0 picks a free
     /// port); `None` serves nothing.
     pub metrics_addr: Option<SocketAddr>,
@@ -91,6 +104,7 @@ impl Default for ManagerOptions {
         ManagerOptions {
             registry: RegistryOptions::default(),
             role: Role::default(),
+            leader_election: None,
             metrics_addr: None,
             source_settle: WasmPluginOptions::default().source_settle,
         }
@@ -120,6 +134,10 @@ pub enum ManagerError {
 /// The running plugin controllers, by plugin name.
 type Controllers = Arc<Mutex<HashMap<String, ControllerHandle>>>;
 
+/// Every plugin's serving versions, by plugin name, whether its controller
+/// runs or not: what a replica that becomes the leader starts.
+type Serving = Arc<Mutex<HashMap<String, Arc<ServingVersions>>>>;
+
 /// Locks `mutex` even when poisoned: everything the manager keeps behind a
 /// lock is replaced whole, so a panic elsewhere never leaves it half-written.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -134,8 +152,19 @@ struct ControllerDeps {
     client: kube::Client,
     cache: SharedCache,
     metrics: Metrics,
-    role: Role,
+    /// Whether this replica may write (and leads), its fencing token.
+    gate: WriteGate,
     controllers: Controllers,
+    serving: Serving,
+}
+
+impl ControllerDeps {
+    /// True when controllers should run: this replica leads and is not
+    /// handing over.
+    fn runs_controllers(&self) -> bool {
+        let leadership = self.gate.leadership();
+        leadership.leading && !leadership.draining
+    }
 }
 
 struct Inner {
@@ -147,6 +176,10 @@ struct Inner {
     source_settle: Duration,
     applier: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     wasmplugins: tokio::sync::Mutex<Option<WasmPluginController>>,
+    elector: tokio::sync::Mutex<Option<LeaderElector>>,
+    /// The Lease, for readiness (`namespace/name`), when electing.
+    lease: Option<String>,
+    election_status: Option<Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>>,
 }
 
 /// The host's composition root. Cheap to clone; clones share everything.
@@ -158,7 +191,7 @@ pub struct Manager {
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("role", &self.inner.deps.role)
+            .field("leadership", &self.inner.deps.gate.leadership())
             .field("registry", &self.inner.registry)
             .finish_non_exhaustive()
     }
@@ -183,20 +216,47 @@ impl Manager {
         // Every version this host serves has its kinds checked against the
         // cluster's discovery before it serves.
         registry.use_discovery(Discovery::new(client.clone()));
+        let gate = match (options.role, &options.leader_election) {
+            (Role::Standby, _) => WriteGate::closed(),
+            (Role::Writer, Some(_)) => WriteGate::leased(),
+            (Role::Writer, None) => WriteGate::always_open(),
+        };
         let deps = ControllerDeps {
             client: client.clone(),
             cache: SharedCache::new(client.clone()),
             metrics: metrics.clone(),
-            role: options.role,
+            gate: gate.clone(),
             controllers: Controllers::default(),
+            serving: Serving::default(),
         };
+        let election = match (options.role, options.leader_election) {
+            (Role::Writer, Some(config)) => Some(LeaderElector::start(
+                client.clone(),
+                config,
+                gate.clone(),
+                metrics.clone(),
+            )),
+            _ => None,
+        };
+        let lease = election.as_ref().map(|e| e.config().lease());
+        let election_status = election.as_ref().map(|e| {
+            Arc::new(e.status_handle())
+                as Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>
+        });
         let (telemetry, telemetry_addr) = match options.metrics_addr {
             Some(addr) => {
                 let controllers = deps.controllers.clone();
-                let (bound, task) =
-                    telemetry::serve_checks(addr, metrics, move || readiness(&controllers))
-                        .await
-                        .map_err(|source| ManagerError::Telemetry { addr, source })?;
+                let election = lease.clone().zip(election_status.clone());
+                let gate = gate.clone();
+                let (bound, task) = telemetry::serve_checks(addr, metrics, move || {
+                    let mut checks = readiness(&controllers);
+                    if let Some((lease, status)) = &election {
+                        checks.insert(1, leadership_check(lease, gate.leadership(), &status()));
+                    }
+                    checks
+                })
+                .await
+                .map_err(|source| ManagerError::Telemetry { addr, source })?;
                 tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
                 (Some(task), Some(bound))
             }
@@ -205,6 +265,7 @@ impl Manager {
         let cancel = CancellationToken::new();
         let applier = tokio::spawn(apply_changes(
             registry.announcements(),
+            gate.subscribe(),
             deps.clone(),
             cancel.clone(),
         ));
@@ -218,6 +279,9 @@ impl Manager {
                 source_settle: options.source_settle,
                 applier: Mutex::new(Some((cancel, applier))),
                 wasmplugins: tokio::sync::Mutex::new(None),
+                elector: tokio::sync::Mutex::new(election),
+                lease,
+                election_status,
             }),
         })
     }
@@ -238,9 +302,20 @@ impl Manager {
         &self.inner.deps.metrics
     }
 
-    /// Whether this replica writes.
+    /// Whether this replica writes now: a [`Role::Writer`] without leader
+    /// election, or while it holds the Lease.
     pub fn role(&self) -> Role {
-        self.inner.deps.role
+        if self.inner.deps.gate.leadership().leading {
+            Role::Writer
+        } else {
+            Role::Standby
+        }
+    }
+
+    /// What every write consults: whether this replica may write now, and
+    /// its fencing token.
+    pub fn write_gate(&self) -> &WriteGate {
+        &self.inner.deps.gate
     }
 
     /// The address telemetry is served on, if it is.
@@ -259,12 +334,20 @@ impl Manager {
     /// status, and one per running plugin controller, which does not (one
     /// plugin whose caches never sync must not hold the host unready).
     pub fn readiness(&self) -> Vec<ReadinessCheck> {
-        readiness(&self.inner.deps.controllers)
+        let mut checks = readiness(&self.inner.deps.controllers);
+        if let (Some(lease), Some(status)) = (&self.inner.lease, &self.inner.election_status) {
+            checks.insert(
+                1,
+                leadership_check(lease, self.inner.deps.gate.leadership(), &status()),
+            );
+        }
+        checks
     }
 
     /// Starts the WasmPlugin controller: the cluster's WasmPlugin objects
     /// decide which plugins serve. Its writes follow this replica's
-    /// [`Role`]. Does nothing when it already runs.
+    /// [`Role`] (through the [`WriteGate`], so they start and stop with
+    /// leadership). Does nothing when it already runs.
     ///
     /// # Errors
     ///
@@ -279,7 +362,7 @@ impl Manager {
             self.inner.client.clone(),
             self.inner.registry.clone(),
             WasmPluginOptions {
-                may_write: self.role().may_write(),
+                writes: self.inner.deps.gate.clone(),
                 source_settle: self.inner.source_settle,
             },
         )
@@ -310,8 +393,11 @@ impl Manager {
     }
 
     /// Stops everything: the WasmPlugin controller, then every plugin
-    /// controller (calls in flight finish), then telemetry. The registry is
-    /// left empty. Calling it again does nothing.
+    /// controller (calls in flight finish, still under the Lease, which
+    /// keeps being renewed meanwhile), then releases the Lease when this
+    /// replica holds it (a successor takes over within its retry period),
+    /// then telemetry. The registry is left empty. Calling it again does
+    /// nothing.
     pub async fn shutdown(&self) {
         self.stop_wasmplugins().await;
         let applier = lock(&self.inner.applier).take();
@@ -328,6 +414,10 @@ impl Manager {
             .map(|(_, c)| c)
             .collect();
         futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
+        let elector = self.inner.elector.lock().await.take();
+        if let Some(elector) = elector {
+            elector.release().await;
+        }
         // Nobody listens any more: this only empties the registry.
         self.inner.registry.unload_all().await;
         let telemetry = lock(&self.inner.telemetry).take();
@@ -371,22 +461,129 @@ fn readiness(controllers: &Controllers) -> Vec<ReadinessCheck> {
     checks
 }
 
-/// Applies the registry's announcements until `cancel` fires.
+/// The `/readyz?verbose` line about leadership: always passing (a standby
+/// is ready: it serves webhooks and takes over warm), saying who leads.
+fn leadership_check(
+    lease: &str,
+    leadership: Leadership,
+    status: &crate::lease::ElectionStatus,
+) -> ReadinessCheck {
+    let holder = status.holder.as_deref().unwrap_or("nobody");
+    let version = status.holder_version.as_deref().unwrap_or("unknown");
+    let detail = match (leadership.leading, leadership.draining) {
+        (true, false) => format!(
+            "leading (Lease {lease}, fencing token {})",
+            leadership.token.unwrap_or_default()
+        ),
+        (true, true) => format!("handing over (Lease {lease}): finishing reconciles in flight"),
+        (false, _) => format!("standby (Lease {lease} held by {holder}, host {version})"),
+    };
+    ReadinessCheck {
+        name: "leader-election".to_string(),
+        plugin: None,
+        ready: true,
+        detail,
+    }
+}
+
+/// Applies the registry's announcements and this replica's changes of
+/// leadership, one at a time, until `cancel` fires.
 async fn apply_changes(
     mut announcements: mpsc::UnboundedReceiver<Announcement>,
+    mut leadership: tokio::sync::watch::Receiver<Leadership>,
     deps: ControllerDeps,
     cancel: CancellationToken,
 ) {
+    let mut watching = true;
+    // The elector may have decided before this task subscribed: follow the
+    // current leadership first.
+    leadership.mark_changed();
     loop {
-        let announcement = tokio::select! {
+        tokio::select! {
             _ = cancel.cancelled() => return,
             next = announcements.recv() => match next {
-                Some(announcement) => announcement,
+                Some(announcement) => {
+                    apply(&deps, &announcement.change).await;
+                    announcement.acknowledge();
+                }
                 None => return,
             },
-        };
-        apply(&deps, &announcement.change).await;
-        announcement.acknowledge();
+            changed = leadership.changed(), if watching => {
+                if changed.is_err() {
+                    watching = false;
+                    continue;
+                }
+                let now = *leadership.borrow_and_update();
+                follow_leadership(&deps, now).await;
+            }
+        }
+    }
+}
+
+/// Starts the controllers of every serving plugin when this replica leads,
+/// stops them all when it does not (or hands over); after a handover's
+/// stop, tells the elector it may release the Lease.
+async fn follow_leadership(deps: &ControllerDeps, leadership: Leadership) {
+    if leadership.leading && !leadership.draining {
+        let serving: Vec<Arc<ServingVersions>> = lock(&deps.serving).values().cloned().collect();
+        let mut started = 0;
+        for versions in serving {
+            let set = versions.current();
+            let name = set.plugin().to_string();
+            if lock(&deps.controllers).contains_key(&name) {
+                continue;
+            }
+            start_with_candidates(deps, &versions, None);
+            started += 1;
+        }
+        tracing::info!(
+            controllers = started,
+            token = leadership.token.unwrap_or_default(),
+            "leading: plugin controllers started"
+        );
+        return;
+    }
+    let running: Vec<ControllerHandle> = lock(&deps.controllers).drain().map(|(_, c)| c).collect();
+    let stopped = running.len();
+    // Their calls in flight finish; whatever they would still write is
+    // dropped by the gate once it closes.
+    futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
+    if stopped > 0 {
+        tracing::info!(
+            controllers = stopped,
+            draining = leadership.draining,
+            "not leading: plugin controllers stopped"
+        );
+    }
+    if leadership.draining {
+        deps.gate.report_drained();
+    }
+}
+
+/// Starts the controller of `versions` with its candidate's dry run or
+/// shadow sweep when it has one (a new controller runs them again).
+fn start_with_candidates(
+    deps: &ControllerDeps,
+    versions: &Arc<ServingVersions>,
+    previous: Option<&VersionSet>,
+) {
+    let next = versions.current();
+    let name = next.plugin().to_string();
+    start_controller(deps, versions.clone(), next.concurrency);
+    if let Some(candidate) = dry_run_to_start(previous, &next, true)
+        && let Some(controller) = lock(&deps.controllers).get(&name)
+    {
+        controller.start_dry_run(candidate);
+    }
+    // A new controller compares a shadow candidate on every object again
+    // (the old one's comparisons may have stopped).
+    if let Some(candidate) = next
+        .candidate
+        .as_ref()
+        .filter(|c| c.settings.rollout == Rollout::Shadow)
+        && let Some(controller) = lock(&deps.controllers).get(&name)
+    {
+        controller.start_shadow_sweep(candidate.clone(), next.stable.clone());
     }
 }
 
@@ -396,6 +593,7 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
         VersionChange::Activated { versions, previous } => {
             let next = versions.current();
             let name = next.plugin().to_string();
+            lock(&deps.serving).insert(name.clone(), versions.clone());
             let restart = match previous {
                 None => true,
                 Some(previous) => needs_restart(previous, &next),
@@ -430,26 +628,12 @@ async fn apply(deps: &ControllerDeps, change: &VersionChange) {
                 // in flight finish first.
                 old.stop().await;
             }
-            if deps.role.may_write() {
-                start_controller(deps, versions.clone(), next.concurrency);
-                if let Some(candidate) = dry_run_to_start(previous.as_deref(), &next, true)
-                    && let Some(controller) = lock(&deps.controllers).get(&name)
-                {
-                    controller.start_dry_run(candidate);
-                }
-                // A new controller compares a shadow candidate on every
-                // object again (the old one's comparisons may have stopped).
-                if let Some(candidate) = next
-                    .candidate
-                    .as_ref()
-                    .filter(|c| c.settings.rollout == Rollout::Shadow)
-                    && let Some(controller) = lock(&deps.controllers).get(&name)
-                {
-                    controller.start_shadow_sweep(candidate.clone(), next.stable.clone());
-                }
+            if deps.runs_controllers() {
+                start_with_candidates(deps, versions, previous.as_deref());
             }
         }
         VersionChange::Unloaded { plugin } => {
+            lock(&deps.serving).remove(plugin);
             let old = lock(&deps.controllers).remove(plugin);
             if let Some(old) = old {
                 old.stop().await;
@@ -465,7 +649,10 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
         &deps.cache,
         versions,
         deps.metrics.clone(),
-        &ControllerOptions { concurrency },
+        &ControllerOptions {
+            concurrency,
+            writes: deps.gate.clone(),
+        },
     );
     lock(&deps.controllers).insert(name, controller);
 }

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::names::{
-    LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
-    MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState,
+    FENCING_TOKEN_ANNOTATION, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION,
+    MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState,
 };
 use crate::contract::Manifest;
 
@@ -51,6 +51,35 @@ pub fn version_marks(obj: &DynamicObject, manifest: &Manifest) -> AnnotationChan
     .collect()
 }
 
+/// The fencing-token mark for a write in the term `token`: set when the
+/// object carries another token (or none), no change otherwise, so a
+/// reconcile in an unchanged term adds no write. Without leader election
+/// (`None`) the host records nothing and leaves any mark alone.
+pub fn fencing_mark(obj: &DynamicObject, token: Option<u64>) -> AnnotationChanges {
+    let Some(token) = token else {
+        return AnnotationChanges::new();
+    };
+    let value = token.to_string();
+    if obj.annotations().get(FENCING_TOKEN_ANNOTATION) == Some(&value) {
+        return AnnotationChanges::new();
+    }
+    AnnotationChanges::from([(FENCING_TOKEN_ANNOTATION.to_string(), Some(value))])
+}
+
+/// The token on `obj` when it is newer than this replica's `token`: a
+/// leader of a later term wrote the object, so this replica must not.
+/// `None` when writing is allowed (no leader election, no mark, an older
+/// or equal one, or a mark that is not a number: never written by the host).
+pub fn newer_fencing_token(obj: &DynamicObject, token: Option<u64>) -> Option<u64> {
+    let token = token?;
+    let theirs: u64 = obj
+        .annotations()
+        .get(FENCING_TOKEN_ANNOTATION)?
+        .parse()
+        .ok()?;
+    (theirs > token).then_some(theirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::test_support::{manifest, primary, with_annotations};
@@ -73,6 +102,28 @@ mod tests {
         );
         // Written as null: a mark left by an older manifest goes away.
         assert_eq!(changes[MIN_COMPATIBLE_VERSION_ANNOTATION], None);
+    }
+
+    #[test]
+    fn the_fencing_mark_is_written_once_per_term_and_newer_terms_win() {
+        let obj = primary();
+        assert!(fencing_mark(&obj, None).is_empty());
+        assert_eq!(
+            fencing_mark(&obj, Some(3))[FENCING_TOKEN_ANNOTATION].as_deref(),
+            Some("3")
+        );
+        let marked = with_annotations(primary(), &[(FENCING_TOKEN_ANNOTATION, "3")]);
+        assert!(fencing_mark(&marked, Some(3)).is_empty());
+        assert_eq!(
+            fencing_mark(&marked, Some(4))[FENCING_TOKEN_ANNOTATION].as_deref(),
+            Some("4")
+        );
+        assert_eq!(newer_fencing_token(&marked, Some(2)), Some(3));
+        assert_eq!(newer_fencing_token(&marked, Some(3)), None);
+        assert_eq!(newer_fencing_token(&marked, Some(4)), None);
+        assert_eq!(newer_fencing_token(&marked, None), None);
+        let garbage = with_annotations(primary(), &[(FENCING_TOKEN_ANNOTATION, "x")]);
+        assert_eq!(newer_fencing_token(&garbage, Some(0)), None);
     }
 
     #[test]

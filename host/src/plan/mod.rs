@@ -76,6 +76,10 @@ pub struct PlanContext<'a> {
     pub now: DateTime<Utc>,
     /// The serving version's limits per reconcile.
     pub limits: ReconcileLimits,
+    /// The fencing token of this replica's leader-election term, recorded
+    /// on the primary ([`annotations::fencing_mark`]); `None` without
+    /// leader election.
+    pub fencing_token: Option<u64>,
 }
 
 impl PlanContext<'_> {
@@ -596,7 +600,11 @@ pub fn reconcile(
         status,
         conditions,
         events,
-        annotations: annotations::version_marks(primary, manifest),
+        annotations: {
+            let mut marks = annotations::version_marks(primary, manifest);
+            marks.extend(annotations::fencing_mark(primary, ctx.fencing_token));
+            marks
+        },
         finalizer: finalizer::on_reconcile(primary, manifest),
         requeue,
         breaches,

@@ -24,6 +24,10 @@ pub const MIGRATION_STATE_ANNOTATION: &str = "wasm-operator.dev/migration-state"
 /// Annotation: the oldest plugin version that may still reconcile the object
 /// (the managing version's `min_compatible_version`; absent when it declares none).
 pub const MIN_COMPATIBLE_VERSION_ANNOTATION: &str = "wasm-operator.dev/min-compatible-version";
+/// Annotation: the fencing token (the leader-election Lease's
+/// `leaseTransitions` of the term) of the leader that last wrote the
+/// object; a replica of an older term refuses to write it.
+pub const FENCING_TOKEN_ANNOTATION: &str = "wasm-operator.dev/fencing-token";
 /// Prefix of the annotations the host owns on primaries.
 pub const HOST_ANNOTATION_PREFIX: &str = "wasm-operator.dev/";
 

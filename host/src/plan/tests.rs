@@ -16,6 +16,7 @@ fn ctx(manifest: &Manifest) -> PlanContext<'_> {
         manifest,
         now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
         limits: ReconcileLimits::default(),
+        fencing_token: None,
     }
 }
 

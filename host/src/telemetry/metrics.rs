@@ -102,6 +102,17 @@ struct NameLabels {
     plugin: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseTransitionLabels {
+    name: String,
+    transition: String,
+}
+
 /// One kind of API write a plan makes (the `write` label of
 /// `wasm_operator_writes_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,6 +168,9 @@ pub struct Metrics {
     refusals: Family<FailureLabels, Counter>,
     plugin_ready: Family<PluginNameLabels, Gauge>,
     shadow_comparisons: Family<ShadowLabels, Counter>,
+    leader_status: Family<LeaseLabels, Gauge>,
+    leader_transitions: Family<LeaseTransitionLabels, Counter>,
+    fenced_writes: Family<NameLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -280,6 +294,24 @@ impl Metrics {
             "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
             shadow_comparisons.clone(),
         );
+        let leader_status = Family::<LeaseLabels, Gauge>::default();
+        registry.register(
+            "leader_election_master_status",
+            "1 while this replica holds the leader-election Lease `name`, 0 otherwise (client-go's name)",
+            leader_status.clone(),
+        );
+        let leader_transitions = Family::<LeaseTransitionLabels, Counter>::default();
+        registry.register(
+            "wasm_operator_leader_election_transitions",
+            "Changes of this replica's leadership of Lease `name`: acquired, lost, released",
+            leader_transitions.clone(),
+        );
+        let fenced_writes = Family::<NameLabels, Counter>::default();
+        registry.register(
+            "wasm_operator_fenced_writes",
+            "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
+            fenced_writes.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -299,7 +331,39 @@ impl Metrics {
             refusals,
             plugin_ready,
             shadow_comparisons,
+            leader_status,
+            leader_transitions,
+            fenced_writes,
         }
+    }
+
+    /// Whether this replica holds the leader-election Lease `name`.
+    pub fn leader_status(&self, name: &str, leading: bool) {
+        self.leader_status
+            .get_or_create(&LeaseLabels {
+                name: name.to_string(),
+            })
+            .set(i64::from(leading));
+    }
+
+    /// This replica's leadership of Lease `name` changed: `transition` is
+    /// `acquired`, `lost` or `released`.
+    pub fn leader_transition(&self, name: &str, transition: &str) {
+        self.leader_transitions
+            .get_or_create(&LeaseTransitionLabels {
+                name: name.to_string(),
+                transition: transition.to_string(),
+            })
+            .inc();
+    }
+
+    /// A write of `plugin`'s controller was dropped or refused by fencing.
+    pub fn fenced_write(&self, plugin: &str) {
+        self.fenced_writes
+            .get_or_create(&NameLabels {
+                plugin: plugin.to_string(),
+            })
+            .inc();
     }
 
     /// An answer of `plugin` breached `limit` (a `plan::Limit` name).

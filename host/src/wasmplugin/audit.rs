@@ -7,6 +7,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 use tokio::sync::broadcast;
 
+use crate::lease::WriteGate;
+
 /// Records kept for subscribers that fall behind; older ones are dropped
 /// for them (they see a lag), never block the controller.
 const SUBSCRIBER_BACKLOG: usize = 256;
@@ -52,9 +54,10 @@ pub struct AuditRecord {
 /// logged, never stops the controller.
 #[derive(Clone)]
 pub struct AuditTrail {
-    /// `None` where this replica may not write: log lines and subscribers
-    /// only.
-    recorder: Option<Recorder>,
+    /// Writes the events, while `writes` lets this replica write.
+    recorder: Recorder,
+    /// Where this replica may not write: log lines and subscribers only.
+    writes: WriteGate,
     subscribers: broadcast::Sender<AuditRecord>,
 }
 
@@ -65,11 +68,12 @@ impl std::fmt::Debug for AuditTrail {
 }
 
 impl AuditTrail {
-    /// An audit trail writing events through `client` when `may_write`.
-    pub fn new(client: kube::Client, may_write: bool) -> AuditTrail {
+    /// An audit trail writing events through `client` while `writes` is
+    /// open.
+    pub fn new(client: kube::Client, writes: WriteGate) -> AuditTrail {
         AuditTrail {
-            recorder: may_write
-                .then(|| crate::apply::events::recorder(client, REPORTER.to_string())),
+            recorder: crate::apply::events::recorder(client, REPORTER.to_string()),
+            writes,
             subscribers: broadcast::channel(SUBSCRIBER_BACKLOG).0,
         }
     }
@@ -113,9 +117,10 @@ impl AuditTrail {
             wasmplugin: wasmplugin.to_string(),
             transition: t.clone(),
         });
-        let Some(recorder) = &self.recorder else {
+        if !self.writes.may_write() {
             return;
-        };
+        }
+        let recorder = &self.recorder;
         let event = Event {
             type_: if t.warning {
                 EventType::Warning

@@ -702,7 +702,7 @@ impl Worker {
         run: &mut CanaryRun,
         obs: &crate::registry::CanaryObservations,
     ) {
-        if !self.may_write || !matches!(run.settings.plan, Plan::Shadow) {
+        if !self.writes.may_write() || !matches!(run.settings.plan, Plan::Shadow) {
             return;
         }
         if run
@@ -815,7 +815,7 @@ impl Worker {
                     .await;
             }
         }
-        if self.may_write {
+        if self.writes.may_write() {
             let patch = json!({"metadata": {"annotations": {ACTION_ANNOTATION: null}}});
             if let Err(error) = self
                 .api

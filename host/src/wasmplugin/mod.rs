@@ -33,6 +33,7 @@ use tokio::sync::watch as channel;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::lease::WriteGate;
 use crate::registry::Registry;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
@@ -78,12 +79,13 @@ pub enum WasmPluginError {
 }
 
 /// How the WasmPlugin controller runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct WasmPluginOptions {
-    /// Write finalizers, status and events. A replica that may not write
-    /// still loads every WasmPlugin's plugin (so it can take over warm) but
-    /// leaves the objects alone.
-    pub may_write: bool,
+    /// Whether finalizers, status and events are written, consulted before
+    /// every write. A replica that may not write (a standby) still loads
+    /// every WasmPlugin's plugin (so it can take over warm) but leaves the
+    /// objects alone.
+    pub writes: WriteGate,
     /// How long a source must be quiet after a change notification before
     /// it is fetched: one file write or ConfigMap update arrives as several
     /// notifications.
@@ -93,7 +95,7 @@ pub struct WasmPluginOptions {
 impl Default for WasmPluginOptions {
     fn default() -> Self {
         WasmPluginOptions {
-            may_write: true,
+            writes: WriteGate::always_open(),
             source_settle: std::time::Duration::from_millis(300),
         }
     }
@@ -142,7 +144,7 @@ impl WasmPluginController {
             Err(e) => return Err(WasmPluginError::Api(e)),
         }
         let cancel = CancellationToken::new();
-        let audit = audit::AuditTrail::new(client.clone(), options.may_write);
+        let audit = audit::AuditTrail::new(client.clone(), options.writes.clone());
         let task = tokio::spawn(supervise(
             client,
             registry,
@@ -230,7 +232,7 @@ async fn supervise(
                             client.clone(),
                             registry.clone(),
                             audit.clone(),
-                            options,
+                            options.clone(),
                             claims.clone(),
                             object,
                             rx,

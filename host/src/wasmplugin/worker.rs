@@ -23,6 +23,7 @@ use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
+use crate::lease::WriteGate;
 use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
 use crate::webhook::gate::{self, GateError};
 
@@ -70,7 +71,7 @@ pub(super) struct Worker {
     pub(super) audit: AuditTrail,
     claims: Claims,
     /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
-    pub(super) may_write: bool,
+    pub(super) writes: WriteGate,
     /// Several notifications arrive for one file write or ConfigMap update;
     /// wait this long for them to settle before fetching.
     settle: Duration,
@@ -120,7 +121,7 @@ impl Worker {
             registry,
             audit,
             claims,
-            may_write: options.may_write,
+            writes: options.writes.clone(),
             settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
@@ -147,6 +148,10 @@ impl Worker {
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
+        // A standby that becomes the leader writes what it skipped (the
+        // finalizer, the status) at once, not at the next change.
+        let mut leadership = self.writes.subscribe();
+        let mut follows_leadership = true;
         loop {
             if self.object.metadata.deletion_timestamp.is_some() {
                 self.finalize().await;
@@ -193,6 +198,13 @@ impl Worker {
                 }
                 _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
                 _ = refresh.tick() => self.write_status().await,
+                changed = leadership.changed(), if follows_leadership => {
+                    if changed.is_err() {
+                        follows_leadership = false;
+                    } else if leadership.borrow_and_update().leading && self.writes.may_write() {
+                        self.on_object(&tx).await;
+                    }
+                }
             }
         }
     }
@@ -516,7 +528,7 @@ impl Worker {
 
     /// Writes status when it differs from what was written last.
     pub(super) async fn write_status(&mut self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
@@ -568,7 +580,7 @@ impl Worker {
     }
 
     async fn ensure_finalizer(&self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         if let Err(error) = finalizer::add(&self.api, &*self.object, FINALIZER).await {
@@ -577,7 +589,7 @@ impl Worker {
     }
 
     async fn remove_finalizer(&self) {
-        if !self.may_write {
+        if !self.writes.may_write() {
             return;
         }
         if let Err(error) = finalizer::remove(&self.api, &*self.object, FINALIZER).await {
@@ -660,7 +672,7 @@ impl Worker {
                 // again. Nothing can finalize any more either, so the host
                 // lets go of the primaries (see `release`).
                 let mut note = String::new();
-                if self.may_write
+                if self.writes.may_write()
                     && let Some(manifest) = manifest.filter(|m| m.finalizer)
                 {
                     let outcome = release::release_primaries(

@@ -51,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 pub use certs::{CertError, Certificates};
 pub use crd::ClientConfig;
 
+use crate::lease::WriteGate;
 use crate::registry::Registry;
 
 /// Default name of the Secret holding the generated certificates.
@@ -140,6 +141,9 @@ struct Inner {
     migrate_storage: bool,
     /// CRDs whose storage migration runs now.
     migrating: Mutex<BTreeSet<String>>,
+    /// Storage migrations start only where this replica may write (the
+    /// leader, under leader election).
+    writes: Mutex<WriteGate>,
 }
 
 /// The running conversion webhook. Cheap to clone; clones share it.
@@ -214,6 +218,7 @@ impl ConversionWebhook {
                 synced: tokio::sync::Mutex::new((BTreeSet::new(), None)),
                 migrate_storage: options.migrate_storage,
                 migrating: Mutex::new(BTreeSet::new()),
+                writes: Mutex::new(WriteGate::always_open()),
             }),
         };
         let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
@@ -289,6 +294,12 @@ impl ConversionWebhook {
         Ok(changed)
     }
 
+    /// Starts storage migrations only while `gate` lets this replica write
+    /// (the webhook itself serves on every replica).
+    pub fn gate_writes(&self, gate: WriteGate) {
+        *lock(&self.inner.writes) = gate;
+    }
+
     /// Stops serving and keeping CRDs.
     pub async fn shutdown(&self) {
         self.inner.cancel.cancel();
@@ -302,6 +313,9 @@ impl ConversionWebhook {
 /// Starts a storage migration of every migrating plugin's CRD whose
 /// `storedVersions` lists more than its storage version, unless one runs.
 async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
+    if !lock(&webhook.inner.writes).may_write() {
+        return;
+    }
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(webhook.inner.client.clone());
     for name in webhook.migrating_crds() {
