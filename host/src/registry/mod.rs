@@ -22,6 +22,7 @@ pub mod assign;
 mod candidate;
 mod observations;
 mod stats;
+mod storage_progress;
 mod versions;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ pub use observations::{
 pub use stats::{
     CounterSnapshot, LATENCY_BUCKETS, LatencyHistogram, VersionCounters, VersionRole, VersionStats,
 };
+pub use storage_progress::{StorageMigrationProgress, StorageMigrationState, StorageProgressBoard};
 pub use versions::{
     ActiveVersion, DEFAULT_ROLLOUT_RATE, DEFAULT_SHADOW_CONCURRENCY, Rollout, RolloutCandidate,
     RolloutSettings, ServingVersions, VersionSet,
@@ -489,6 +491,8 @@ struct Inner {
     /// A registry without one (unit tests, `plugin inspect`) does not check
     /// kinds against a cluster: there is none.
     discovery: std::sync::OnceLock<Discovery>,
+    /// Where this host's storage migrations stand, per plugin.
+    storage_progress: StorageProgressBoard,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -537,6 +541,7 @@ impl Registry {
                 changes: tokio::sync::Mutex::new(()),
                 listener: Mutex::new(None),
                 discovery: std::sync::OnceLock::new(),
+                storage_progress: StorageProgressBoard::default(),
             }),
         })
     }
@@ -557,6 +562,12 @@ impl Registry {
     /// Where plugin calls and versions are recorded.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Where the storage-version migrations of this host's plugins stand:
+    /// the webhook publishes, the WasmPlugin status shows it.
+    pub fn storage_progress(&self) -> &StorageProgressBoard {
+        &self.inner.storage_progress
     }
 
     /// Checks every new version's kinds against `discovery` from now on

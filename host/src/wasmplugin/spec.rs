@@ -372,7 +372,8 @@ pub struct LimitsSpec {
 }
 
 /// `status` of a WasmPlugin, as the WasmPlugin controller writes it: what
-/// serves, the `Ready` and `Degraded` conditions, and per-version counts.
+/// serves, the `Ready` and `Degraded` conditions, per-version counts, the
+/// canary and the storage migration.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
@@ -402,7 +403,7 @@ pub struct WasmPluginStatus {
     /// The generation of the spec this status describes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready` and `Degraded`.
+    /// `Ready` and `Degraded`; the canary's; `StorageMigration`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<WasmPluginCondition>>,
     /// Every version this host ran for the WasmPlugin, with its counts.
@@ -411,6 +412,36 @@ pub struct WasmPluginStatus {
     /// The canary of `spec.canary`: where it stands and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStatus>,
+    /// The storage-version migration of the plugin's CRD this host ran
+    /// last (see the `StorageMigration` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_migration: Option<StorageMigrationStatus>,
+}
+
+/// `status.storageMigration`: the objects of the plugin's CRD rewritten in
+/// its storage version so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageMigrationStatus {
+    /// The CRD (`<plural>.<group>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd: Option<String>,
+    /// The version every object is rewritten in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_version: Option<String>,
+    /// The CRD's `status.storedVersions` when the migration started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_versions: Option<Vec<String>>,
+    /// Objects rewritten so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<i64>,
+    /// Objects to rewrite in all, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+    /// Objects the API server refused to rewrite (`namespace/name: why`,
+    /// at most 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Vec<String>>,
 }
 
 /// `status.canary`.

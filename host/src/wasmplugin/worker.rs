@@ -23,7 +23,9 @@ use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
-use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
+use crate::registry::{
+    ActivationOptions, Candidate, Registry, RegistryError, StorageMigrationProgress,
+};
 use crate::webhook::gate::{self, GateError};
 
 /// How often a WasmPlugin waiting for another to let go of its plugin
@@ -97,6 +99,8 @@ pub(super) struct Worker {
     /// The status written before this worker started was looked at for a
     /// canary that had ended (see canary_worker.rs `restore`).
     pub(super) canary_restore_checked: bool,
+    /// The storage migration progress the last status write saw.
+    migration_shown: Option<StorageMigrationProgress>,
 }
 
 impl Worker {
@@ -136,6 +140,7 @@ impl Worker {
             canary_watch: None,
             canary_tx: None,
             canary_restore_checked: false,
+            migration_shown: None,
         };
         tokio::spawn(worker.run(updates))
     }
@@ -144,6 +149,9 @@ impl Worker {
         let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
         let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
         self.canary_tx = Some(canary_tx);
+        // A storage migration of the plugin's CRD publishes its progress
+        // on the registry (webhook/storage.rs); this status shows it.
+        let mut migration_updates = self.registry.storage_progress().updates();
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
@@ -193,6 +201,15 @@ impl Worker {
                 }
                 _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
                 _ = refresh.tick() => self.write_status().await,
+                Ok(()) = migration_updates.changed() => {
+                    // Another plugin's migration is no news here.
+                    let mine = self.loaded.as_ref().and_then(|l| {
+                        self.registry.storage_progress().get(&l.serving.plugin)
+                    });
+                    if mine != self.migration_shown {
+                        self.write_status().await;
+                    }
+                }
             }
         }
     }
@@ -541,15 +558,18 @@ impl Worker {
                 status,
             }
         });
+        let migration = serving.and_then(|s| self.registry.storage_progress().get(&s.plugin));
         let status = status::build(
             serving,
             self.problem.as_ref(),
             &versions,
             canary.as_ref(),
+            migration.as_ref(),
             self.object.metadata.generation,
             &self.last_status,
             &now(),
         );
+        self.migration_shown = migration;
         if status == self.last_status {
             return;
         }

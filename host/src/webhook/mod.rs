@@ -63,6 +63,8 @@ const RESYNC: Duration = Duration::from_secs(60);
 /// How often CRDs are checked for objects in old storage versions (with
 /// [`WebhookOptions::migrate_storage`]).
 pub const STORAGE_CHECK: Duration = Duration::from_secs(10);
+/// How often a running storage migration publishes its progress at most.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// The pause after a sync the API server refused, before the next try.
 const FAILED_SYNC_PAUSE: Duration = Duration::from_secs(5);
 
@@ -248,6 +250,12 @@ impl ConversionWebhook {
     /// The CRDs of the loaded plugins that implement `migration`
     /// (`<plural>.<group>` of their primary kinds).
     pub fn migrating_crds(&self) -> BTreeSet<String> {
+        self.migrating_plugins().into_keys().collect()
+    }
+
+    /// The CRDs of [`ConversionWebhook::migrating_crds`], each with the
+    /// name of the plugin that converts for it.
+    fn migrating_plugins(&self) -> std::collections::BTreeMap<String, String> {
         let registry = &self.inner.registry;
         registry
             .loaded()
@@ -256,7 +264,10 @@ impl ConversionWebhook {
             .filter(|v| v.plugin.manifest().implements.migration)
             .map(|v| {
                 let primary = &v.plugin.manifest().primary;
-                format!("{}.{}", primary.plural, primary.group)
+                (
+                    format!("{}.{}", primary.plural, primary.group),
+                    v.info.name.clone(),
+                )
             })
             .collect()
     }
@@ -301,10 +312,14 @@ impl ConversionWebhook {
 
 /// Starts a storage migration of every migrating plugin's CRD whose
 /// `storedVersions` lists more than its storage version, unless one runs.
+/// Where each stands is published on the registry's
+/// [`StorageProgressBoard`](crate::registry::StorageProgressBoard) under
+/// the plugin's name (the WasmPlugin status shows it).
 async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(webhook.inner.client.clone());
-    for name in webhook.migrating_crds() {
+    let board = webhook.inner.registry.storage_progress();
+    for (name, plugin) in webhook.migrating_plugins() {
         if lock(&webhook.inner.migrating).contains(&name) {
             continue;
         }
@@ -322,30 +337,51 @@ async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &Cancella
             .and_then(|s| s.stored_versions)
             .unwrap_or_default();
         let Some(storage) = storage else { continue };
+        let known = board.get(&plugin).filter(|p| p.crd == name);
+        let start = storage::RunProgress::starting(&name, &storage, &stored, known.as_ref());
         if storage::is_migrated(&stored, &storage) {
+            // Nothing to do: say so once (a run another replica or an
+            // earlier start finished leaves no stale "in progress").
+            if known.is_none_or(|p| !p.state.is_settled()) {
+                board.publish(&plugin, start.settled());
+            }
             continue;
         }
         lock(&webhook.inner.migrating).insert(name.clone());
-        tracing::info!(crd = %name, stored = ?stored, %storage, "migrating objects to the storage version");
+        tracing::info!(crd = %name, %plugin, stored = ?stored, %storage, "migrating objects to the storage version");
+        board.publish(&plugin, start.started());
         let client = webhook.inner.client.clone();
         let this = webhook.clone();
         let cancel = cancel.clone();
         let task = tokio::spawn(async move {
             let options = storage::StorageOptions::default();
-            let run = storage::migrate(&client, &name, &options, |_, _| {});
+            let board = this.inner.registry.storage_progress();
+            let mut published = Instant::now();
+            let run = storage::migrate(&client, &name, &options, |migrated, total| {
+                // Once a second at most: each publication may become a
+                // status write.
+                if published.elapsed() >= PROGRESS_EVERY || total == Some(migrated) {
+                    published = Instant::now();
+                    board.publish(&plugin, start.advanced(migrated, total));
+                }
+            });
             let outcome = tokio::select! {
                 () = cancel.cancelled() => None,
                 outcome = run => Some(outcome),
             };
             match outcome {
-                Some(Ok(report)) if report.done => {
-                    tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
-                }
                 Some(Ok(report)) => {
-                    tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                    if report.done {
+                        tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
+                    } else {
+                        tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                    }
+                    board.publish(&plugin, start.finished(&report));
                 }
                 Some(Err(error)) => {
                     tracing::warn!(crd = %name, %error, "storage migration stopped; it resumes later");
+                    let at = board.get(&plugin).map_or(0, |p| p.migrated);
+                    board.publish(&plugin, start.interrupted(at, &error));
                 }
                 // Stopped with the host: the progress annotation resumes it.
                 None => {}
