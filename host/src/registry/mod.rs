@@ -493,6 +493,9 @@ struct Inner {
     discovery: std::sync::OnceLock<Discovery>,
     /// Where this host's storage migrations stand, per plugin.
     storage_progress: StorageProgressBoard,
+    /// The `spec.conversion` this host's conversion webhook wants in the
+    /// CRDs of the plugins that implement `migration` (set by the webhook).
+    conversion_target: Mutex<Option<Value>>,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -542,6 +545,7 @@ impl Registry {
                 listener: Mutex::new(None),
                 discovery: std::sync::OnceLock::new(),
                 storage_progress: StorageProgressBoard::default(),
+                conversion_target: Mutex::new(None),
             }),
         })
     }
@@ -568,6 +572,19 @@ impl Registry {
     /// the webhook publishes, the WasmPlugin status shows it.
     pub fn storage_progress(&self) -> &StorageProgressBoard {
         &self.inner.storage_progress
+    }
+
+    /// Records the `spec.conversion` (strategy, client config, caBundle)
+    /// this host's conversion webhook serves, so that the WasmPlugin
+    /// controller can point a plugin's CRD at it *before* the plugin's
+    /// first version activates; `None` when no webhook serves.
+    pub fn set_conversion_target(&self, conversion: Option<Value>) {
+        *lock(&self.inner.conversion_target) = conversion;
+    }
+
+    /// See [`Registry::set_conversion_target`].
+    pub fn conversion_target(&self) -> Option<Value> {
+        lock(&self.inner.conversion_target).clone()
     }
 
     /// Checks every new version's kinds against `discovery` from now on

@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn the_latest_publication_wins_and_wakes_readers() {
         let board = StorageProgressBoard::default();
-        let mut updates = board.updates();
+        let updates = board.updates();
         assert_eq!(board.get("distributedkv"), None);
         board.publish("distributedkv", progress(1));
         board.publish("distributedkv", progress(4));

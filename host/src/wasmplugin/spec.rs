@@ -1174,11 +1174,32 @@ mod tests {
                 Some(&problem),
                 &versions,
                 None,
+                None,
                 Some(2),
                 &Value::Null,
                 now,
             ),
-            build(None, None, &[], None, Some(1), &Value::Null, now),
+            build(None, None, &[], None, None, Some(1), &Value::Null, now),
+            // With a storage migration: its condition and counts.
+            build(
+                Some(&serving),
+                None,
+                &versions,
+                None,
+                Some(&crate::registry::StorageMigrationProgress {
+                    crd: "distributedkvs.kv.example.com".into(),
+                    storage_version: "v1beta1".into(),
+                    stored_versions: vec!["v1alpha1".into(), "v1beta1".into()],
+                    state: crate::registry::StorageMigrationState::ObjectsRefused,
+                    migrated: 4,
+                    total: Some(4),
+                    refused: vec!["default/kv: denied".into()],
+                    error: None,
+                }),
+                Some(3),
+                &Value::Null,
+                now,
+            ),
         ] {
             let typed: WasmPluginStatus = serde_json::from_value(written.clone()).unwrap();
             assert_eq!(serde_json::to_value(&typed).unwrap(), written);

@@ -372,6 +372,7 @@ impl Worker {
             self.write_status().await;
             return;
         }
+        self.point_conversion(&candidate).await;
         let plugin_name = candidate.name().to_string();
         if let Err(conflict) = self.claim(&plugin_name) {
             self.reject(conflict, false, Some(&digest)).await;
@@ -430,6 +431,28 @@ impl Worker {
             tracing::warn!(wasmplugin = %self.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
         }
         Ok(())
+    }
+
+    /// Points a migrating plugin's CRD at this host's conversion webhook
+    /// before the version activates
+    /// ([`crate::webhook::point_before_activation`]). Best effort: the
+    /// webhook's own sync points it too, shortly after.
+    async fn point_conversion(&self, candidate: &Candidate) {
+        let pointed = crate::webhook::point_before_activation(
+            &self.client,
+            &self.registry,
+            candidate.manifest(),
+        )
+        .await;
+        match pointed {
+            Ok(true) => {
+                tracing::info!(wasmplugin = %self.name, plugin = %candidate.name(), "pointed the CRD's conversion at this host's webhook before activating the plugin");
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(wasmplugin = %self.name, %error, "the webhook points the CRD shortly after activation instead");
+            }
+        }
     }
 
     /// A plugin is served by one WasmPlugin: claims plugin `name` for this

@@ -218,6 +218,9 @@ impl ConversionWebhook {
                 migrating: Mutex::new(BTreeSet::new()),
             }),
         };
+        // The WasmPlugin controller points a plugin's CRD here before its
+        // first version activates (see `Registry::set_conversion_target`).
+        registry.set_conversion_target(Some(webhook.desired_conversion()));
         let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
         let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
         *webhook.tasks() = vec![serving, keeper];
@@ -245,6 +248,11 @@ impl ConversionWebhook {
     /// The `caBundle` written into the CRDs (base64 of the CA's PEM).
     pub fn ca_bundle(&self) -> String {
         self.inner.certs.ca_bundle()
+    }
+
+    /// The `spec.conversion` this webhook writes into the CRDs.
+    pub fn desired_conversion(&self) -> serde_json::Value {
+        crd::desired_conversion(&self.inner.client_config, &self.ca_bundle())
     }
 
     /// The CRDs of the loaded plugins that implement `migration`
@@ -282,7 +290,7 @@ impl ConversionWebhook {
     pub async fn sync_crds(&self) -> Result<Vec<String>, WebhookError> {
         let mut synced = self.inner.synced.lock().await;
         let crds = self.migrating_crds();
-        let desired = crd::desired_conversion(&self.inner.client_config, &self.ca_bundle());
+        let desired = self.desired_conversion();
         let mut changed = Vec::new();
         for name in &crds {
             let wrote = crd::ensure(&self.inner.client, name, &desired)
@@ -302,12 +310,46 @@ impl ConversionWebhook {
 
     /// Stops serving and keeping CRDs.
     pub async fn shutdown(&self) {
+        let registry = &self.inner.registry;
+        if registry.conversion_target() == Some(self.desired_conversion()) {
+            registry.set_conversion_target(None);
+        }
         self.inner.cancel.cancel();
         let tasks = std::mem::take(&mut *self.tasks());
         for task in tasks {
             let _ = task.await;
         }
     }
+}
+
+/// Points the CRD of `manifest`'s primary kind at the conversion webhook
+/// that serves for `registry` ([`Registry::conversion_target`]), when the
+/// plugin implements `migration` and a webhook serves; returns whether it
+/// wrote. Call it *before* the version activates: the plugin's watch opens
+/// on activation, and kube-apiserver keeps serving a watch opened before a
+/// CRD change with the CRD's old conversion (it tears that storage down a
+/// second or more later), so a watch opened while the CRD still said
+/// `strategy: None` would hand the plugin objects of another version with
+/// only their apiVersion rewritten.
+///
+/// # Errors
+///
+/// [`WebhookError::Crd`] when the CRD cannot be read or patched.
+pub async fn point_before_activation(
+    client: &kube::Client,
+    registry: &Registry,
+    manifest: &crate::contract::Manifest,
+) -> Result<bool, WebhookError> {
+    if !manifest.implements.migration {
+        return Ok(false);
+    }
+    let Some(desired) = registry.conversion_target() else {
+        return Ok(false);
+    };
+    let name = format!("{}.{}", manifest.primary.plural, manifest.primary.group);
+    crd::ensure(client, &name, &desired)
+        .await
+        .map_err(|source| WebhookError::Crd { crd: name, source })
 }
 
 /// Starts a storage migration of every migrating plugin's CRD whose
