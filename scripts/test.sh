@@ -61,6 +61,7 @@ if [ -n "$realcluster_pid" ]; then
         set +e
         WASM_OPERATOR_TEST_BACKEND=real cargo test --workspace --all-features --no-fail-fast \
             --test e2e --test upgrade --test wasmplugin --test cli --test security --test canary --test lease \
+            --test convert \
             -- --nocapture 2>&1 | tee target/test-output-real.log
         real_status=${PIPESTATUS[0]}
         set -e

@@ -285,6 +285,13 @@ impl Registry {
             .and_then(|v| v.first().map(ResourceType::key))
     }
 
+    /// The storage key of the resource CRD `name` serves, if served.
+    pub fn crd_key(&self, name: &str) -> Option<String> {
+        self.crds
+            .get(name)
+            .and_then(|v| v.first().map(ResourceType::key))
+    }
+
     /// Every served resource type.
     pub fn all(&self) -> impl Iterator<Item = &ResourceType> {
         self.builtins.iter().chain(self.crds.values().flatten())

@@ -330,9 +330,23 @@ impl State {
             return Ok(Arc::new(fin));
         }
         let deleting_done = is_deleting(&fin) && finalizers(&fin).is_empty();
+        let crd_spec_changed = resource == CRD_KEY && fin["spec"] != old["spec"];
         let stored = self.put(&resource, fin, EventType::Modified, Some(old))?;
         if resource == CRD_KEY {
             self.registry.set_crd(&stored);
+        }
+        if crd_spec_changed
+            && let Some(key) = self
+                .registry
+                .crd_key(stored["metadata"]["name"].as_str().unwrap_or_default())
+        {
+            // kube-apiserver serves a custom resource from storage built
+            // for one CRD definition: a spec change (versions, schema,
+            // conversion) tears that storage down, which ends the watches
+            // opened on it (a second or more later; here at once), and the
+            // clients' next watch gets the new definition. A watch here
+            // keeps the definition it was opened with, so it must end too.
+            self.watchers.remove(&key);
         }
         if deleting_done {
             return Ok(self.remove_object(&resource, &ns, &name)?.unwrap_or(stored));

@@ -235,3 +235,56 @@ async fn watches_of_a_removed_crd_end() {
     );
     assert_eq!(seen, ["g"]);
 }
+
+/// A CRD spec change (here a short name; in the host's case the
+/// conversion pointed at a webhook) ends the watches of its resource, as
+/// kube-apiserver ends the watches of the storage it tears down: the
+/// client's next watch sees the new definition (docs/conformance.md #9).
+#[tokio::test]
+async fn watches_of_a_custom_resource_end_when_its_crd_spec_changes() {
+    use futures::StreamExt;
+    use kube::api::{Patch, PatchParams, WatchEvent, WatchParams};
+    let c = start().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(c.client());
+    crds.create(&PostParams::default(), &crd("gadgets", "Gadget", false))
+        .await
+        .unwrap();
+    let gadgets = api(&c.client(), "v1", "Gadget", "gadgets");
+    let made = gadgets
+        .create(&PostParams::default(), &obj("v1", "Gadget", "g", 1))
+        .await
+        .unwrap();
+    let rv = made.metadata.resource_version.clone().unwrap();
+    let mut watch = gadgets
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    crds.patch(
+        "gadgets.example.com",
+        &PatchParams::default(),
+        &Patch::Merge(&serde_json::json!({"spec": {"names": {"shortNames": ["gdg"]}}})),
+    )
+    .await
+    .unwrap();
+    // Generous: only a watch that never ends fails here.
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while let Some(event) = watch.next().await {
+            match event.unwrap() {
+                WatchEvent::Bookmark(_) => {}
+                other => panic!("unexpected watch event {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the watch stayed open after its CRD's spec changed"
+    );
+    // The object is still served, and a new watch from the same point works.
+    assert_eq!(gadgets.get("g").await.unwrap().data["spec"]["replicas"], 1);
+    let _resumed = gadgets
+        .watch(&WatchParams::default().timeout(1), &rv)
+        .await
+        .unwrap();
+}

@@ -555,6 +555,12 @@ async fn load_all(
                 path: path.clone(),
                 source: Box::new(source),
             })?;
+        // Before the plugin's watch opens (see the function's docs).
+        if let Err(error) =
+            crate::webhook::point_before_activation(client, registry, candidate.manifest()).await
+        {
+            tracing::warn!(%error, "the webhook points the CRD shortly after activation instead");
+        }
         let config = configs
             .remove(&stem)
             .or_else(|| configs.remove(candidate.name()))

@@ -223,6 +223,22 @@ reasons! {
     /// the WasmPlugin does not allow lossy conversion), or `convert` failed
     /// on it. The version does not serve; the previous one keeps serving.
     ConversionNotLossless => WasmPlugin,
+    /// A storage-version migration rewrites the objects of the plugin's CRD
+    /// now (the WasmPlugin's `StorageMigration` condition).
+    InProgress => Normal,
+    /// A storage-version migration rewrote every object and narrowed the
+    /// CRD's `storedVersions` to the storage version.
+    Completed => Normal,
+    /// The CRD's `storedVersions` already is the storage version alone:
+    /// nothing to migrate (another replica or an earlier run finished).
+    AlreadyMigrated => Normal,
+    /// The API server refused to rewrite some objects during a storage
+    /// migration (they are named); `storedVersions` is kept and the
+    /// migration is tried again.
+    ObjectsRefused => WasmPlugin,
+    /// A storage migration stopped on an API error; it resumes from its
+    /// saved progress.
+    Interrupted => WasmPlugin,
 }
 
 impl fmt::Display for Reason {

@@ -22,6 +22,7 @@ pub mod assign;
 mod candidate;
 mod observations;
 mod stats;
+mod storage_progress;
 mod versions;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ pub use observations::{
 pub use stats::{
     CounterSnapshot, LATENCY_BUCKETS, LatencyHistogram, VersionCounters, VersionRole, VersionStats,
 };
+pub use storage_progress::{StorageMigrationProgress, StorageMigrationState, StorageProgressBoard};
 pub use versions::{
     ActiveVersion, DEFAULT_ROLLOUT_RATE, DEFAULT_SHADOW_CONCURRENCY, Rollout, RolloutCandidate,
     RolloutSettings, ServingVersions, VersionSet,
@@ -489,6 +491,11 @@ struct Inner {
     /// A registry without one (unit tests, `plugin inspect`) does not check
     /// kinds against a cluster: there is none.
     discovery: std::sync::OnceLock<Discovery>,
+    /// Where this host's storage migrations stand, per plugin.
+    storage_progress: StorageProgressBoard,
+    /// The `spec.conversion` this host's conversion webhook wants in the
+    /// CRDs of the plugins that implement `migration` (set by the webhook).
+    conversion_target: Mutex<Option<Value>>,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -537,6 +544,8 @@ impl Registry {
                 changes: tokio::sync::Mutex::new(()),
                 listener: Mutex::new(None),
                 discovery: std::sync::OnceLock::new(),
+                storage_progress: StorageProgressBoard::default(),
+                conversion_target: Mutex::new(None),
             }),
         })
     }
@@ -557,6 +566,25 @@ impl Registry {
     /// Where plugin calls and versions are recorded.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// Where the storage-version migrations of this host's plugins stand:
+    /// the webhook publishes, the WasmPlugin status shows it.
+    pub fn storage_progress(&self) -> &StorageProgressBoard {
+        &self.inner.storage_progress
+    }
+
+    /// Records the `spec.conversion` (strategy, client config, caBundle)
+    /// this host's conversion webhook serves, so that the WasmPlugin
+    /// controller can point a plugin's CRD at it *before* the plugin's
+    /// first version activates; `None` when no webhook serves.
+    pub fn set_conversion_target(&self, conversion: Option<Value>) {
+        *lock(&self.inner.conversion_target) = conversion;
+    }
+
+    /// See [`Registry::set_conversion_target`].
+    pub fn conversion_target(&self) -> Option<Value> {
+        lock(&self.inner.conversion_target).clone()
     }
 
     /// Checks every new version's kinds against `discovery` from now on

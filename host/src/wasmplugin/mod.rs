@@ -39,7 +39,9 @@ use crate::registry::Registry;
 pub use audit::{AuditRecord, REPORTER, Transition};
 pub use canary_run::ACTION_ANNOTATION;
 pub use canary_worker::{DIFFS_KEY, diffs_config_map_name};
-pub use spec::{OciSpec, Source, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml};
+pub use spec::{
+    OciSpec, Source, StorageMigrationStatus, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml,
+};
 
 /// API group of WasmPlugin.
 pub const GROUP: &str = "wasm-operator.dev";

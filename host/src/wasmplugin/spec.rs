@@ -372,7 +372,8 @@ pub struct LimitsSpec {
 }
 
 /// `status` of a WasmPlugin, as the WasmPlugin controller writes it: what
-/// serves, the `Ready` and `Degraded` conditions, and per-version counts.
+/// serves, the `Ready` and `Degraded` conditions, per-version counts, the
+/// canary and the storage migration.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
@@ -402,7 +403,7 @@ pub struct WasmPluginStatus {
     /// The generation of the spec this status describes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready` and `Degraded`.
+    /// `Ready` and `Degraded`; the canary's; `StorageMigration`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<WasmPluginCondition>>,
     /// Every version this host ran for the WasmPlugin, with its counts.
@@ -411,6 +412,36 @@ pub struct WasmPluginStatus {
     /// The canary of `spec.canary`: where it stands and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanaryStatus>,
+    /// The storage-version migration of the plugin's CRD this host ran
+    /// last (see the `StorageMigration` condition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_migration: Option<StorageMigrationStatus>,
+}
+
+/// `status.storageMigration`: the objects of the plugin's CRD rewritten in
+/// its storage version so far.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageMigrationStatus {
+    /// The CRD (`<plural>.<group>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crd: Option<String>,
+    /// The version every object is rewritten in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_version: Option<String>,
+    /// The CRD's `status.storedVersions` when the migration started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_versions: Option<Vec<String>>,
+    /// Objects rewritten so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<i64>,
+    /// Objects to rewrite in all, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<i64>,
+    /// Objects the API server refused to rewrite (`namespace/name: why`,
+    /// at most 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Vec<String>>,
 }
 
 /// `status.canary`.
@@ -1143,11 +1174,32 @@ mod tests {
                 Some(&problem),
                 &versions,
                 None,
+                None,
                 Some(2),
                 &Value::Null,
                 now,
             ),
-            build(None, None, &[], None, Some(1), &Value::Null, now),
+            build(None, None, &[], None, None, Some(1), &Value::Null, now),
+            // With a storage migration: its condition and counts.
+            build(
+                Some(&serving),
+                None,
+                &versions,
+                None,
+                Some(&crate::registry::StorageMigrationProgress {
+                    crd: "distributedkvs.kv.example.com".into(),
+                    storage_version: "v1beta1".into(),
+                    stored_versions: vec!["v1alpha1".into(), "v1beta1".into()],
+                    state: crate::registry::StorageMigrationState::ObjectsRefused,
+                    migrated: 4,
+                    total: Some(4),
+                    refused: vec!["default/kv: denied".into()],
+                    error: None,
+                }),
+                Some(3),
+                &Value::Null,
+                now,
+            ),
         ] {
             let typed: WasmPluginStatus = serde_json::from_value(written.clone()).unwrap();
             assert_eq!(serde_json::to_value(&typed).unwrap(), written);

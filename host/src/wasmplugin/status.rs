@@ -1,11 +1,19 @@
 //! The `status` of a WasmPlugin: what serves, the Ready and Degraded
-//! conditions, and the per-version counts.
+//! conditions, the per-version counts, and the storage migration of its
+//! plugin's CRD (the `StorageMigration` condition, `status.storageMigration`).
 
 use serde_json::{Value, json};
 
 use super::spec::CanaryStatus;
 use crate::contract::Reason;
-use crate::registry::VersionStats;
+use crate::registry::{StorageMigrationProgress, StorageMigrationState, VersionStats};
+use crate::webhook::STORAGE_CHECK;
+
+/// The condition type of a storage migration.
+pub const STORAGE_MIGRATION: &str = "StorageMigration";
+
+/// Refused objects named in the condition and in `status.storageMigration`.
+const MAX_REFUSED_NAMED: usize = 10;
 
 /// The version a WasmPlugin serves now.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,14 +50,18 @@ pub struct CanaryPart {
     pub status: CanaryStatus,
 }
 
-/// Builds the status from what serves, the current problem, the counts and
-/// the canary. `previous` is the status as last written: condition
-/// transition times are kept while a condition's status does not change.
+/// Builds the status from what serves, the current problem, the counts,
+/// the canary and the storage migration this host runs for the plugin's
+/// CRD (`None`: none this run; the last condition written stays).
+/// `previous` is the status as last written: condition transition times
+/// are kept while a condition's status does not change.
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     serving: Option<&Serving>,
     problem: Option<&Problem>,
     versions: &[VersionStats],
     canary: Option<&CanaryPart>,
+    migration: Option<&StorageMigrationProgress>,
     generation: Option<i64>,
     previous: &Value,
     now: &str,
@@ -58,6 +70,10 @@ pub fn build(
     let mut all = vec![ready, degraded];
     if let Some(canary) = canary {
         all.extend(canary.conditions.iter().cloned());
+    }
+    let storage = storage_migration(migration, previous);
+    if let Some((condition, _)) = &storage {
+        all.push(condition.clone());
     }
     let conditions: Vec<Value> = all
         .into_iter()
@@ -91,6 +107,9 @@ pub fn build(
         None if previous.get("canary").is_some() => status["canary"] = Value::Null,
         None => {}
     }
+    if let Some((_, Some(fields))) = storage {
+        status["storageMigration"] = fields;
+    }
     if let Some(s) = serving {
         status["plugin"] = json!(s.plugin);
         status["version"] = json!(s.version);
@@ -104,6 +123,139 @@ pub fn build(
 
 /// A condition: type, status, reason, message.
 pub type Condition = (&'static str, &'static str, String, String);
+
+/// The `StorageMigration` condition and, when they change,
+/// `status.storageMigration`'s fields, from what the migration published.
+/// Without news (`None`, or nothing to migrate while the last condition
+/// already says it is settled) the last condition written stays and the
+/// fields are left alone. The condition is `True` while objects may still
+/// be stored in an old version (in progress, refused, interrupted),
+/// `False` once `storedVersions` is the storage version alone.
+pub fn storage_migration(
+    progress: Option<&StorageMigrationProgress>,
+    previous: &Value,
+) -> Option<(Condition, Option<Value>)> {
+    let last = previous
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(STORAGE_MIGRATION))
+        })
+        .map(|c| {
+            let text = |key: &str| {
+                c.get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let status = if text("status") == "True" {
+                "True"
+            } else {
+                "False"
+            };
+            (STORAGE_MIGRATION, status, text("reason"), text("message"))
+        });
+    let Some(p) = progress else {
+        return last.map(|c| (c, None));
+    };
+    if p.state == StorageMigrationState::AlreadyMigrated {
+        // Only news when the last condition still says objects may be in
+        // an old version (a run another replica finished, a restart).
+        match last {
+            Some(c) if c.1 == "True" => {}
+            other => return other.map(|c| (c, None)),
+        }
+    }
+    let stored = p.stored_versions.join(", ");
+    let of = match p.total {
+        Some(total) => format!("{}/{total}", p.migrated),
+        None => format!("{} (total not known yet)", p.migrated),
+    };
+    let named = named_refusals(&p.refused);
+    let (status, reason, message) = match p.state {
+        StorageMigrationState::InProgress => {
+            let mut message = format!(
+                "rewriting the objects of CRD {} in storage version {} (storedVersions [{stored}]): {of} objects",
+                p.crd, p.storage_version
+            );
+            if !p.refused.is_empty() {
+                message.push_str(&format!(
+                    "; the last run could not rewrite {}: {named}",
+                    p.refused.len()
+                ));
+            }
+            ("True", Reason::InProgress, message)
+        }
+        StorageMigrationState::Completed => (
+            "False",
+            Reason::Completed,
+            format!(
+                "{} objects of CRD {} rewritten in storage version {}; storedVersions was [{stored}], now [{}]: older versions can be removed from the CRD",
+                p.migrated, p.crd, p.storage_version, p.storage_version
+            ),
+        ),
+        StorageMigrationState::AlreadyMigrated => (
+            "False",
+            Reason::AlreadyMigrated,
+            format!(
+                "every object of CRD {} is stored in {} (storedVersions [{stored}]); nothing to migrate",
+                p.crd, p.storage_version
+            ),
+        ),
+        StorageMigrationState::ObjectsRefused => (
+            "True",
+            Reason::ObjectsRefused,
+            format!(
+                "the API server refused to rewrite {} of {} objects of CRD {} in {}: {named}. storedVersions stays [{stored}] until they can be rewritten; fix what refuses them (an admission webhook, a quota, …). Retried every {}s.",
+                p.refused.len(),
+                p.total.unwrap_or(p.migrated),
+                p.crd,
+                p.storage_version,
+                STORAGE_CHECK.as_secs()
+            ),
+        ),
+        StorageMigrationState::Interrupted => (
+            "True",
+            Reason::Interrupted,
+            format!(
+                "the storage migration of CRD {} to {} stopped after {of} objects: {}. It resumes from its saved progress within {}s.",
+                p.crd,
+                p.storage_version,
+                p.error.as_deref().unwrap_or("unknown error"),
+                STORAGE_CHECK.as_secs()
+            ),
+        ),
+    };
+    let counted = !matches!(p.state, StorageMigrationState::AlreadyMigrated);
+    let fields = json!({
+        "crd": p.crd,
+        "storageVersion": p.storage_version,
+        "storedVersions": p.stored_versions,
+        "migrated": counted.then_some(p.migrated),
+        "total": if counted { p.total } else { None },
+        "refused": p.refused.iter().take(MAX_REFUSED_NAMED).collect::<Vec<_>>(),
+    });
+    Some((
+        (STORAGE_MIGRATION, status, reason.as_str().into(), message),
+        Some(fields),
+    ))
+}
+
+/// The refused objects for a message: up to [`MAX_REFUSED_NAMED`], then a
+/// count.
+fn named_refusals(refused: &[String]) -> String {
+    let mut named = refused
+        .iter()
+        .take(MAX_REFUSED_NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if refused.len() > MAX_REFUSED_NAMED {
+        named.push_str(&format!("; and {} more", refused.len() - MAX_REFUSED_NAMED));
+    }
+    named
+}
 
 fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Condition, Condition) {
     match (serving, problem) {
@@ -191,13 +343,23 @@ mod tests {
     #[test]
     fn degraded_keeps_ready_while_a_version_serves() {
         let (serving, problem) = sample();
-        let first = build(Some(&serving), None, &[], None, Some(1), &Value::Null, "t1");
+        let first = build(
+            Some(&serving),
+            None,
+            &[],
+            None,
+            None,
+            Some(1),
+            &Value::Null,
+            "t1",
+        );
         assert_eq!(first["conditions"][0]["status"], "True");
         assert_eq!(first["conditions"][1]["status"], "False");
         let second = build(
             Some(&serving),
             Some(&problem),
             &[],
+            None,
             None,
             Some(2),
             &first,
@@ -209,8 +371,155 @@ mod tests {
         assert_eq!(second["conditions"][1]["reason"], "InvalidComponent");
         assert_eq!(second["conditions"][1]["lastTransitionTime"], "t2");
         assert_eq!(second["version"], "0.1.0");
-        let none = build(None, Some(&problem), &[], None, Some(1), &Value::Null, "t");
+        let none = build(
+            None,
+            Some(&problem),
+            &[],
+            None,
+            None,
+            Some(1),
+            &Value::Null,
+            "t",
+        );
         assert_eq!(none["conditions"][0]["status"], "False");
         assert!(none.get("version").is_none());
+    }
+
+    fn migration(state: StorageMigrationState) -> StorageMigrationProgress {
+        StorageMigrationProgress {
+            crd: "distributedkvs.kv.example.com".into(),
+            storage_version: "v1beta1".into(),
+            stored_versions: vec!["v1alpha1".into(), "v1beta1".into()],
+            state,
+            migrated: 3,
+            total: Some(5),
+            refused: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn storage_condition(status: &Value) -> &Value {
+        status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == STORAGE_MIGRATION)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_storage_migration_shows_its_counts_and_refusals() {
+        let (serving, _) = sample();
+        let status_of = |progress: &StorageMigrationProgress, previous: &Value, now: &str| {
+            build(
+                Some(&serving),
+                None,
+                &[],
+                None,
+                Some(progress),
+                Some(1),
+                previous,
+                now,
+            )
+        };
+        let running = status_of(
+            &migration(StorageMigrationState::InProgress),
+            &Value::Null,
+            "t1",
+        );
+        let condition = storage_condition(&running);
+        assert_eq!(condition["status"], "True");
+        assert_eq!(condition["reason"], "InProgress");
+        assert!(
+            condition["message"]
+                .as_str()
+                .unwrap()
+                .contains("3/5 objects"),
+            "{condition}"
+        );
+        assert_eq!(running["storageMigration"]["migrated"], 3);
+        assert_eq!(running["storageMigration"]["total"], 5);
+
+        let mut refused = migration(StorageMigrationState::ObjectsRefused);
+        refused.refused = (0..12).map(|i| format!("default/kv-{i}: denied")).collect();
+        let stuck = status_of(&refused, &running, "t2");
+        let condition = storage_condition(&stuck);
+        assert_eq!(condition["reason"], "ObjectsRefused");
+        // Still True: objects may still be stored in v1alpha1.
+        assert_eq!(condition["lastTransitionTime"], "t1");
+        let message = condition["message"].as_str().unwrap();
+        assert!(message.contains("default/kv-9: denied"), "{message}");
+        assert!(!message.contains("default/kv-10"), "{message}");
+        assert!(message.contains("and 2 more"), "{message}");
+        assert_eq!(
+            stuck["storageMigration"]["refused"]
+                .as_array()
+                .unwrap()
+                .len(),
+            10
+        );
+
+        let mut done = migration(StorageMigrationState::Completed);
+        done.migrated = 5;
+        let finished = status_of(&done, &stuck, "t3");
+        let condition = storage_condition(&finished);
+        assert_eq!(condition["status"], "False");
+        assert_eq!(condition["reason"], "Completed");
+        assert_eq!(condition["lastTransitionTime"], "t3");
+        assert!(
+            condition["message"]
+                .as_str()
+                .unwrap()
+                .contains("now [v1beta1]"),
+            "{condition}"
+        );
+        assert_eq!(finished["storageMigration"]["refused"], json!([]));
+    }
+
+    #[test]
+    fn nothing_to_migrate_is_news_only_after_a_migration_that_did_not_finish() {
+        let (serving, _) = sample();
+        let already = migration(StorageMigrationState::AlreadyMigrated);
+        let status_of = |progress: Option<&StorageMigrationProgress>, previous: &Value| {
+            build(
+                Some(&serving),
+                None,
+                &[],
+                None,
+                progress,
+                Some(1),
+                previous,
+                "t",
+            )
+        };
+        // A plugin whose CRD never needed a migration gets no condition.
+        let quiet = status_of(Some(&already), &Value::Null);
+        assert!(
+            quiet["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c["type"] != STORAGE_MIGRATION),
+            "{quiet}"
+        );
+        // A finished migration's condition and counts stay.
+        let mut done = migration(StorageMigrationState::Completed);
+        done.migrated = 5;
+        let finished = status_of(Some(&done), &Value::Null);
+        let kept = status_of(Some(&already), &finished);
+        assert_eq!(storage_condition(&kept), storage_condition(&finished));
+        assert!(kept.get("storageMigration").is_none(), "{kept}");
+        let kept = status_of(None, &finished);
+        assert_eq!(storage_condition(&kept), storage_condition(&finished));
+        // One left in progress (a host stopped midway, finished elsewhere)
+        // is settled.
+        let running = status_of(
+            Some(&migration(StorageMigrationState::InProgress)),
+            &Value::Null,
+        );
+        let settled = status_of(Some(&already), &running);
+        assert_eq!(storage_condition(&settled)["reason"], "AlreadyMigrated");
+        assert_eq!(storage_condition(&settled)["status"], "False");
+        assert_eq!(settled["storageMigration"]["migrated"], Value::Null);
     }
 }

@@ -24,7 +24,9 @@ use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
 use crate::lease::WriteGate;
-use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
+use crate::registry::{
+    ActivationOptions, Candidate, Registry, RegistryError, StorageMigrationProgress,
+};
 use crate::webhook::gate::{self, GateError};
 
 /// How often a WasmPlugin waiting for another to let go of its plugin
@@ -98,6 +100,8 @@ pub(super) struct Worker {
     /// The status written before this worker started was looked at for a
     /// canary that had ended (see canary_worker.rs `restore`).
     pub(super) canary_restore_checked: bool,
+    /// The storage migration progress the last status write saw.
+    migration_shown: Option<StorageMigrationProgress>,
 }
 
 impl Worker {
@@ -137,6 +141,7 @@ impl Worker {
             canary_watch: None,
             canary_tx: None,
             canary_restore_checked: false,
+            migration_shown: None,
         };
         tokio::spawn(worker.run(updates))
     }
@@ -145,6 +150,9 @@ impl Worker {
         let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
         let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
         self.canary_tx = Some(canary_tx);
+        // A storage migration of the plugin's CRD publishes its progress
+        // on the registry (webhook/storage.rs); this status shows it.
+        let mut migration_updates = self.registry.storage_progress().updates();
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
@@ -203,6 +211,15 @@ impl Worker {
                         follows_leadership = false;
                     } else if leadership.borrow_and_update().leading && self.writes.may_write() {
                         self.on_object(&tx).await;
+                    }
+                }
+                Ok(()) = migration_updates.changed() => {
+                    // Another plugin's migration is no news here.
+                    let mine = self.loaded.as_ref().and_then(|l| {
+                        self.registry.storage_progress().get(&l.serving.plugin)
+                    });
+                    if mine != self.migration_shown {
+                        self.write_status().await;
                     }
                 }
             }
@@ -367,6 +384,7 @@ impl Worker {
             self.write_status().await;
             return;
         }
+        self.point_conversion(&candidate).await;
         let plugin_name = candidate.name().to_string();
         if let Err(conflict) = self.claim(&plugin_name) {
             self.reject(conflict, false, Some(&digest)).await;
@@ -425,6 +443,28 @@ impl Worker {
             tracing::warn!(wasmplugin = %self.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
         }
         Ok(())
+    }
+
+    /// Points a migrating plugin's CRD at this host's conversion webhook
+    /// before the version activates
+    /// ([`crate::webhook::point_before_activation`]). Best effort: the
+    /// webhook's own sync points it too, shortly after.
+    async fn point_conversion(&self, candidate: &Candidate) {
+        let pointed = crate::webhook::point_before_activation(
+            &self.client,
+            &self.registry,
+            candidate.manifest(),
+        )
+        .await;
+        match pointed {
+            Ok(true) => {
+                tracing::info!(wasmplugin = %self.name, plugin = %candidate.name(), "pointed the CRD's conversion at this host's webhook before activating the plugin");
+            }
+            Ok(false) => {}
+            Err(error) => {
+                tracing::warn!(wasmplugin = %self.name, %error, "the webhook points the CRD shortly after activation instead");
+            }
+        }
     }
 
     /// A plugin is served by one WasmPlugin: claims plugin `name` for this
@@ -553,15 +593,18 @@ impl Worker {
                 status,
             }
         });
+        let migration = serving.and_then(|s| self.registry.storage_progress().get(&s.plugin));
         let status = status::build(
             serving,
             self.problem.as_ref(),
             &versions,
             canary.as_ref(),
+            migration.as_ref(),
             self.object.metadata.generation,
             &self.last_status,
             &now(),
         );
+        self.migration_shown = migration;
         if status == self.last_status {
             return;
         }

@@ -64,6 +64,8 @@ const RESYNC: Duration = Duration::from_secs(60);
 /// How often CRDs are checked for objects in old storage versions (with
 /// [`WebhookOptions::migrate_storage`]).
 pub const STORAGE_CHECK: Duration = Duration::from_secs(10);
+/// How often a running storage migration publishes its progress at most.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 /// The pause after a sync the API server refused, before the next try.
 const FAILED_SYNC_PAUSE: Duration = Duration::from_secs(5);
 
@@ -221,6 +223,9 @@ impl ConversionWebhook {
                 writes: Mutex::new(WriteGate::always_open()),
             }),
         };
+        // The WasmPlugin controller points a plugin's CRD here before its
+        // first version activates (see `Registry::set_conversion_target`).
+        registry.set_conversion_target(Some(webhook.desired_conversion()));
         let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
         let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
         *webhook.tasks() = vec![serving, keeper];
@@ -250,9 +255,20 @@ impl ConversionWebhook {
         self.inner.certs.ca_bundle()
     }
 
+    /// The `spec.conversion` this webhook writes into the CRDs.
+    pub fn desired_conversion(&self) -> serde_json::Value {
+        crd::desired_conversion(&self.inner.client_config, &self.ca_bundle())
+    }
+
     /// The CRDs of the loaded plugins that implement `migration`
     /// (`<plural>.<group>` of their primary kinds).
     pub fn migrating_crds(&self) -> BTreeSet<String> {
+        self.migrating_plugins().into_keys().collect()
+    }
+
+    /// The CRDs of [`ConversionWebhook::migrating_crds`], each with the
+    /// name of the plugin that converts for it.
+    fn migrating_plugins(&self) -> std::collections::BTreeMap<String, String> {
         let registry = &self.inner.registry;
         registry
             .loaded()
@@ -261,7 +277,10 @@ impl ConversionWebhook {
             .filter(|v| v.plugin.manifest().implements.migration)
             .map(|v| {
                 let primary = &v.plugin.manifest().primary;
-                format!("{}.{}", primary.plural, primary.group)
+                (
+                    format!("{}.{}", primary.plural, primary.group),
+                    v.info.name.clone(),
+                )
             })
             .collect()
     }
@@ -276,7 +295,7 @@ impl ConversionWebhook {
     pub async fn sync_crds(&self) -> Result<Vec<String>, WebhookError> {
         let mut synced = self.inner.synced.lock().await;
         let crds = self.migrating_crds();
-        let desired = crd::desired_conversion(&self.inner.client_config, &self.ca_bundle());
+        let desired = self.desired_conversion();
         let mut changed = Vec::new();
         for name in &crds {
             let wrote = crd::ensure(&self.inner.client, name, &desired)
@@ -302,6 +321,10 @@ impl ConversionWebhook {
 
     /// Stops serving and keeping CRDs.
     pub async fn shutdown(&self) {
+        let registry = &self.inner.registry;
+        if registry.conversion_target() == Some(self.desired_conversion()) {
+            registry.set_conversion_target(None);
+        }
         self.inner.cancel.cancel();
         let tasks = std::mem::take(&mut *self.tasks());
         for task in tasks {
@@ -310,15 +333,49 @@ impl ConversionWebhook {
     }
 }
 
+/// Points the CRD of `manifest`'s primary kind at the conversion webhook
+/// that serves for `registry` ([`Registry::conversion_target`]), when the
+/// plugin implements `migration` and a webhook serves; returns whether it
+/// wrote. Call it *before* the version activates: the plugin's watch opens
+/// on activation, and kube-apiserver keeps serving a watch opened before a
+/// CRD change with the CRD's old conversion (it tears that storage down a
+/// second or more later), so a watch opened while the CRD still said
+/// `strategy: None` would hand the plugin objects of another version with
+/// only their apiVersion rewritten.
+///
+/// # Errors
+///
+/// [`WebhookError::Crd`] when the CRD cannot be read or patched.
+pub async fn point_before_activation(
+    client: &kube::Client,
+    registry: &Registry,
+    manifest: &crate::contract::Manifest,
+) -> Result<bool, WebhookError> {
+    if !manifest.implements.migration {
+        return Ok(false);
+    }
+    let Some(desired) = registry.conversion_target() else {
+        return Ok(false);
+    };
+    let name = format!("{}.{}", manifest.primary.plural, manifest.primary.group);
+    crd::ensure(client, &name, &desired)
+        .await
+        .map_err(|source| WebhookError::Crd { crd: name, source })
+}
+
 /// Starts a storage migration of every migrating plugin's CRD whose
 /// `storedVersions` lists more than its storage version, unless one runs.
+/// Where each stands is published on the registry's
+/// [`StorageProgressBoard`](crate::registry::StorageProgressBoard) under
+/// the plugin's name (the WasmPlugin status shows it).
 async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
     if !lock(&webhook.inner.writes).may_write() {
         return;
     }
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(webhook.inner.client.clone());
-    for name in webhook.migrating_crds() {
+    let board = webhook.inner.registry.storage_progress();
+    for (name, plugin) in webhook.migrating_plugins() {
         if lock(&webhook.inner.migrating).contains(&name) {
             continue;
         }
@@ -336,30 +393,51 @@ async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &Cancella
             .and_then(|s| s.stored_versions)
             .unwrap_or_default();
         let Some(storage) = storage else { continue };
+        let known = board.get(&plugin).filter(|p| p.crd == name);
+        let start = storage::RunProgress::starting(&name, &storage, &stored, known.as_ref());
         if storage::is_migrated(&stored, &storage) {
+            // Nothing to do: say so once (a run another replica or an
+            // earlier start finished leaves no stale "in progress").
+            if known.is_none_or(|p| !p.state.is_settled()) {
+                board.publish(&plugin, start.settled());
+            }
             continue;
         }
         lock(&webhook.inner.migrating).insert(name.clone());
-        tracing::info!(crd = %name, stored = ?stored, %storage, "migrating objects to the storage version");
+        tracing::info!(crd = %name, %plugin, stored = ?stored, %storage, "migrating objects to the storage version");
+        board.publish(&plugin, start.started());
         let client = webhook.inner.client.clone();
         let this = webhook.clone();
         let cancel = cancel.clone();
         let task = tokio::spawn(async move {
             let options = storage::StorageOptions::default();
-            let run = storage::migrate(&client, &name, &options, |_, _| {});
+            let board = this.inner.registry.storage_progress();
+            let mut published = Instant::now();
+            let run = storage::migrate(&client, &name, &options, |migrated, total| {
+                // Once a second at most: each publication may become a
+                // status write.
+                if published.elapsed() >= PROGRESS_EVERY || total == Some(migrated) {
+                    published = Instant::now();
+                    board.publish(&plugin, start.advanced(migrated, total));
+                }
+            });
             let outcome = tokio::select! {
                 () = cancel.cancelled() => None,
                 outcome = run => Some(outcome),
             };
             match outcome {
-                Some(Ok(report)) if report.done => {
-                    tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
-                }
                 Some(Ok(report)) => {
-                    tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                    if report.done {
+                        tracing::info!(crd = %name, migrated = report.migrated, storage = %report.storage_version, "storage migration finished; storedVersions is the storage version alone");
+                    } else {
+                        tracing::warn!(crd = %name, refused = ?report.refused, "storage migration left objects in old versions; storedVersions kept, retrying later");
+                    }
+                    board.publish(&plugin, start.finished(&report));
                 }
                 Some(Err(error)) => {
                     tracing::warn!(crd = %name, %error, "storage migration stopped; it resumes later");
+                    let at = board.get(&plugin).map_or(0, |p| p.migrated);
+                    board.publish(&plugin, start.interrupted(at, &error));
                 }
                 // Stopped with the host: the progress annotation resumes it.
                 None => {}

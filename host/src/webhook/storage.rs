@@ -31,6 +31,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use serde_json::{Value, json};
 
 use super::crd::FIELD_MANAGER;
+use crate::registry::{StorageMigrationProgress, StorageMigrationState};
 
 /// Objects per list page.
 pub const PAGE: u32 = 500;
@@ -128,9 +129,94 @@ pub fn write_interval(writes_per_second: u32) -> Option<Duration> {
     (writes_per_second > 0).then(|| Duration::from_secs(1) / writes_per_second)
 }
 
+/// What a host publishes about one run of a migration, from its start to
+/// its end (see [`crate::registry::StorageProgressBoard`]). Pure: each
+/// step returns the value to publish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunProgress {
+    start: StorageMigrationProgress,
+}
+
+impl RunProgress {
+    /// A run of CRD `crd` towards `storage`, `stored` its
+    /// `status.storedVersions` now; `known` is what was published for this
+    /// CRD before (refusals of an earlier run stay listed until this run
+    /// ends).
+    pub fn starting(
+        crd: &str,
+        storage: &str,
+        stored: &[String],
+        known: Option<&StorageMigrationProgress>,
+    ) -> RunProgress {
+        RunProgress {
+            start: StorageMigrationProgress {
+                crd: crd.to_string(),
+                storage_version: storage.to_string(),
+                stored_versions: stored.to_vec(),
+                state: StorageMigrationState::InProgress,
+                migrated: 0,
+                total: None,
+                refused: known.map(|p| p.refused.clone()).unwrap_or_default(),
+                error: None,
+            },
+        }
+    }
+
+    /// The run is starting.
+    pub fn started(&self) -> StorageMigrationProgress {
+        self.start.clone()
+    }
+
+    /// Nothing to rewrite: `storedVersions` is the storage version alone.
+    pub fn settled(&self) -> StorageMigrationProgress {
+        StorageMigrationProgress {
+            state: StorageMigrationState::AlreadyMigrated,
+            refused: Vec::new(),
+            ..self.start.clone()
+        }
+    }
+
+    /// `migrated` objects rewritten of `total`.
+    pub fn advanced(&self, migrated: usize, total: Option<usize>) -> StorageMigrationProgress {
+        StorageMigrationProgress {
+            migrated,
+            total,
+            ..self.start.clone()
+        }
+    }
+
+    /// The run ended with `report`.
+    pub fn finished(&self, report: &StorageReport) -> StorageMigrationProgress {
+        let state = if report.done {
+            StorageMigrationState::Completed
+        } else {
+            StorageMigrationState::ObjectsRefused
+        };
+        StorageMigrationProgress {
+            state,
+            migrated: report.migrated,
+            // A run that reached its end saw every object.
+            total: Some(report.migrated),
+            refused: report.refused.clone(),
+            ..self.start.clone()
+        }
+    }
+
+    /// The run stopped on `error` after `migrated` objects.
+    pub fn interrupted(&self, migrated: usize, error: &StorageError) -> StorageMigrationProgress {
+        StorageMigrationProgress {
+            state: StorageMigrationState::Interrupted,
+            migrated,
+            error: Some(error.to_string()),
+            ..self.start.clone()
+        }
+    }
+}
+
 /// Migrates CRD `crd_name`; `progress` is told `(migrated, total)` after
 /// every object (total is an estimate from the API server's
-/// `remainingItemCount`, `None` when it gives none).
+/// `remainingItemCount`, exact on the last page, `None` when the API
+/// server gives none).
 ///
 /// # Errors
 ///
@@ -205,6 +291,9 @@ pub async fn migrate(
             .metadata
             .remaining_item_count
             .and_then(|n| usize::try_from(n).ok());
+        // On the last page nothing remains: the total is exact.
+        let last_page = page.metadata.continue_.as_deref().is_none_or(str::is_empty);
+        let remaining = remaining.or(last_page.then_some(0));
         let total_estimate =
             |done: usize, left_in_page: usize| remaining.map(|r| done + left_in_page + r);
         let count = page.items.len();
@@ -350,6 +439,39 @@ mod tests {
         crd.metadata.annotations =
             Some([(PROGRESS_ANNOTATION.to_string(), "junk".to_string())].into());
         assert_eq!(saved_progress(&crd), Progress::default());
+    }
+
+    #[test]
+    fn a_run_publishes_its_progress_then_its_outcome() {
+        let stored = vec!["v1alpha1".to_string(), "v1beta1".to_string()];
+        let crd = "distributedkvs.kv.example.com";
+        let refused = StorageReport {
+            migrated: 3,
+            refused: vec!["default/kv-1: denied".into()],
+            ..StorageReport::default()
+        };
+        let earlier = RunProgress::starting(crd, "v1beta1", &stored, None).finished(&refused);
+        assert_eq!(earlier.state, StorageMigrationState::ObjectsRefused);
+        assert_eq!(earlier.total, Some(3));
+
+        // The next run lists the earlier refusals until it ends.
+        let run = RunProgress::starting(crd, "v1beta1", &stored, Some(&earlier));
+        assert_eq!(run.started().state, StorageMigrationState::InProgress);
+        assert_eq!(run.started().refused, earlier.refused);
+        let step = run.advanced(2, Some(3));
+        assert_eq!((step.migrated, step.total), (2, Some(3)));
+        let done = run.finished(&StorageReport {
+            migrated: 3,
+            done: true,
+            ..StorageReport::default()
+        });
+        assert_eq!(done.state, StorageMigrationState::Completed);
+        assert!(done.refused.is_empty());
+        assert_eq!(done.stored_versions, stored);
+        let stopped = run.interrupted(1, &StorageError::NoCrd(crd.into()));
+        assert_eq!(stopped.state, StorageMigrationState::Interrupted);
+        assert!(stopped.error.unwrap().contains(crd));
+        assert_eq!(run.settled().state, StorageMigrationState::AlreadyMigrated);
     }
 
     #[test]

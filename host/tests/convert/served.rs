@@ -96,11 +96,35 @@ async fn objects_of_both_versions_are_served_in_both_and_reconciled() {
             sts.spec.unwrap().service_name.as_deref(),
             Some(format!("{name}-headless").as_str())
         );
+        // The plan's children are applied one after the other: the
+        // StatefulSet may exist before the Service and the PDB do (seen on
+        // the real control plane).
         let services: Api<Service> = Api::namespaced(client.clone(), NS);
-        let service = services.get(&format!("{name}-headless")).await.unwrap();
+        let headless = format!("{name}-headless");
+        let service = wait_until(&format!("Service {headless}"), CONVERGE, || {
+            let services = services.clone();
+            let headless = headless.clone();
+            async move {
+                services
+                    .get_opt(&headless)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        })
+        .await;
         assert_eq!(service.spec.unwrap().cluster_ip.as_deref(), Some("None"));
         let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), NS);
-        let pdb = pdbs.get(name).await.unwrap();
+        let pdb = wait_until(&format!("PodDisruptionBudget {name}"), CONVERGE, || {
+            let pdbs = pdbs.clone();
+            async move {
+                pdbs.get_opt(name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        })
+        .await;
         assert_eq!(
             serde_json::to_value(pdb.spec.unwrap().max_unavailable).unwrap(),
             json!(max_unavailable)
