@@ -319,18 +319,7 @@ fn write_mark(kind: &str, o: &DynamicObject) -> String {
     if kind != "Deployment" {
         return o.metadata.resource_version.clone().unwrap_or_default();
     }
-    let host_entries: Vec<String> = o
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager
-                .as_deref()
-                .is_some_and(|n| n.starts_with("wasm-operator"))
-        })
-        .map(|m| serde_json::to_string(m).unwrap_or_default())
-        .collect();
+    let host_entries = support::host_managed_fields(&o.metadata);
     format!(
         "generation {} host entries {host_entries:?}",
         o.metadata.generation.unwrap_or_default()

@@ -275,31 +275,43 @@ pub async fn apply_webapp(client: &Client, namespace: &str, name: &str, replicas
         .unwrap_or_else(|e| panic!("cannot apply WebApp {namespace}/{name}: {e}"));
 }
 
+/// The fencing token of `obj` when it was reconciled for the generation it
+/// has now (the token is the reconcile's last write, after the status);
+/// otherwise what was seen instead.
+fn reconciled_token(obj: &Value) -> Result<String, String> {
+    let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = obj
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    let token = obj
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            TOKEN.replace('/', "~1")
+        ))
+        .and_then(Value::as_str);
+    match token {
+        Some(token) if generation.is_some() && observed == generation => Ok(token.to_string()),
+        _ => Err(format!(
+            "generation {generation:?}, observedGeneration {observed:?}, fencing token {token:?}"
+        )),
+    }
+}
+
 /// Waits until WebApp `name` was reconciled for the generation it has now
-/// and carries fencing token `expected` (the token is the reconcile's last
-/// write, after the status).
+/// and carries fencing token `expected`.
 pub async fn wait_reconciled_by(client: &Client, namespace: &str, name: &str, expected: &str) {
     let api = webapps(client, namespace);
     support::wait_until(
         &format!("WebApp {namespace}/{name} reconciled with fencing token {expected}"),
         DEADLINE,
         || async {
-            let Some(obj) = support::get_json(&api, name).await else {
-                return Err("no such WebApp".to_string());
-            };
-            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-            let observed = obj
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64);
-            let token = obj
-                .pointer(&format!("/metadata/annotations/{}", TOKEN.replace('/', "~1")))
-                .and_then(Value::as_str);
-            if generation.is_some() && observed == generation && token == Some(expected) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "generation {generation:?}, observedGeneration {observed:?}, fencing token {token:?}"
-                ))
+            let obj = support::get_json(&api, name)
+                .await
+                .ok_or("no such WebApp".to_string())?;
+            match reconciled_token(&obj) {
+                Ok(token) if token == expected => Ok(()),
+                Ok(token) => Err(format!("fencing token {token}")),
+                Err(seen) => Err(seen),
             }
         },
     )
@@ -314,24 +326,10 @@ pub async fn wait_reconciled(client: &Client, namespace: &str, name: &str) -> St
         &format!("WebApp {namespace}/{name} reconciled with a fencing token"),
         DEADLINE,
         || async {
-            let Some(obj) = support::get_json(&api, name).await else {
-                return Err("no such WebApp".to_string());
-            };
-            let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-            let observed = obj
-                .pointer("/status/observedGeneration")
-                .and_then(Value::as_i64);
-            let token = obj
-                .pointer(&format!("/metadata/annotations/{}", TOKEN.replace('/', "~1")))
-                .and_then(Value::as_str);
-            match token {
-                Some(token) if generation.is_some() && observed == generation => {
-                    Ok(token.to_string())
-                }
-                _ => Err(format!(
-                    "generation {generation:?}, observedGeneration {observed:?}, fencing token {token:?}"
-                )),
-            }
+            let obj = support::get_json(&api, name)
+                .await
+                .ok_or("no such WebApp".to_string())?;
+            reconciled_token(&obj)
         },
     )
     .await

@@ -232,6 +232,25 @@ pub async fn get_json(api: &Api<DynamicObject>, name: &str) -> Option<Value> {
     }
 }
 
+/// The managedFields entries of the host's field managers
+/// (`wasm-operator…`) on `meta`, as JSON text: what moves when the host
+/// writes an object, whatever other controllers write (on a real cluster
+/// the Deployment controller writes every Deployment's status).
+pub fn host_managed_fields(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Vec<String> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager
+                .as_deref()
+                .is_some_and(|n| n.starts_with("wasm-operator"))
+        })
+        .map(|m| serde_json::to_string(m).unwrap_or_default())
+        .collect()
+}
+
 /// The condition of type `kind` in `obj.status.conditions`.
 pub fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a Value> {
     obj.pointer("/status/conditions")?

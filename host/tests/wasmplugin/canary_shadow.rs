@@ -91,19 +91,10 @@ fn target(name: &str, output: OutputFormat) -> Target {
 /// cluster kube-controller-manager's Deployment controller writes every
 /// Deployment's status and revision annotation (docs/conformance.md #8).
 fn host_write_mark(d: &Deployment) -> (Option<i64>, Vec<String>) {
-    let host_entries = d
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager
-                .as_deref()
-                .is_some_and(|n| n.starts_with("wasm-operator"))
-        })
-        .map(|m| serde_json::to_string(m).unwrap_or_default())
-        .collect();
-    (d.metadata.generation, host_entries)
+    (
+        d.metadata.generation,
+        support::host_managed_fields(&d.metadata),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
