@@ -119,7 +119,10 @@ impl Cluster {
             .arg(dir)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["--quiet", "--timeout", "5m", "--controllers", controllers]);
+            .args(["--quiet", "--timeout", "5m", "--controllers", controllers])
+            // realcluster's /24 Service range holds ~250 ClusterIPs; every
+            // WebApp has a Service (the last flag wins).
+            .arg("--apiserver-flag=--service-cluster-ip-range=10.96.0.0/16");
         let mut proc_ = spawn(cmd, "realcluster up", log)?;
         let deadline = Instant::now() + Duration::from_secs(330);
         while !kubeconfig.exists() {
