@@ -1,10 +1,13 @@
-//! `bench-scale`: the side-by-side scale benchmark of issue 11.
+//! `bench-scale`: the side-by-side scale benchmark of issues 11 and 12.
 //!
 //! For every size N and round, each operator (in an order rotated every
 //! round, so no operator always runs first or last on a warm or cold machine)
-//! gets a fresh `devcluster` process, the WebApp CRD and an empty `bench`
-//! namespace; the operator is started as its own process and, once its watches
-//! are open, the harness
+//! gets a fresh API server (`--backend dev`: a `devcluster` process;
+//! `--backend real`: `realcluster up`, kube-apiserver + etcd +
+//! kube-controller-manager, see `cluster.rs`), the WebApp CRD and an empty
+//! `bench` namespace; the operator is started as its own process and, once it
+//! is running (dev: its watches are open; real: it has reconciled a probe
+//! WebApp in another namespace), the harness
 //!
 //! 1. creates N WebApps (16 requests in flight) and waits until all are
 //!    converged, then
@@ -19,9 +22,9 @@
 //!
 //! Measured per phase: convergence time, operator CPU seconds
 //! (`/proc/<pid>/stat` utime+stime+cutime+cstime, the startup excluded),
-//! peak RSS (`VmHWM`), and the operator's requests counted by the devcluster
-//! (`GET /_devcluster/requests`) minus the harness's own (its creates,
-//! patches and lists). The floor is not a watcher: it runs once per phase
+//! peak RSS (`VmHWM`), and, on the devcluster only, the operator's requests
+//! counted by it (`GET /_devcluster/requests`) minus the harness's own (its
+//! creates, patches and lists). The floor is not a watcher: it runs once per phase
 //! after the harness's writes and reports its own CPU and RSS.
 
 use std::collections::BTreeMap;
@@ -35,11 +38,21 @@ use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+mod cluster;
 mod report;
 
+use cluster::Backend;
+
+/// The operators the harness knows.
+const OPERATORS: &[&str] = &[
+    "wasm-operator",
+    "controller-runtime",
+    "native",
+    "kopf",
+    "floor",
+];
 /// The namespace every WebApp lives in.
 const NAMESPACE: &str = "bench";
 /// How often convergence is checked.
@@ -54,13 +67,37 @@ struct Args {
     /// Rounds per size (each runs every operator once).
     #[arg(long, default_value_t = 2)]
     rounds: usize,
-    /// Operators to measure, comma-separated: wasm-operator, native, kopf, floor.
+    /// Operators to measure, comma-separated: wasm-operator, controller-runtime, native, kopf, floor.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "wasm-operator,native,kopf,floor"
+        default_value = "wasm-operator,controller-runtime,native,kopf,floor"
     )]
     operators: Vec<String>,
+    /// The API server: `dev` (a fresh devcluster per run) or `real` (a fresh
+    /// `realcluster up` per run; no request counts, so no writes per object).
+    #[arg(long, value_enum, default_value_t = Backend::Dev)]
+    backend: Backend,
+    /// The `realcluster` binary (`--backend real`).
+    #[arg(long, default_value = "target/realcluster/realcluster")]
+    realcluster: PathBuf,
+    /// kube-controller-manager's controllers on the real control plane. The
+    /// Deployment and ReplicaSet controllers are left out by default: with
+    /// them every WebApp also gets a ReplicaSet and Pods that never run, load
+    /// on the shared machine that is no operator's, and that the devcluster
+    /// does not have either.
+    #[arg(
+        long,
+        default_value = "garbage-collector-controller,namespace-controller"
+    )]
+    real_controllers: String,
+    /// The controller-runtime peer (built by `scripts/bench-scale.sh` from
+    /// `bench/scale/controller-runtime`).
+    #[arg(
+        long,
+        default_value = "target/bench-scale/bin/controller-runtime-webapp"
+    )]
+    controller_runtime: PathBuf,
     /// Reconciles (and harness requests) in flight at once.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -91,6 +128,8 @@ struct Args {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Run {
+    /// The API server: `dev` or `real`.
+    pub backend: Backend,
     /// Operator name.
     pub operator: String,
     /// WebApps.
@@ -111,10 +150,10 @@ pub struct Run {
     pub requests_create: BTreeMap<String, i64>,
     /// Operator requests in the update phase, by `verb resource`.
     pub requests_update: BTreeMap<String, i64>,
-    /// Operator writes per WebApp in the create phase.
-    pub writes_per_object_create: f64,
-    /// Operator writes per WebApp in the update phase.
-    pub writes_per_object_update: f64,
+    /// Operator writes per WebApp in the create phase (devcluster only).
+    pub writes_per_object_create: Option<f64>,
+    /// Operator writes per WebApp in the update phase (devcluster only).
+    pub writes_per_object_update: Option<f64>,
     /// Failed operator requests (e.g. 409 conflicts) over both phases, by `verb resource status`.
     pub failed: BTreeMap<String, i64>,
     /// The machine's load averages (`/proc/loadavg`: 1, 5, 15 minutes) when
@@ -129,8 +168,11 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
     for op in &args.operators {
-        if !["wasm-operator", "native", "kopf", "floor"].contains(&op.as_str()) {
-            bail!("unknown operator {op:?}; use wasm-operator, native, kopf or floor");
+        if !OPERATORS.contains(&op.as_str()) {
+            bail!(
+                "unknown operator {op:?}; use one or more of {}",
+                OPERATORS.join(", ")
+            );
         }
     }
     std::fs::create_dir_all(args.out.join("logs"))
@@ -144,17 +186,22 @@ async fn main() -> anyhow::Result<()> {
             let k = args.operators.len();
             for i in 0..k {
                 let op = &args.operators[(i + round) % k];
-                eprintln!("== {op} N={n} round {}/{}", round + 1, args.rounds);
+                eprintln!(
+                    "== {op} N={n} round {}/{} on {}",
+                    round + 1,
+                    args.rounds,
+                    args.backend
+                );
                 match run_one(&args, op, n, round, ticks).await {
                     Ok(run) => {
                         eprintln!(
-                            "   create {:.2} s, update {:.2} s, CPU {:.2} s, peak RSS {:.1} MiB, writes/object {:.2} / {:.2}, load {}",
+                            "   create {:.2} s, update {:.2} s, CPU {:.2} s, peak RSS {:.1} MiB, writes/object {} / {}, load {}",
                             run.create_s,
                             run.update_s,
                             run.cpu_create_s + run.cpu_update_s,
                             run.rss_peak_mib,
-                            run.writes_per_object_create,
-                            run.writes_per_object_update,
+                            report::optional(run.writes_per_object_create),
+                            report::optional(run.writes_per_object_update),
                             run.load
                         );
                         runs.push(run);
@@ -169,7 +216,17 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let summary = report::summarize(&runs);
-    let mut markdown = report::markdown(&summary, &args.operators, &failures);
+    let ratios = report::ratios(&summary);
+    let mut markdown = format!(
+        "Backend: {} ({}), {} reconciles in flight, {} CPUs.\n\n",
+        args.backend,
+        args.backend.describe(),
+        args.concurrency,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0)
+    );
+    markdown.push_str(&report::markdown(&summary, &ratios, &failures));
     markdown.push_str("\nLoad averages (1 / 5 / 15 min) at the end of each run:\n");
     for run in &runs {
         markdown.push_str(&format!(
@@ -184,20 +241,27 @@ async fn main() -> anyhow::Result<()> {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let doc = json!({
         "config": {
-            "sizes": args.sizes, "rounds": args.rounds, "operators": args.operators,
+            "backend": args.backend, "sizes": args.sizes, "rounds": args.rounds, "operators": args.operators,
             "concurrency": args.concurrency, "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         },
         "runs": runs,
         "summary": summary,
+        "ratios": ratios,
         "failures": failures,
     });
-    let path = args.out.join(format!("scale-{stamp}.json"));
+    let path = args
+        .out
+        .join(format!("scale-{}-{stamp}.json", args.backend));
     std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
     std::fs::write(
         args.out.join("latest.json"),
         serde_json::to_string_pretty(&doc)?,
     )?;
     std::fs::write(args.out.join("latest.md"), &markdown)?;
+    std::fs::write(
+        args.out.join(format!("scale-{}-{stamp}.md", args.backend)),
+        &markdown,
+    )?;
     eprintln!("results: {} (and latest.json, latest.md)", path.display());
     if !failures.is_empty() {
         bail!("{} runs failed (see above)", failures.len());
@@ -207,10 +271,16 @@ async fn main() -> anyhow::Result<()> {
 
 /// Every file a run needs exists, with a hint on how to make it.
 fn check_inputs(args: &Args) -> anyhow::Result<()> {
-    let mut need = vec![(
-        args.bin_dir.join("devcluster"),
-        "cargo build --release -p wasm-operator-devcluster",
-    )];
+    let mut need = match args.backend {
+        Backend::Dev => vec![(
+            args.bin_dir.join("devcluster"),
+            "cargo build --release -p wasm-operator-devcluster",
+        )],
+        Backend::Real => vec![(
+            args.realcluster.clone(),
+            "REALCLUSTER_BIN=<path> scripts/build-realcluster.sh",
+        )],
+    };
     for op in &args.operators {
         match op.as_str() {
             "wasm-operator" => {
@@ -219,6 +289,12 @@ fn check_inputs(args: &Args) -> anyhow::Result<()> {
                     "cargo build --release -p wasm-operator",
                 ));
                 need.push((args.wasm.clone(), "scripts/build-plugins.sh"));
+            }
+            "controller-runtime" => {
+                need.push((
+                    args.controller_runtime.clone(),
+                    "scripts/build-controller-runtime-peer.sh <output path>",
+                ));
             }
             "native" | "floor" => {
                 need.push((
@@ -285,21 +361,21 @@ fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
 }
 
 /// A child process killed when dropped, whatever path the run leaves by.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     what: String,
     log: PathBuf,
 }
 
 impl Proc {
-    fn pid(&self) -> anyhow::Result<u32> {
+    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
         self.child
             .id()
             .with_context(|| format!("{} has exited; see {}", self.what, self.log.display()))
     }
 
     /// Fails when the process has exited (with the tail of its log).
-    fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Ok(Some(status)) = self.child.try_wait() {
             bail!(
                 "{} exited ({status}); last lines of {}:\n{}",
@@ -311,19 +387,19 @@ impl Proc {
         Ok(())
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
 }
 
-fn tail(path: &Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// Spawns `cmd` with stdout and stderr into `log`, killed on drop.
-fn spawn(mut cmd: Command, what: &str, log: &Path) -> anyhow::Result<Proc> {
+pub(crate) fn spawn(mut cmd: Command, what: &str, log: &Path) -> anyhow::Result<Proc> {
     let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
     let err = file.try_clone()?;
     cmd.stdout(Stdio::from(file))
@@ -338,47 +414,6 @@ fn spawn(mut cmd: Command, what: &str, log: &Path) -> anyhow::Result<Proc> {
         what: what.to_owned(),
         log: log.to_owned(),
     })
-}
-
-/// A fresh devcluster: its process, URL and kubeconfig.
-async fn start_devcluster(args: &Args, dir: &Path, n: usize) -> anyhow::Result<(Child, PathBuf)> {
-    let kubeconfig = dir.join("kubeconfig");
-    // Enough watch history that a watch resumed mid-run is not expired.
-    let history = (n * 8).max(10_000);
-    let mut child = Command::new(args.bin_dir.join("devcluster"))
-        .args([
-            "--port",
-            "0",
-            "--history-window",
-            &history.to_string(),
-            "--kubeconfig",
-        ])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting devcluster")?;
-    let stdout = child.stdout.take().context("devcluster stdout")?;
-    let mut lines = BufReader::new(stdout).lines();
-    let serving = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await? {
-            if line.starts_with("devcluster serving at") {
-                return Ok::<_, anyhow::Error>(());
-            }
-        }
-        bail!("devcluster exited before serving")
-    })
-    .await;
-    match serving {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(e),
-        Err(_) => bail!("devcluster did not print its URL within 30 s"),
-    }
-    // Keep draining stdout so the process never blocks on a full pipe.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok((child, kubeconfig))
 }
 
 async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
@@ -410,6 +445,18 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
         },
         kind: kind.into(),
         plural: plural.into(),
+    }
+}
+
+/// [`request_counts`] when `counted` (the devcluster), else empty counts.
+async fn maybe_request_counts(
+    client: &Client,
+    counted: bool,
+) -> anyhow::Result<(BTreeMap<String, i64>, BTreeMap<String, i64>)> {
+    if counted {
+        request_counts(client).await
+    } else {
+        Ok(Default::default())
     }
 }
 
@@ -493,13 +540,15 @@ async fn prepare_cluster(client: &Client, crd_path: &Path) -> anyhow::Result<()>
     }
     let webapps =
         Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &webapp_resource());
-    for _ in 0..100 {
+    // The real API server establishes a CRD in about a second; give a
+    // loaded machine a minute.
+    for _ in 0..600 {
         if webapps.list(&ListParams::default().limit(1)).await.is_ok() {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    bail!("WebApps are not served 10 s after creating the CRD")
+    bail!("WebApps are not served 60 s after creating the CRD")
 }
 
 /// Starts `op` (not the floor) against `kubeconfig`.
@@ -517,6 +566,13 @@ fn start_operator(args: &Args, op: &str, kubeconfig: &Path, log: &Path) -> anyho
                 // Compiled once, reused by every run: startup is not what is measured.
                 .arg("--cache-dir")
                 .arg(args.out.join("wasm-cache"));
+            c
+        }
+        "controller-runtime" => {
+            let mut c = Command::new(&args.controller_runtime);
+            c.arg("--kubeconfig")
+                .arg(kubeconfig)
+                .args(["--concurrency", &args.concurrency.to_string()]);
             c
         }
         "native" => {
@@ -543,7 +599,9 @@ fn start_operator(args: &Args, op: &str, kubeconfig: &Path, log: &Path) -> anyho
 /// The watches `op` opens before it can react: what "started" means.
 fn expected_watches(op: &str) -> &'static [&'static str] {
     match op {
-        "wasm-operator" | "native" => &["watch webapps", "watch deployments", "watch services"],
+        "wasm-operator" | "controller-runtime" | "native" => {
+            &["watch webapps", "watch deployments", "watch services"]
+        }
         "kopf" => &["watch webapps"],
         _ => &[],
     }
@@ -566,6 +624,53 @@ async fn wait_started(client: &Client, op: &str, proc_: &mut Proc) -> anyhow::Re
             bail!(
                 "{op} did not open its watches ({:?}) within 120 s; see {}",
                 expected_watches(op),
+                proc_.log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The namespace of the probe WebApp on the real control plane.
+const PROBE_NAMESPACE: &str = "bench-probe";
+
+/// On the real control plane, where no request counter shows the operator's
+/// watches: creates a WebApp in [`PROBE_NAMESPACE`] (outside what the
+/// harness checks and times) and waits until `op` has written its status,
+/// i.e. it is watching and reconciling.
+async fn wait_probe_reconciled(client: &Client, op: &str, proc_: &mut Proc) -> anyhow::Result<()> {
+    let namespaces = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &resource("", "v1", "Namespace", "namespaces"),
+    );
+    let ns: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROBE_NAMESPACE}
+    }))?;
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => return Err(e).context("creating the probe namespace"),
+    }
+    let webapps =
+        Api::<DynamicObject>::namespaced_with(client.clone(), PROBE_NAMESPACE, &webapp_resource());
+    let mut probe = webapp_doc(0)?;
+    probe.metadata.name = Some("probe".to_owned());
+    probe.metadata.namespace = Some(PROBE_NAMESPACE.to_owned());
+    webapps
+        .create(&PostParams::default(), &probe)
+        .await
+        .context("creating the probe WebApp")?;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        proc_.check_alive()?;
+        if status_converged(&webapps.get("probe").await?) {
+            // Owned kinds' watches may open a moment after the primary's.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{op} did not reconcile the probe WebApp {PROBE_NAMESPACE}/probe within 180 s; see {}",
                 proc_.log.display()
             );
         }
@@ -717,9 +822,23 @@ fn webapp_doc(i: usize) -> anyhow::Result<DynamicObject> {
 
 async fn run_one(args: &Args, op: &str, n: usize, round: usize, ticks: f64) -> anyhow::Result<Run> {
     let dir = tempfile::Builder::new().prefix("bench-scale-").tempdir()?;
-    let (mut devcluster, kubeconfig) = start_devcluster(args, dir.path(), n).await?;
-    let result = measure(args, op, n, round, ticks, &kubeconfig).await;
-    let _ = devcluster.kill().await;
+    let logs = args.out.join("logs");
+    let cluster = match args.backend {
+        Backend::Dev => {
+            cluster::Cluster::dev(&args.bin_dir.join("devcluster"), dir.path(), n).await?
+        }
+        Backend::Real => {
+            cluster::Cluster::real(
+                &args.realcluster,
+                dir.path(),
+                &args.real_controllers,
+                &logs.join(format!("realcluster-{op}-{n}-r{round}.log")),
+            )
+            .await?
+        }
+    };
+    let result = measure(args, op, n, round, ticks, cluster.kubeconfig()).await;
+    cluster.stop().await;
     result
 }
 
@@ -733,12 +852,18 @@ async fn measure(
 ) -> anyhow::Result<Run> {
     let client = client(kubeconfig).await?;
     prepare_cluster(&client, &args.crd).await?;
-    let log = args.out.join("logs").join(format!("{op}-{n}-r{round}.log"));
+    let log = args
+        .out
+        .join("logs")
+        .join(format!("{}-{op}-{n}-r{round}.log", args.backend));
     let mut operator = if op == "floor" {
         None
     } else {
         let mut p = start_operator(args, op, kubeconfig, &log)?;
-        wait_started(&client, op, &mut p).await?;
+        match args.backend {
+            Backend::Dev => wait_started(&client, op, &mut p).await?,
+            Backend::Real => wait_probe_reconciled(&client, op, &mut p).await?,
+        }
         Some(p)
     };
     let timeout = Duration::from_secs(args.phase_timeout.unwrap_or(60 + (n as u64 * 60) / 1000));
@@ -746,7 +871,8 @@ async fn measure(
         Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &webapp_resource());
 
     // Create phase.
-    let (c0, f0) = request_counts(&client).await?;
+    let counted = args.backend == Backend::Dev;
+    let (c0, f0) = maybe_request_counts(&client, counted).await?;
     let cpu0 = match &operator {
         Some(p) => cpu_seconds(p.pid()?, ticks)?,
         None => 0.0,
@@ -786,7 +912,7 @@ async fn measure(
         "create",
     )
     .await?;
-    let (c1, _) = request_counts(&client).await?;
+    let (c1, _) = maybe_request_counts(&client, counted).await?;
     let cpu1 = match &operator {
         Some(p) => cpu_seconds(p.pid()?, ticks)?,
         None => floor_cpu,
@@ -840,7 +966,7 @@ async fn measure(
         "update",
     )
     .await?;
-    let (c2, f2) = request_counts(&client).await?;
+    let (c2, f2) = maybe_request_counts(&client, counted).await?;
     let (cpu2, rss) = match &operator {
         Some(p) => (cpu_seconds(p.pid()?, ticks)?, peak_rss_mib(p.pid()?)?),
         None => (floor_cpu, floor_rss),
@@ -849,8 +975,10 @@ async fn measure(
     if let Some(p) = operator.take() {
         p.stop().await;
     }
-    let per_object = |counts: &BTreeMap<String, i64>| writes(counts) as f64 / n as f64;
+    let per_object =
+        |counts: &BTreeMap<String, i64>| counted.then(|| writes(counts) as f64 / n as f64);
     Ok(Run {
+        backend: args.backend,
         operator: op.to_owned(),
         n,
         round,
