@@ -263,7 +263,7 @@ pub(super) fn spawn(
     let ctx = ctx.clone();
     let stable_version = stable_version.to_string();
     let stop = observations.stopped();
-    tokio::spawn(async move {
+    let shadow = async move {
         let _permit = permit;
         let computed = tokio::select! {
             _ = stop.cancelled() => return,
@@ -278,7 +278,13 @@ pub(super) fn spawn(
             &stable_answer,
             computed,
         );
-    });
+    };
+    // On a thread of the blocking pool, not on a runtime worker: the
+    // candidate's call and the comparison never hold a worker the stable
+    // reconciles need (on a multi-threaded runtime the engine's call runs
+    // in place on whatever thread drives it). Measured by `benches/shadow.rs`.
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || runtime.block_on(shadow));
 }
 
 /// Records one shadow computation of `version` on `obj` beside the stable
