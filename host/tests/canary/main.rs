@@ -287,24 +287,10 @@ pub fn uid(app: &Value) -> &str {
         .unwrap_or_default()
 }
 
-/// The `events.k8s.io/v1` events in [`NS`], as `(object, type, reason, note)`.
+/// The `events.k8s.io/v1` events the host reported in [`NS`], as
+/// `(object, type, reason, note)`.
 pub async fn events(client: &kube::Client) -> Vec<(String, String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: kube::Api<Event> = kube::Api::namespaced(client.clone(), NS);
-    api.list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|e| {
-            (
-                e.regarding.and_then(|r| r.name).unwrap_or_default(),
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+    support::host_events(client, NS).await
 }
 
 /// `kind name → (resourceVersion, field managers)` of every WebApp,

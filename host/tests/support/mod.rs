@@ -326,6 +326,39 @@ pub async fn events_about(
         .collect()
 }
 
+/// The `events.k8s.io/v1` events the host reported in `namespace`, as
+/// `(object, type, reason, note)`. Only the host's (reporting controller
+/// `wasm-operator…`): on a real control plane the API server reports into
+/// `default` too, e.g. a `ClusterIPNotAllocated` Warning while it repairs the
+/// `kubernetes` Service.
+pub async fn host_events(
+    client: &Client,
+    namespace: &str,
+) -> Vec<(String, String, String, String)> {
+    use k8s_openapi::api::events::v1::Event;
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"));
+    list.items
+        .into_iter()
+        .filter(|e| {
+            e.reporting_controller
+                .as_deref()
+                .is_some_and(|c| c.starts_with("wasm-operator"))
+        })
+        .map(|e| {
+            (
+                e.regarding.and_then(|r| r.name).unwrap_or_default(),
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 /// `metadata.finalizers` of an object as JSON (empty when absent).
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
