@@ -82,7 +82,9 @@ fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
                 has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
             })
     };
-    for verb in ["get", "list", "watch", "create", "update", "patch", "delete"] {
+    for verb in [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ] {
         assert!(
             allows("coordination.k8s.io", "leases", verb),
             "leases: {verb}"

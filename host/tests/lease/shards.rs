@@ -189,6 +189,34 @@ async fn three_replicas_with_four_shards_share_the_work_and_rebalance() {
         assert!(body.contains("3 replicas live"), "{body}");
     }
 
+    // `wasm-operator shards` shows the same from the Leases.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(["shards", "-n", NS, "--leader-election-id", name])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig_path())
+        .output()
+        .expect("run wasm-operator shards");
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{table}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for (shard, (holder, token)) in spread.iter().enumerate() {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&format!("{shard} ")))
+            .unwrap_or_else(|| panic!("no line for shard {shard}:\n{table}"));
+        assert!(
+            line.contains(&format!(" {holder}_")) && line.contains(&format!(" {token} ")),
+            "shard {shard} held by {holder} with token {token}:\n{table}"
+        );
+    }
+    assert!(
+        table.contains("replicas with a membership Lease: a_"),
+        "{table}"
+    );
+
     // kill -9 a replica holding two shards: they move to the survivors
     // once their Leases expire, and every object converges, including new
     // objects and changes in the dead replica's shards.
