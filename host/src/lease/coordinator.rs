@@ -170,6 +170,20 @@ struct Round {
 impl Round {
     async fn run(mut self, cancel: CancellationToken) {
         let mut last: Option<BTreeSet<usize>> = None;
+        // The first round only announces this replica: replicas started
+        // together see each other before any takes a shard, instead of
+        // each taking every shard and giving most back.
+        let announced = tokio::select! {
+            () = cancel.cancelled() => return,
+            result = tokio::time::timeout(self.config.renew_deadline, self.renew()) => result,
+        };
+        if !matches!(announced, Ok(Ok(()))) {
+            tracing::warn!(identity = %self.config.identity, "cannot create the membership Lease yet; retrying");
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(self.config.retry_period) => {}
+        }
         loop {
             let attempt = tokio::select! {
                 () = cancel.cancelled() => return,
