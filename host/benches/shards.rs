@@ -254,9 +254,15 @@ async fn run(replicas: usize, objects: usize) -> (f64, f64) {
     (create, update)
 }
 
+/// The median; of an even count, the mean of the middle two.
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    let middle = values.len() / 2;
+    if values.len() % 2 == 0 {
+        (values[middle - 1] + values[middle]) / 2.0
+    } else {
+        values[middle]
+    }
 }
 
 fn env_number(name: &str, default: usize) -> usize {
