@@ -12,6 +12,7 @@ pub mod migrate;
 pub mod push;
 pub mod rbac;
 pub mod run;
+pub mod shards;
 pub mod signals;
 pub mod webhook;
 
@@ -74,6 +75,9 @@ pub enum Command {
     /// Follow, promote or abort a WasmPlugin's canary (spec.canary).
     #[command(subcommand)]
     Canary(canary::CanaryCommand),
+    /// Show which replica holds which shard (with --shards N): reads the
+    /// shard and membership Leases.
+    Shards(shards::ShardsArgs),
 }
 
 /// `wasm-operator plugin ...`
@@ -120,6 +124,9 @@ pub enum CliError {
     /// `canary` failed.
     #[error(transparent)]
     Canary(canary::CanaryCliError),
+    /// `shards` failed.
+    #[error(transparent)]
+    Shards(#[from] shards::ShardsError),
     /// The Ctrl-C / SIGTERM handlers that stop a command cleanly could not
     /// be installed.
     #[error("cannot install signal handlers: {0}")]
@@ -148,6 +155,7 @@ impl Cli {
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
             Command::Migrate(command) => migrate::execute(command).await,
             Command::Canary(command) => canary::execute(command).await,
+            Command::Shards(args) => shards::shards(args).await,
         }
     }
 }

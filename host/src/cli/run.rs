@@ -104,6 +104,12 @@ pub struct LeaderElectionArgs {
     /// The pause between tries to acquire or renew the Lease.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = crate::lease::parse_duration)]
     pub retry_period: Duration,
+    /// Split the primaries into N shards (by a stable hash of their UID),
+    /// each guarded by its own Lease (`<leader-election-id>-shard-<i>`),
+    /// spread evenly over the replicas; 1: one leader reconciles
+    /// everything. Needs --leader-elect when above 1.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub shards: u16,
     /// The host version recorded on the Lease and compared for the
     /// version-aware handoff (default: this binary's). For tests.
     #[arg(
@@ -128,6 +134,9 @@ impl LeaderElectionArgs {
         default_namespace: &str,
     ) -> Result<Option<LeaderElectionConfig>, LeaseError> {
         if !self.leader_elect {
+            if self.shards > 1 {
+                return Err(LeaseError::ShardsWithoutElection(self.shards));
+            }
             return Ok(None);
         }
         let namespace = self
@@ -451,6 +460,7 @@ async fn start(
             // With --leader-elect, a writer only while it holds the Lease.
             role: Role::Writer,
             leader_election,
+            shards: usize::from(args.election.shards),
             metrics_addr: Some(args.metrics_addr),
             ..ManagerOptions::default()
         },

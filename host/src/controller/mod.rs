@@ -36,7 +36,7 @@ use crate::cache::{
     CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
 use crate::contract::ResourceKind;
-use crate::lease::WriteGate;
+use crate::lease::ShardGates;
 use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
 
@@ -118,8 +118,9 @@ pub fn kinds_of(set: &VersionSet) -> (Vec<ResourceKind>, Vec<ResourceKind>) {
 pub struct ControllerOptions {
     /// Reconciles of this plugin that may run at once (different objects).
     pub concurrency: usize,
-    /// Consulted before every write; its token is recorded on primaries.
-    pub writes: WriteGate,
+    /// Consulted before every write (the gate of the object's shard); its
+    /// token is recorded on primaries.
+    pub writes: ShardGates,
 }
 
 impl ControllerHandle {

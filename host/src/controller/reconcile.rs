@@ -19,7 +19,7 @@ use crate::cache::{CacheLease, NamespaceGate, object_text};
 use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
-use crate::lease::WriteGate;
+use crate::lease::{ShardGates, WriteGate};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
     self, Admission, ChildKey, DeletionStep, EventAction, FailureReport, Limit,
@@ -49,8 +49,9 @@ pub(super) struct Context {
     pub gate: NamespaceGate,
     pub events: EventSink,
     pub metrics: Metrics,
-    /// Whether this replica may write now, and its fencing token.
-    pub writes: WriteGate,
+    /// Whether this replica may write now, and its fencing token: one
+    /// gate per shard (one in all without sharding).
+    pub writes: ShardGates,
     pub failures: Failures,
     /// Per-object rate-limit state (reconciles, events), by object key.
     pub rates: Mutex<HashMap<String, ObjectRates>>,
@@ -63,6 +64,11 @@ pub(super) struct Context {
 const RATES_KEPT: usize = 1024;
 
 impl Context {
+    /// The gate guarding writes to `obj`: its shard's.
+    pub(super) fn writes_for(&self, obj: &DynamicObject) -> &WriteGate {
+        self.writes.for_uid(obj.metadata.uid.as_deref())
+    }
+
     /// Runs `f` on the rate state of the object `key` (created full).
     fn with_rates<R>(
         &self,
@@ -242,13 +248,13 @@ fn failure_key(obj: &DynamicObject) -> String {
 }
 
 /// The writer of this controller's plans.
-fn writer(ctx: &Context) -> Writer<'_> {
+fn writer<'a>(ctx: &'a Context, obj: &DynamicObject) -> Writer<'a> {
     Writer {
         client: &ctx.client,
         primary: &ctx.primary,
         plugin: &ctx.plugin,
         events: &ctx.events,
-        gate: &ctx.writes,
+        gate: ctx.writes_for(obj),
     }
 }
 
@@ -295,6 +301,19 @@ pub(super) async fn reconcile(
     obj: Arc<DynamicObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    // Sharded: only primaries of the shards this replica holds (and is
+    // not giving up) are reconciled here; the others belong to other
+    // replicas, and are requeued here when this replica gains their shard.
+    let _in_flight = if ctx.writes.is_sharded() {
+        let shard = ctx.writes.shard_of(obj.metadata.uid.as_deref());
+        let Some(in_flight) = ctx.writes.gate(shard).enter() else {
+            return Ok(Action::await_change());
+        };
+        ctx.metrics.shard_reconcile(&ctx.plugin, shard);
+        Some(in_flight)
+    } else {
+        None
+    };
     if !ctx.gate.allows_object(&obj) {
         return Ok(outside_grant(&obj, &ctx).await);
     }
@@ -413,7 +432,7 @@ async fn run(
     let manifest = active.plugin.manifest();
     // Fencing: an object a later leader wrote is not this replica's to
     // write (checked before the plugin call, which it would waste).
-    let ours = ctx.writes.token();
+    let ours = ctx.writes_for(obj).token();
     if let Some(theirs) = plan::annotations::newer_fencing_token(obj, ours) {
         return Err(ReconcileError::StaleTerm {
             plugin: ctx.plugin.clone(),
@@ -475,7 +494,7 @@ async fn run(
         manifest,
         now: Utc::now(),
         limits,
-        fencing_token: ctx.writes.token(),
+        fencing_token: ctx.writes_for(obj).token(),
     };
     // A refused child means no plan, hence no write at all.
     // Planned on a copy, outside the lock (kube-runtime never reconciles
@@ -593,7 +612,7 @@ pub(super) fn children_outside<'a>(
 
 /// Carries out `plan`, logging what was written and counting it.
 async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
-    let executed = apply::execute(&writer(ctx), obj, plan).await?;
+    let executed = apply::execute(&writer(ctx, obj), obj, plan).await?;
     ctx.applied.record(&executed, &ctx.owned);
     let writes = executed.writes();
     let m = &ctx.metrics;
@@ -673,7 +692,7 @@ async fn finalize(
         manifest,
         now: Utc::now(),
         limits: active.limits,
-        fencing_token: ctx.writes.token(),
+        fencing_token: ctx.writes_for(obj).token(),
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     execute(obj, ctx, &plan).await?;
@@ -726,7 +745,7 @@ async fn prepare(
         return Ok(Prepared::Ready(None));
     };
     // The upgrade walk writes the object: only while this replica leads.
-    if ctx.writes.check().is_err() {
+    if ctx.writes_for(obj).check().is_err() {
         return Err(ReconcileError::Apply(ApplyError::Fenced {
             target: format!(
                 "{} {}",

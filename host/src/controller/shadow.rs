@@ -172,7 +172,7 @@ pub(super) async fn compute(
         now,
         limits: version.limits,
         // The stable version's plan carries the same mark: no difference.
-        fencing_token: ctx.writes.token(),
+        fencing_token: ctx.writes_for(obj).token(),
     };
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {

@@ -289,6 +289,7 @@ impl DevSession {
                 role: Role::Writer,
                 // One process against its own cluster: no election.
                 leader_election: None,
+                shards: 1,
                 metrics_addr: options.metrics_addr,
                 source_settle: options.debounce,
             },

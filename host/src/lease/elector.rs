@@ -5,6 +5,7 @@
 //! the [`WriteGate`].
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -126,6 +127,31 @@ impl LeaderElector {
         gate: WriteGate,
         metrics: Metrics,
     ) -> LeaderElector {
+        LeaderElector::start_with(client, config, gate, metrics, None)
+    }
+
+    /// Starts electing for one shard's Lease: like
+    /// [`LeaderElector::start`], but the Lease is only taken while `want`
+    /// is set, and given up cleanly (no new work, reconciles in flight
+    /// finish, then the release) when it is cleared while held.
+    pub fn start_shard(
+        client: kube::Client,
+        config: LeaderElectionConfig,
+        gate: WriteGate,
+        metrics: Metrics,
+        shard: usize,
+        want: Arc<AtomicBool>,
+    ) -> LeaderElector {
+        LeaderElector::start_with(client, config, gate, metrics, Some((shard, want)))
+    }
+
+    fn start_with(
+        client: kube::Client,
+        config: LeaderElectionConfig,
+        gate: WriteGate,
+        metrics: Metrics,
+        shard: Option<(usize, Arc<AtomicBool>)>,
+    ) -> LeaderElector {
         let status = Arc::new(Mutex::new(ElectionStatus::default()));
         let cancel = CancellationToken::new();
         let recorder = Recorder::new(
@@ -136,7 +162,11 @@ impl LeaderElector {
             },
         );
         metrics.leader_status(&config.name, false);
+        if let Some((index, _)) = &shard {
+            metrics.shard_owned(*index, false);
+        }
         let elector = Elector {
+            shard,
             api: Api::namespaced(client, &config.namespace),
             me: Candidate {
                 identity: config.identity.clone(),
@@ -231,6 +261,9 @@ struct Observation {
 }
 
 struct Elector {
+    /// For a shard's Lease: its index, and whether the shard plan wants
+    /// this replica to hold it.
+    shard: Option<(usize, Arc<AtomicBool>)>,
     api: Api<Lease>,
     me: Candidate,
     config: LeaderElectionConfig,
@@ -377,6 +410,21 @@ impl Elector {
             self.observed.as_ref().map(|o| &o.record),
             unchanged_for,
         );
+        let step = match step {
+            // A shard this replica should not hold: never taken, and
+            // given up cleanly when held (as a handoff, to nobody).
+            Step::Create | Step::Acquire { .. } | Step::RequestHandoff if !self.wanted() => {
+                return Ok(Outcome::Following);
+            }
+            // Once begun, a give-up completes even if the plan changes its
+            // mind: the shard is taken back at a later try.
+            Step::Renew
+                if !self.wanted() || (self.shard.is_some() && self.drain_started.is_some()) =>
+            {
+                return self.give_up(started).await;
+            }
+            step => step,
+        };
         match step {
             Step::Create => {
                 let lease = self.lease_for_me(None, 0);
@@ -524,6 +572,45 @@ impl Elector {
         Ok(Outcome::Released)
     }
 
+    fn wanted(&self) -> bool {
+        self.shard
+            .as_ref()
+            .is_none_or(|(_, want)| want.load(Ordering::SeqCst))
+    }
+
+    /// A shard held beyond this replica's share (another replica joined):
+    /// no new work for it while the Lease is renewed, then, once its
+    /// reconciles in flight finished (or after one lease duration), the
+    /// release, so another replica takes it at its next try.
+    async fn give_up(&mut self, started: Instant) -> Result<Outcome, kube::Error> {
+        let token = self.observed.as_ref().map_or(0, |o| o.record.transitions);
+        let drain_started = *self.drain_started.get_or_insert_with(Instant::now);
+        if !self.gate.leadership().draining {
+            self.gate.drain();
+            tracing::info!(
+                target: "audit", lease = %self.config.lease(), identity = %self.config.identity,
+                "{} gives Lease {} up to rebalance the shards: no new work, finishing the reconciles in flight",
+                self.config.identity, self.config.lease()
+            );
+        }
+        let drained = self.gate.drained() || drain_started.elapsed() >= self.config.lease_duration;
+        if !drained {
+            let renewed = self.write_mine(token, false).await?;
+            self.observe(renewed);
+            self.leading(token, started).await;
+            return Ok(Outcome::Leading { token });
+        }
+        self.release().await;
+        Ok(Outcome::Released)
+    }
+
+    fn shard_metrics(&self, owned: bool, transition: &str) {
+        if let Some((index, _)) = &self.shard {
+            self.metrics.shard_owned(*index, owned);
+            self.metrics.shard_transition(*index, transition);
+        }
+    }
+
     async fn leading(&mut self, token: u64, started: Instant) {
         let was = self.gate.leadership();
         self.last_renewed = Some(started);
@@ -533,6 +620,7 @@ impl Elector {
             self.metrics.leader_status(&self.config.name, true);
             self.metrics
                 .leader_transition(&self.config.name, "acquired");
+            self.shard_metrics(true, "acquired");
             let message = format!(
                 "{} (host {}) acquired Lease {}; fencing token {token}",
                 self.config.identity,
@@ -574,6 +662,7 @@ impl Elector {
         self.drain_started = None;
         self.metrics.leader_status(&self.config.name, false);
         self.metrics.leader_transition(&self.config.name, "lost");
+        self.shard_metrics(false, "lost");
         let message = format!(
             "{} (host {}) lost Lease {}: {why}; every write stopped",
             self.config.identity,
@@ -596,6 +685,7 @@ impl Elector {
         self.metrics.leader_status(&self.config.name, false);
         self.metrics
             .leader_transition(&self.config.name, "released");
+        self.shard_metrics(false, "released");
         let attempt = tokio::time::timeout(self.config.renew_deadline, async {
             let lease = self.api.get(&self.config.name).await?;
             let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());

@@ -10,6 +10,7 @@
 //! writing on time even if its elector task cannot run: nothing has to
 //! happen for the gate to close.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -49,6 +50,11 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     changes: watch::Sender<Leadership>,
+    /// A shard's gate: drained once no reconcile of the shard is in flight
+    /// (the controllers keep running for the other shards).
+    shard: bool,
+    /// Reconciles of this shard in flight ([`WriteGate::enter`]).
+    in_flight: AtomicUsize,
 }
 
 /// Whether this replica may write now, and with which fencing token. Cheap
@@ -74,8 +80,41 @@ impl WriteGate {
                     drained: false,
                 }),
                 changes: watch::channel(leadership).0,
+                shard: false,
+                in_flight: AtomicUsize::new(0),
             }),
         }
+    }
+
+    /// The gate of one shard's Lease: closed until its elector opens it;
+    /// drained (may be released) once no reconcile of the shard that
+    /// [`WriteGate::enter`]ed is in flight.
+    pub fn shard() -> WriteGate {
+        let leadership = Leadership::default();
+        WriteGate {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    open_until: Some(None),
+                    leadership,
+                    drained: false,
+                }),
+                changes: watch::channel(leadership).0,
+                shard: true,
+                in_flight: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Admits one reconcile of this gate's objects: `None` when this
+    /// replica does not hold the Lease or is giving it up (no new work);
+    /// otherwise a guard counting the reconcile as in flight until dropped.
+    pub fn enter(&self) -> Option<InFlight> {
+        let leadership = self.leadership();
+        if !leadership.leading || leadership.draining {
+            return None;
+        }
+        self.inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        Some(InFlight { gate: self.clone() })
     }
 
     /// A gate that never closes and carries no token: a single replica
@@ -209,9 +248,121 @@ impl WriteGate {
         }
     }
 
-    /// True once [`WriteGate::report_drained`] was called in this drain.
+    /// True once [`WriteGate::report_drained`] was called in this drain
+    /// (for a shard's gate: once no reconcile of it is in flight).
     pub fn drained(&self) -> bool {
-        self.state().drained
+        let state = self.state();
+        state.drained
+            || (self.inner.shard
+                && state.leadership.draining
+                && self.inner.in_flight.load(Ordering::SeqCst) == 0)
+    }
+}
+
+/// A reconcile admitted by [`WriteGate::enter`], in flight until dropped.
+#[derive(Debug)]
+pub struct InFlight {
+    gate: WriteGate,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.gate.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The write gates of the shards: one per shard Lease, or the one gate of
+/// the leader (or of a single replica) when there is one shard. Cheap to
+/// clone; clones share the gates.
+#[derive(Debug, Clone)]
+pub struct ShardGates {
+    gates: Arc<[WriteGate]>,
+}
+
+impl ShardGates {
+    /// One shard guarded by `gate`: every object is its.
+    pub fn single(gate: WriteGate) -> ShardGates {
+        ShardGates {
+            gates: Arc::from(vec![gate]),
+        }
+    }
+
+    /// `count` shards (at least one), each with its own closed gate.
+    pub fn sharded(count: usize) -> ShardGates {
+        ShardGates {
+            gates: (0..count.max(1)).map(|_| WriteGate::shard()).collect(),
+        }
+    }
+
+    /// How many shards there are.
+    pub fn count(&self) -> usize {
+        self.gates.len()
+    }
+
+    /// True with more than one shard.
+    pub fn is_sharded(&self) -> bool {
+        self.gates.len() > 1
+    }
+
+    /// The shard of the primary with `uid` ([`super::shard_of`]).
+    pub fn shard_of(&self, uid: Option<&str>) -> usize {
+        super::assign::shard_of(uid, self.gates.len())
+    }
+
+    /// The gate of `shard` (shard 0's beyond the count).
+    pub fn gate(&self, shard: usize) -> &WriteGate {
+        self.gates.get(shard).unwrap_or(&self.gates[0])
+    }
+
+    /// The gate guarding the primary with `uid`.
+    pub fn for_uid(&self, uid: Option<&str>) -> &WriteGate {
+        self.gate(self.shard_of(uid))
+    }
+
+    /// Every gate, by shard.
+    pub fn gates(&self) -> &[WriteGate] {
+        &self.gates
+    }
+
+    /// Every shard's [`Leadership`] now, by shard.
+    pub fn leadership(&self) -> Vec<Leadership> {
+        self.gates.iter().map(WriteGate::leadership).collect()
+    }
+
+    /// True when this replica takes new work for at least one shard.
+    pub fn takes_work(&self) -> bool {
+        self.gates.iter().any(|g| {
+            let leadership = g.leadership();
+            leadership.leading && !leadership.draining
+        })
+    }
+
+    /// Every change of any shard's [`Leadership`], as the list by shard,
+    /// starting with the current one. Needs a tokio runtime (a task merges
+    /// the gates' changes; it ends when the receiver is dropped).
+    pub fn subscribe(&self) -> watch::Receiver<Vec<Leadership>> {
+        let (sender, receiver) = watch::channel(self.leadership());
+        let gates = self.gates.clone();
+        let mut changes: Vec<watch::Receiver<Leadership>> =
+            gates.iter().map(WriteGate::subscribe).collect();
+        tokio::spawn(async move {
+            loop {
+                let next =
+                    futures::future::select_all(changes.iter_mut().map(|c| Box::pin(c.changed())));
+                tokio::select! {
+                    () = sender.closed() => return,
+                    (result, _, _) = next => if result.is_err() { return },
+                }
+                let now: Vec<Leadership> =
+                    changes.iter_mut().map(|c| *c.borrow_and_update()).collect();
+                sender.send_if_modified(|current| {
+                    let changed = *current != now;
+                    *current = now;
+                    changed
+                });
+            }
+        });
+        receiver
     }
 }
 
@@ -259,5 +410,55 @@ mod tests {
         // Moving the deadline is no change of leadership.
         gate.lead(0, Instant::now() + Duration::from_secs(61));
         assert!(!changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_shard_gate_admits_work_only_while_held_and_drains_when_none_is_in_flight() {
+        let gate = WriteGate::shard();
+        assert!(gate.enter().is_none(), "not held: no work");
+        gate.lead(2, Instant::now() + Duration::from_secs(60));
+        let first = gate.enter().expect("held: work admitted");
+        gate.drain();
+        assert!(gate.enter().is_none(), "giving it up: no new work");
+        assert!(!gate.drained(), "a reconcile is still in flight");
+        assert_eq!(gate.check(), Ok(Some(2)), "its writes still go out");
+        drop(first);
+        assert!(gate.drained());
+        gate.close();
+        assert_eq!(gate.check(), Err(Fenced));
+        // The leader's gate drains only when the manager says so.
+        let leader = WriteGate::leased();
+        leader.lead(0, Instant::now() + Duration::from_secs(60));
+        leader.drain();
+        assert!(!leader.drained());
+        leader.report_drained();
+        assert!(leader.drained());
+    }
+
+    #[tokio::test]
+    async fn shard_gates_give_each_object_its_shards_gate_and_merge_their_changes() {
+        let single = ShardGates::single(WriteGate::always_open());
+        assert!(!single.is_sharded());
+        assert_eq!(single.for_uid(Some("any")).check(), Ok(None));
+        let shards = ShardGates::sharded(4);
+        assert_eq!(shards.count(), 4);
+        let uid = "5f0c2a9e-7b1d-4c3e-8f6a-0d9b8c7a6e5f";
+        let shard = shards.shard_of(Some(uid));
+        assert_eq!(shard, super::super::shard_of(Some(uid), 4));
+        let mut changes = shards.subscribe();
+        assert!(!shards.takes_work());
+        shards
+            .gate(shard)
+            .lead(5, Instant::now() + Duration::from_secs(60));
+        assert_eq!(shards.for_uid(Some(uid)).check(), Ok(Some(5)));
+        let other = (shard + 1) % 4;
+        assert_eq!(shards.gate(other).check(), Err(Fenced));
+        assert!(shards.takes_work());
+        tokio::time::timeout(Duration::from_secs(5), changes.changed())
+            .await
+            .expect("a change is merged")
+            .expect("the merge task runs");
+        assert!(changes.borrow()[shard].leading);
+        assert!(!changes.borrow()[other].leading);
     }
 }

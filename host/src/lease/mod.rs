@@ -10,6 +10,13 @@
 //!   than the renew deadline, and carrying the term's fencing token (the
 //!   Lease's `leaseTransitions` when it was acquired).
 //!
+//! With `--shards N > 1` there is one Lease (elector, gate) per shard
+//! instead of the leader's: [`shard_of`] (pure) puts each primary in a
+//! shard, [`plan_shards`] (pure) says which shards a replica should hold,
+//! the [`ShardCoordinator`] keeps the replica's membership Lease and
+//! applies the plan, and [`ShardGates`] gives every object its shard's
+//! gate.
+//!
 //! The manager subscribes to the gate's [`Leadership`] to start and stop
 //! the controllers. `docs/leader-election.md` states the guarantees and
 //! their limits.
@@ -18,18 +25,22 @@
 //! (apply, the WasmPlugin controller, the manager) comes later and imports
 //! it.
 
+mod assign;
+mod coordinator;
 mod decision;
 mod elector;
 mod gate;
 
 use std::time::Duration;
 
+pub use assign::{ShardPlan, plan_shards, shard_lease_name, shard_of};
+pub use coordinator::{ShardCoordinator, ShardStatus, member_lease_name};
 pub use decision::{
     Candidate, HANDOFF_ANNOTATION, HOST_VERSION_ANNOTATION, HandoffRequest, LeaseRecord, Step,
     decide,
 };
 pub use elector::{ElectionStatus, LeaderElectionConfig, LeaderElector, REPORTER};
-pub use gate::{Fenced, Leadership, WriteGate};
+pub use gate::{Fenced, InFlight, Leadership, ShardGates, WriteGate};
 
 /// The Lease's name when `--leader-election-id` is not given.
 pub const DEFAULT_LEASE_NAME: &str = "wasm-operator";
@@ -50,6 +61,11 @@ pub enum LeaseError {
         /// `--retry-period`.
         retry_period: Duration,
     },
+    /// `--shards` above 1 without `--leader-elect`.
+    #[error(
+        "--shards {0} needs --leader-elect: every shard is guarded by its own Lease, which replicas elect"
+    )]
+    ShardsWithoutElection(u16),
     /// `--host-version` is not a semantic version.
     #[error("--host-version {0:?} is not a semantic version (e.g. 0.4.0)")]
     Version(String),

@@ -52,7 +52,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
-use crate::lease::{LeaderElectionConfig, LeaderElector, Leadership, WriteGate};
+use crate::lease::{
+    ElectionStatus, LeaderElectionConfig, LeaderElector, Leadership, ShardCoordinator, ShardGates,
+    ShardStatus, WriteGate, shard_lease_name,
+};
 use crate::registry::{
     Announcement, DEFAULT_ROLLOUT_RATE, DryRunState, Registry, RegistryError, RegistryOptions,
     Rollout, RolloutCandidate, ServingVersions, VersionChange, VersionSet,
@@ -90,6 +93,10 @@ pub struct ManagerOptions {
     /// Elect the writer among replicas through a Lease; `None`: `role`
     /// decides alone (`wasm-operator dev`, a single replica).
     pub leader_election: Option<LeaderElectionConfig>,
+    /// With leader election: split the primaries into this many shards,
+    /// each guarded by its own Lease, spread over the replicas (1: one
+    /// leader reconciles everything).
+    pub shards: usize,
     /// Serve /metrics, /healthz and /readyz here (port 0 picks a free
     /// port); `None` serves nothing.
     pub metrics_addr: Option<SocketAddr>,
@@ -105,6 +112,7 @@ impl Default for ManagerOptions {
             registry: RegistryOptions::default(),
             role: Role::default(),
             leader_election: None,
+            shards: 1,
             metrics_addr: None,
             source_settle: WasmPluginOptions::default().source_settle,
         }
@@ -152,8 +160,12 @@ struct ControllerDeps {
     client: kube::Client,
     cache: SharedCache,
     metrics: Metrics,
-    /// Whether this replica may write (and leads), its fencing token.
+    /// Whether this replica may write cluster-wide work (WasmPlugin
+    /// status, migrations): the leader's gate, or shard 0's when sharded.
     gate: WriteGate,
+    /// The gate of each shard, consulted per object by the controllers
+    /// (one shard, `gate`, without sharding).
+    shards: ShardGates,
     controllers: Controllers,
     serving: Serving,
 }
@@ -162,6 +174,9 @@ impl ControllerDeps {
     /// True when controllers should run: this replica leads and is not
     /// handing over.
     fn runs_controllers(&self) -> bool {
+        if self.shards.is_sharded() {
+            return self.shards.takes_work();
+        }
         let leadership = self.gate.leadership();
         leadership.leading && !leadership.draining
     }
@@ -176,10 +191,38 @@ struct Inner {
     source_settle: Duration,
     applier: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     wasmplugins: tokio::sync::Mutex<Option<WasmPluginController>>,
-    elector: tokio::sync::Mutex<Option<LeaderElector>>,
-    /// The Lease, for readiness (`namespace/name`), when electing.
-    lease: Option<String>,
-    election_status: Option<Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>>,
+    /// The leader's elector, or one per shard.
+    electors: tokio::sync::Mutex<Vec<LeaderElector>>,
+    coordinator: tokio::sync::Mutex<Option<ShardCoordinator>>,
+    /// What readiness reports about the election, when electing.
+    election: Option<ElectionView>,
+}
+
+/// What `/readyz?verbose` reads about the election.
+#[derive(Clone)]
+struct ElectionView {
+    /// The leader's Lease, or the shard Leases' prefix (`namespace/name`).
+    lease: String,
+    gate: WriteGate,
+    status: Option<Arc<dyn Fn() -> ElectionStatus + Send + Sync>>,
+    shards: ShardGates,
+    shard_status: Option<Arc<dyn Fn() -> ShardStatus + Send + Sync>>,
+}
+
+impl ElectionView {
+    fn check(&self) -> ReadinessCheck {
+        match (&self.shard_status, &self.status) {
+            (Some(status), _) => shards_check(&self.lease, &self.shards, &status()),
+            (None, Some(status)) => {
+                leadership_check(&self.lease, self.gate.leadership(), &status())
+            }
+            (None, None) => leadership_check(
+                &self.lease,
+                self.gate.leadership(),
+                &ElectionStatus::default(),
+            ),
+        }
+    }
 }
 
 /// The host's composition root. Cheap to clone; clones share everything.
@@ -216,42 +259,79 @@ impl Manager {
         // Every version this host serves has its kinds checked against the
         // cluster's discovery before it serves.
         registry.use_discovery(Discovery::new(client.clone()));
-        let gate = match (options.role, &options.leader_election) {
-            (Role::Standby, _) => WriteGate::closed(),
-            (Role::Writer, Some(_)) => WriteGate::leased(),
-            (Role::Writer, None) => WriteGate::always_open(),
+        let sharded =
+            options.shards > 1 && options.role == Role::Writer && options.leader_election.is_some();
+        let (gate, shards) = if sharded {
+            let shards = ShardGates::sharded(options.shards);
+            (shards.gate(0).clone(), shards)
+        } else {
+            let gate = match (options.role, &options.leader_election) {
+                (Role::Standby, _) => WriteGate::closed(),
+                (Role::Writer, Some(_)) => WriteGate::leased(),
+                (Role::Writer, None) => WriteGate::always_open(),
+            };
+            (gate.clone(), ShardGates::single(gate))
         };
         let deps = ControllerDeps {
             client: client.clone(),
             cache: SharedCache::new(client.clone()),
             metrics: metrics.clone(),
             gate: gate.clone(),
+            shards: shards.clone(),
             controllers: Controllers::default(),
             serving: Serving::default(),
         };
-        let election = match (options.role, options.leader_election) {
-            (Role::Writer, Some(config)) => Some(LeaderElector::start(
-                client.clone(),
-                config,
-                gate.clone(),
-                metrics.clone(),
-            )),
-            _ => None,
-        };
-        let lease = election.as_ref().map(|e| e.config().lease());
-        let election_status = election.as_ref().map(|e| {
-            Arc::new(e.status_handle())
-                as Arc<dyn Fn() -> crate::lease::ElectionStatus + Send + Sync>
-        });
+        let mut electors = Vec::new();
+        let mut coordinator = None;
+        let mut election = None;
+        if let (Role::Writer, Some(config)) = (options.role, options.leader_election) {
+            if sharded {
+                let wants: Vec<Arc<std::sync::atomic::AtomicBool>> =
+                    (0..shards.count()).map(|_| Arc::default()).collect();
+                for (shard, want) in wants.iter().enumerate() {
+                    let shard_config = LeaderElectionConfig {
+                        name: shard_lease_name(&config.name, shard),
+                        ..config.clone()
+                    };
+                    electors.push(LeaderElector::start_shard(
+                        client.clone(),
+                        shard_config,
+                        shards.gate(shard).clone(),
+                        metrics.clone(),
+                        shard,
+                        want.clone(),
+                    ));
+                }
+                let started = ShardCoordinator::start(client.clone(), &config, wants);
+                election = Some(ElectionView {
+                    lease: config.lease(),
+                    gate: gate.clone(),
+                    status: None,
+                    shards: shards.clone(),
+                    shard_status: Some(Arc::new(started.status_handle())),
+                });
+                coordinator = Some(started);
+            } else {
+                let elector =
+                    LeaderElector::start(client.clone(), config, gate.clone(), metrics.clone());
+                election = Some(ElectionView {
+                    lease: elector.config().lease(),
+                    gate: gate.clone(),
+                    status: Some(Arc::new(elector.status_handle())),
+                    shards: shards.clone(),
+                    shard_status: None,
+                });
+                electors.push(elector);
+            }
+        }
         let (telemetry, telemetry_addr) = match options.metrics_addr {
             Some(addr) => {
                 let controllers = deps.controllers.clone();
-                let election = lease.clone().zip(election_status.clone());
-                let gate = gate.clone();
+                let election = election.clone();
                 let (bound, task) = telemetry::serve_checks(addr, metrics, move || {
                     let mut checks = readiness(&controllers);
-                    if let Some((lease, status)) = &election {
-                        checks.insert(1, leadership_check(lease, gate.leadership(), &status()));
+                    if let Some(election) = &election {
+                        checks.insert(1, election.check());
                     }
                     checks
                 })
@@ -265,7 +345,7 @@ impl Manager {
         let cancel = CancellationToken::new();
         let applier = tokio::spawn(apply_changes(
             registry.announcements(),
-            gate.subscribe(),
+            shards.subscribe(),
             deps.clone(),
             cancel.clone(),
         ));
@@ -279,9 +359,9 @@ impl Manager {
                 source_settle: options.source_settle,
                 applier: Mutex::new(Some((cancel, applier))),
                 wasmplugins: tokio::sync::Mutex::new(None),
-                elector: tokio::sync::Mutex::new(election),
-                lease,
-                election_status,
+                electors: tokio::sync::Mutex::new(electors),
+                coordinator: tokio::sync::Mutex::new(coordinator),
+                election,
             }),
         })
     }
@@ -305,17 +385,25 @@ impl Manager {
     /// Whether this replica writes now: a [`Role::Writer`] without leader
     /// election, or while it holds the Lease.
     pub fn role(&self) -> Role {
-        if self.inner.deps.gate.leadership().leading {
-            Role::Writer
+        let shards = &self.inner.deps.shards;
+        let leading = if shards.is_sharded() {
+            shards.leadership().iter().any(|l| l.leading)
         } else {
-            Role::Standby
-        }
+            self.inner.deps.gate.leadership().leading
+        };
+        if leading { Role::Writer } else { Role::Standby }
     }
 
     /// What every write consults: whether this replica may write now, and
     /// its fencing token.
     pub fn write_gate(&self) -> &WriteGate {
         &self.inner.deps.gate
+    }
+
+    /// The gate of each shard (the one gate of [`Manager::write_gate`]
+    /// without sharding).
+    pub fn shard_gates(&self) -> &ShardGates {
+        &self.inner.deps.shards
     }
 
     /// The address telemetry is served on, if it is.
@@ -335,11 +423,8 @@ impl Manager {
     /// plugin whose caches never sync must not hold the host unready).
     pub fn readiness(&self) -> Vec<ReadinessCheck> {
         let mut checks = readiness(&self.inner.deps.controllers);
-        if let (Some(lease), Some(status)) = (&self.inner.lease, &self.inner.election_status) {
-            checks.insert(
-                1,
-                leadership_check(lease, self.inner.deps.gate.leadership(), &status()),
-            );
+        if let Some(election) = &self.inner.election {
+            checks.insert(1, election.check());
         }
         checks
     }
@@ -414,9 +499,11 @@ impl Manager {
             .map(|(_, c)| c)
             .collect();
         futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
-        let elector = self.inner.elector.lock().await.take();
-        if let Some(elector) = elector {
-            elector.release().await;
+        let electors: Vec<LeaderElector> = self.inner.electors.lock().await.drain(..).collect();
+        futures::future::join_all(electors.into_iter().map(LeaderElector::release)).await;
+        let coordinator = self.inner.coordinator.lock().await.take();
+        if let Some(coordinator) = coordinator {
+            coordinator.stop().await;
         }
         // Nobody listens any more: this only empties the registry.
         self.inner.registry.unload_all().await;
@@ -461,6 +548,45 @@ fn readiness(controllers: &Controllers) -> Vec<ReadinessCheck> {
     checks
 }
 
+/// The `/readyz?verbose` line about the shards: always passing, saying
+/// which shards this replica holds (with their fencing tokens) and who
+/// holds each shard, e.g. `holding shards [0, 2] of 4 (fencing tokens [3,
+/// 1]), fair share 2, 3 replicas live; shard 0: a_1f, shard 1: b_2e, …`.
+fn shards_check(lease: &str, shards: &ShardGates, status: &ShardStatus) -> ReadinessCheck {
+    let leadership = shards.leadership();
+    let held: Vec<usize> = (0..leadership.len())
+        .filter(|i| leadership[*i].leading)
+        .collect();
+    let tokens: Vec<u64> = held
+        .iter()
+        .map(|i| leadership[*i].token.unwrap_or_default())
+        .collect();
+    let holders: Vec<String> = (0..shards.count())
+        .map(|i| {
+            let holder = status
+                .holders
+                .get(i)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| "nobody".to_string());
+            format!("shard {i}: {holder}")
+        })
+        .collect();
+    let detail = format!(
+        "holding shards {held:?} of {} (Leases {lease}-shard-N, fencing tokens {tokens:?}), fair share {}, {} replicas live; {}",
+        shards.count(),
+        status.plan.share,
+        status.live.len(),
+        holders.join(", ")
+    );
+    ReadinessCheck {
+        name: "shards".to_string(),
+        plugin: None,
+        ready: true,
+        detail,
+    }
+}
+
 /// The `/readyz?verbose` line about leadership: always passing (a standby
 /// is ready: it serves webhooks and takes over warm), saying who leads.
 fn leadership_check(
@@ -487,14 +613,15 @@ fn leadership_check(
 }
 
 /// Applies the registry's announcements and this replica's changes of
-/// leadership, one at a time, until `cancel` fires.
+/// leadership (of each shard), one at a time, until `cancel` fires.
 async fn apply_changes(
     mut announcements: mpsc::UnboundedReceiver<Announcement>,
-    mut leadership: tokio::sync::watch::Receiver<Leadership>,
+    mut leadership: tokio::sync::watch::Receiver<Vec<Leadership>>,
     deps: ControllerDeps,
     cancel: CancellationToken,
 ) {
     let mut watching = true;
+    let mut previous = vec![Leadership::default(); deps.shards.count()];
     // The elector may have decided before this task subscribed: follow the
     // current leadership first.
     leadership.mark_changed();
@@ -513,8 +640,13 @@ async fn apply_changes(
                     watching = false;
                     continue;
                 }
-                let now = *leadership.borrow_and_update();
-                follow_leadership(&deps, now).await;
+                let now = leadership.borrow_and_update().clone();
+                if deps.shards.is_sharded() {
+                    follow_shards(&deps, &previous, &now).await;
+                } else if let Some(first) = now.first() {
+                    follow_leadership(&deps, *first).await;
+                }
+                previous = now;
             }
         }
     }
@@ -525,17 +657,7 @@ async fn apply_changes(
 /// stop, tells the elector it may release the Lease.
 async fn follow_leadership(deps: &ControllerDeps, leadership: Leadership) {
     if leadership.leading && !leadership.draining {
-        let serving: Vec<Arc<ServingVersions>> = lock(&deps.serving).values().cloned().collect();
-        let mut started = 0;
-        for versions in serving {
-            let set = versions.current();
-            let name = set.plugin().to_string();
-            if lock(&deps.controllers).contains_key(&name) {
-                continue;
-            }
-            start_with_candidates(deps, &versions, None);
-            started += 1;
-        }
+        let started = start_serving(deps).len();
         tracing::info!(
             controllers = started,
             token = leadership.token.unwrap_or_default(),
@@ -543,11 +665,7 @@ async fn follow_leadership(deps: &ControllerDeps, leadership: Leadership) {
         );
         return;
     }
-    let running: Vec<ControllerHandle> = lock(&deps.controllers).drain().map(|(_, c)| c).collect();
-    let stopped = running.len();
-    // Their calls in flight finish; whatever they would still write is
-    // dropped by the gate once it closes.
-    futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
+    let stopped = stop_controllers(deps).await;
     if stopped > 0 {
         tracing::info!(
             controllers = stopped,
@@ -558,6 +676,72 @@ async fn follow_leadership(deps: &ControllerDeps, leadership: Leadership) {
     if leadership.draining {
         deps.gate.report_drained();
     }
+}
+
+/// Starts the controller of every serving plugin that has none; returns
+/// their names.
+fn start_serving(deps: &ControllerDeps) -> Vec<String> {
+    let serving: Vec<Arc<ServingVersions>> = lock(&deps.serving).values().cloned().collect();
+    let mut started = Vec::new();
+    for versions in serving {
+        let name = versions.current().plugin().to_string();
+        if lock(&deps.controllers).contains_key(&name) {
+            continue;
+        }
+        start_with_candidates(deps, &versions, None);
+        started.push(name);
+    }
+    started
+}
+
+/// Stops every controller after its calls in flight; returns how many.
+async fn stop_controllers(deps: &ControllerDeps) -> usize {
+    let running: Vec<ControllerHandle> = lock(&deps.controllers).drain().map(|(_, c)| c).collect();
+    let stopped = running.len();
+    // Their calls in flight finish; whatever they would still write is
+    // dropped by the gate once it closes.
+    futures::future::join_all(running.into_iter().map(ControllerHandle::stop)).await;
+    stopped
+}
+
+/// Sharded: the controllers run while this replica takes work for at least
+/// one shard. A shard gained queues every primary again (the controller
+/// skips the other shards' at once), so the gained shard's objects are
+/// reconciled here; a shard lost or given up takes no new work (its
+/// reconciles in flight finish, their writes dropped once its gate
+/// closes).
+async fn follow_shards(deps: &ControllerDeps, previous: &[Leadership], now: &[Leadership]) {
+    let works = |l: &Leadership| l.leading && !l.draining;
+    let held: Vec<usize> = (0..now.len()).filter(|i| works(&now[*i])).collect();
+    let gained: Vec<usize> = held
+        .iter()
+        .copied()
+        .filter(|i| !previous.get(*i).is_some_and(works))
+        .collect();
+    let tokens: Vec<u64> = held
+        .iter()
+        .map(|i| now[*i].token.unwrap_or_default())
+        .collect();
+    if held.is_empty() {
+        let stopped = stop_controllers(deps).await;
+        tracing::info!(
+            controllers = stopped,
+            "holding no shard: plugin controllers stopped"
+        );
+        return;
+    }
+    let started = start_serving(deps);
+    if !gained.is_empty() {
+        for (name, controller) in lock(&deps.controllers).iter() {
+            if !started.contains(name) {
+                controller.reconcile_all();
+            }
+        }
+    }
+    tracing::info!(
+        shards = ?held, ?tokens, gained = ?gained, started = started.len(),
+        "holding shards {held:?} (fencing tokens {tokens:?})"
+    );
 }
 
 /// Starts the controller of `versions` with its candidate's dry run or
@@ -651,7 +835,7 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
         deps.metrics.clone(),
         &ControllerOptions {
             concurrency,
-            writes: deps.gate.clone(),
+            writes: deps.shards.clone(),
         },
     );
     lock(&deps.controllers).insert(name, controller);

@@ -108,6 +108,23 @@ struct LeaseLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardLabels {
+    shard: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardTransitionLabels {
+    shard: String,
+    transition: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ShardPluginLabels {
+    plugin: String,
+    shard: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseTransitionLabels {
     name: String,
     transition: String,
@@ -171,6 +188,9 @@ pub struct Metrics {
     leader_status: Family<LeaseLabels, Gauge>,
     leader_transitions: Family<LeaseTransitionLabels, Counter>,
     fenced_writes: Family<NameLabels, Counter>,
+    shard_owned: Family<ShardLabels, Gauge>,
+    shard_transitions: Family<ShardTransitionLabels, Counter>,
+    shard_reconciles: Family<ShardPluginLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -312,6 +332,24 @@ impl Metrics {
             "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
             fenced_writes.clone(),
         );
+        let shard_owned = Family::<ShardLabels, Gauge>::default();
+        registry.register(
+            "wasm_operator_shard_owned",
+            "1 while this replica holds the Lease of shard `shard` (with --shards N > 1), 0 otherwise",
+            shard_owned.clone(),
+        );
+        let shard_transitions = Family::<ShardTransitionLabels, Counter>::default();
+        registry.register(
+            "wasm_operator_shard_transitions",
+            "Changes of this replica's hold on shard `shard`: acquired, lost, released",
+            shard_transitions.clone(),
+        );
+        let shard_reconciles = Family::<ShardPluginLabels, Counter>::default();
+        registry.register(
+            "wasm_operator_shard_reconciles",
+            "Reconciles this replica ran for primaries of shard `shard` (with --shards N > 1)",
+            shard_reconciles.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconcile_total,
@@ -334,7 +372,40 @@ impl Metrics {
             leader_status,
             leader_transitions,
             fenced_writes,
+            shard_owned,
+            shard_transitions,
+            shard_reconciles,
         }
+    }
+
+    /// Whether this replica holds the Lease of `shard`.
+    pub fn shard_owned(&self, shard: usize, owned: bool) {
+        self.shard_owned
+            .get_or_create(&ShardLabels {
+                shard: shard.to_string(),
+            })
+            .set(i64::from(owned));
+    }
+
+    /// This replica's hold on `shard` changed: `transition` is `acquired`,
+    /// `lost` or `released`.
+    pub fn shard_transition(&self, shard: usize, transition: &str) {
+        self.shard_transitions
+            .get_or_create(&ShardTransitionLabels {
+                shard: shard.to_string(),
+                transition: transition.to_string(),
+            })
+            .inc();
+    }
+
+    /// `plugin`'s controller reconciles a primary of `shard`.
+    pub fn shard_reconcile(&self, plugin: &str, shard: usize) {
+        self.shard_reconciles
+            .get_or_create(&ShardPluginLabels {
+                plugin: plugin.to_string(),
+                shard: shard.to_string(),
+            })
+            .inc();
     }
 
     /// Whether this replica holds the leader-election Lease `name`.

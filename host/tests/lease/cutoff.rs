@@ -31,23 +31,9 @@ async fn devcluster_only_a_cut_off_leader_stops_writing_and_never_writes_after_i
     let config_b = dir.path().join("b.kubeconfig");
     kubeconfig_with_token(cluster.kubeconfig_path(), &config_a, "replica-a");
     kubeconfig_with_token(cluster.kubeconfig_path(), &config_b, "replica-b");
-    let a = Replica::start(&Launch {
-        name: "a",
-        kubeconfig: &config_a,
-        namespace: NS,
-        lease: name,
-        version: None,
-        dir: dir.path(),
-    });
+    let a = Replica::start(&Launch::new("a", &config_a, NS, name, dir.path()));
     let first = wait_for_holder(&client, NS, name, &["a"]).await;
-    let b = Replica::start(&Launch {
-        name: "b",
-        kubeconfig: &config_b,
-        namespace: NS,
-        lease: name,
-        version: None,
-        dir: dir.path(),
-    });
+    let b = Replica::start(&Launch::new("b", &config_b, NS, name, dir.path()));
     let old = transitions(&first).to_string();
     apply_webapp(&client, NS, "one", 1).await;
     wait_reconciled_by(&client, NS, "one", &old).await;

@@ -82,7 +82,9 @@ fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
                 has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
             })
     };
-    for verb in ["get", "list", "watch", "create", "update", "patch"] {
+    for verb in [
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ] {
         assert!(
             allows("coordination.k8s.io", "leases", verb),
             "leases: {verb}"
@@ -116,6 +118,26 @@ fn leader_election_durations_out_of_order_are_refused_before_anything_starts() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains("--lease-duration") && stderr.contains("--renew-deadline"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn shards_without_leader_election_are_refused_before_anything_starts() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+        .args(["run", "--shards", "4"])
+        .args([
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run wasm-operator");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--shards 4 needs --leader-elect"),
         "{stderr}"
     );
 }

@@ -33,14 +33,7 @@ async fn two_replicas_one_reconciles_and_a_killed_leader_is_replaced() {
     install_webapp_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let name = "lease-kill";
-    let launch = |n| Launch {
-        name: n,
-        kubeconfig: cluster.kubeconfig_path(),
-        namespace: NS,
-        lease: name,
-        version: None,
-        dir: dir.path(),
-    };
+    let launch = |n| Launch::new(n, cluster.kubeconfig_path(), NS, name, dir.path());
     let mut a = Replica::start(&launch("a"));
     let mut b = Replica::start(&launch("b"));
 
@@ -95,14 +88,7 @@ async fn a_terminated_leader_drains_and_releases_the_lease() {
     install_webapp_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let name = "lease-term";
-    let launch = |n| Launch {
-        name: n,
-        kubeconfig: cluster.kubeconfig_path(),
-        namespace: NS,
-        lease: name,
-        version: None,
-        dir: dir.path(),
-    };
+    let launch = |n| Launch::new(n, cluster.kubeconfig_path(), NS, name, dir.path());
     // The first replica leads before the second starts: which one is
     // terminated is known.
     let mut a = Replica::start(&launch("a"));

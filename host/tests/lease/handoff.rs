@@ -22,13 +22,8 @@ async fn an_older_leader_hands_over_to_a_newer_host_and_never_takes_the_lease_ba
     install_webapp_crd(&client).await;
     let dir = tempfile::tempdir().unwrap();
     let name = "lease-handoff";
-    let launch = |n, version| Launch {
-        name: n,
-        kubeconfig: cluster.kubeconfig_path(),
-        namespace: NS,
-        lease: name,
-        version: Some(version),
-        dir: dir.path(),
+    let launch = |n, version| {
+        Launch::new(n, cluster.kubeconfig_path(), NS, name, dir.path()).with_version(version)
     };
     let old = Replica::start(&launch("old", "0.1.0"));
     let first = wait_for_holder(&client, NS, name, &["old"]).await;

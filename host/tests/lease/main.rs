@@ -16,3 +16,4 @@ mod deploy;
 mod failover;
 mod handoff;
 mod replica;
+mod shards;

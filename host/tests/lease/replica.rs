@@ -41,6 +41,43 @@ pub struct Launch<'a> {
     pub version: Option<&'a str>,
     /// Where its logs and compile cache go.
     pub dir: &'a Path,
+    /// `--shards` (1: one leader).
+    pub shards: u16,
+}
+
+impl<'a> Launch<'a> {
+    /// Replica `name` electing on Lease `namespace/lease` through
+    /// `kubeconfig`, this binary's version, one shard.
+    pub fn new(
+        name: &'a str,
+        kubeconfig: &'a Path,
+        namespace: &'a str,
+        lease: &'a str,
+        dir: &'a Path,
+    ) -> Launch<'a> {
+        Launch {
+            name,
+            kubeconfig,
+            namespace,
+            lease,
+            version: None,
+            dir,
+            shards: 1,
+        }
+    }
+
+    /// The same, claiming host `version`.
+    pub fn with_version(self, version: &'a str) -> Launch<'a> {
+        Launch {
+            version: Some(version),
+            ..self
+        }
+    }
+
+    /// The same, with `--shards shards`.
+    pub fn with_shards(self, shards: u16) -> Launch<'a> {
+        Launch { shards, ..self }
+    }
 }
 
 fn free_port() -> u16 {
@@ -81,6 +118,7 @@ impl Replica {
             .args(["--leader-election-id", launch.lease])
             .args(["--lease-duration", "3s", "--renew-deadline", "2s"])
             .args(["--retry-period", "500ms", "--shutdown-grace", "15"])
+            .args(["--shards", &launch.shards.to_string()])
             .env("RUST_LOG", "info")
             .env("POD_NAME", launch.name)
             .env_remove("POD_NAMESPACE")
