@@ -316,7 +316,7 @@ pub async fn apply_webapp(client: &Client, namespace: &str, name: &str, replicas
 /// The fencing token of `obj` when it was reconciled for the generation it
 /// has now (the token is the reconcile's last write, after the status);
 /// otherwise what was seen instead.
-fn reconciled_token(obj: &Value) -> Result<String, String> {
+pub fn reconciled_token(obj: &Value) -> Result<String, String> {
     let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
     let observed = obj
         .pointer("/status/observedGeneration")

@@ -12,8 +12,8 @@ use serde_json::Value;
 use wasm_operator::lease::shard_of;
 
 use crate::replica::{
-    DEADLINE, Launch, Replica, TOKEN, apply_webapp, holder, install_webapp_crd, lease, sum, tail,
-    transitions, webapps,
+    DEADLINE, Launch, Replica, apply_webapp, holder, install_webapp_crd, lease, reconciled_token,
+    sum, tail, transitions, webapps,
 };
 use crate::support;
 
@@ -113,22 +113,11 @@ async fn wait_converged(client: &Client, lease_name: &str, names: &[String]) -> 
                     .as_ref()
                     .map(|l| transitions(l).to_string())
                     .ok_or("a shard Lease is missing")?;
-                let generation = obj.pointer("/metadata/generation").and_then(Value::as_i64);
-                let observed = obj
-                    .pointer("/status/observedGeneration")
-                    .and_then(Value::as_i64);
-                let token = obj
-                    .pointer(&format!(
-                        "/metadata/annotations/{}",
-                        TOKEN.replace('/', "~1")
-                    ))
-                    .and_then(Value::as_str);
-                if generation.is_none()
-                    || observed != generation
-                    || token != Some(expected.as_str())
-                {
+                let token = reconciled_token(&obj)
+                    .map_err(|seen| format!("WebApp {name} (shard {shard}): {seen}, shard Lease's {expected}"))?;
+                if token != expected {
                     return Err(format!(
-                        "WebApp {name} (shard {shard}): generation {generation:?}, observedGeneration {observed:?}, fencing token {token:?}, shard Lease's {expected}"
+                        "WebApp {name} (shard {shard}): fencing token {token}, shard Lease's {expected}"
                     ));
                 }
                 used.insert(shard);
