@@ -20,9 +20,13 @@
 //! (default 600) and `SHARDS_BENCH_ROUNDS` (default 2) change the size.
 //! Needs the webapp plugin built (`scripts/build-plugins.sh`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "../tests/support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
 
 use devcluster::{DevCluster, DevClusterOptions};
 use futures::{StreamExt, TryStreamExt};
@@ -36,28 +40,8 @@ const NS: &str = "default";
 const SHARDS: usize = 6;
 const LEASE: &str = "bench-shards";
 const DEADLINE: Duration = Duration::from_secs(600);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-}
-
 fn webapp_resource() -> ApiResource {
-    ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "WebApp".into(),
-        plural: "webapps".into(),
-    }
+    support::api_resource("example.com", "v1", "WebApp", "webapps")
 }
 
 fn free_port() -> u16 {
@@ -68,7 +52,7 @@ fn free_port() -> u16 {
 }
 
 async fn install_crd(client: &Client) {
-    let path = workspace().join("examples/webapp/crd.yaml");
+    let path = support::example_crd("webapp");
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let crd: CustomResourceDefinition =
@@ -108,7 +92,7 @@ struct Replica {
 
 impl Replica {
     fn start(name: &str, kubeconfig: &Path, dir: &Path) -> Replica {
-        let wasm = target_dir().join("wasm32-wasip2/release/webapp.wasm");
+        let wasm = support::plugin_wasm("webapp");
         assert!(
             wasm.exists(),
             "{} is missing: run scripts/build-plugins.sh",
@@ -124,7 +108,7 @@ impl Replica {
             .arg(kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--cache-dir")
-            .arg(target_dir().join("bench-shards-cache"))
+            .arg(std::env::temp_dir().join("wasm-operator-bench-shards-cache"))
             .args(["--leader-elect", "--leader-election-namespace", NS])
             .args(["--leader-election-id", LEASE])
             .args(["--lease-duration", "3s", "--renew-deadline", "2s"])

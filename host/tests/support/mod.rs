@@ -303,13 +303,8 @@ pub async fn events_about(
     kind: Option<&str>,
     name: &str,
 ) -> Vec<(String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default())
+    list_events(client, namespace)
         .await
-        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"));
-    list.items
         .into_iter()
         .filter(|e| {
             let regarding = e.regarding.as_ref();
@@ -335,13 +330,8 @@ pub async fn host_events(
     client: &Client,
     namespace: &str,
 ) -> Vec<(String, String, String, String)> {
-    use k8s_openapi::api::events::v1::Event;
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let list = api
-        .list(&ListParams::default())
+    list_events(client, namespace)
         .await
-        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"));
-    list.items
         .into_iter()
         .filter(|e| {
             e.reporting_controller
@@ -357,6 +347,15 @@ pub async fn host_events(
             )
         })
         .collect()
+}
+
+/// Every `events.k8s.io/v1` Event in `namespace`.
+async fn list_events(client: &Client, namespace: &str) -> Vec<k8s_openapi::api::events::v1::Event> {
+    let api: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), namespace);
+    api.list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("listing events in {namespace}: {e}"))
+        .items
 }
 
 /// `metadata.finalizers` of an object as JSON (empty when absent).
