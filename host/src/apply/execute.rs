@@ -120,6 +120,10 @@ pub struct Executed {
     pub annotated: bool,
     /// The finalizer write made, [`FinalizerChange::Unchanged`] for none.
     pub finalizer: FinalizerChange,
+    /// The primary's `resourceVersion` in the answer of the host's last
+    /// write to it (metadata or status; the finalizer removal that
+    /// releases it aside): what [`super::PrimaryWrites`] remembers.
+    pub primary_resource_version: Option<String>,
 }
 
 /// API writes of one execution, by kind: one count per request.
@@ -203,7 +207,8 @@ pub async fn execute(
     if plan.is_noop() {
         return Ok(done);
     }
-    let primary_api = writer.api(writer.primary, obj.namespace().as_deref());
+    let namespace = obj.namespace();
+    let namespace = namespace.as_deref();
     let name = obj.name_any();
     let target = format!(
         "{} {}",
@@ -214,8 +219,9 @@ pub async fn execute(
 
     writer.may_write(&target)?;
     if let Some(first) = &metadata.first
-        && metadata::write_first(&primary_api, obj, &target, writer.plugin, first).await?
+        && let Some(answer) = metadata::write_first(writer, obj, &target, first).await?
     {
+        done.primary_resource_version = answer.metadata.resource_version;
         done.metadata_patches += 1;
         done.finalizer = first.finalizer;
         done.annotated = !first.annotations.is_empty();
@@ -255,27 +261,25 @@ pub async fn execute(
     }
     if let Some(body) = &plan.status {
         writer.may_write(&target)?;
-        done.status_written =
-            status::write(writer, obj.namespace().as_deref(), &name, &target, body).await?;
+        if let Some(answer) = status::write(writer, namespace, &name, &target, body).await? {
+            done.status_written = true;
+            done.primary_resource_version = answer.metadata.resource_version;
+        }
     }
     let Some(last) = &metadata.last else {
         return Ok(done);
     };
     if !last.annotations.is_empty() {
         writer.may_write(&target)?;
-        metadata::annotate(
-            &primary_api,
-            &name,
-            &target,
-            writer.plugin,
-            &last.annotations,
-        )
-        .await?;
+        let answer =
+            metadata::annotate(writer, namespace, &name, &target, &last.annotations).await?;
+        done.primary_resource_version = answer.metadata.resource_version;
         done.metadata_patches += 1;
         done.annotated = true;
     }
     if last.finalizer == FinalizerChange::Remove {
         writer.may_write(&target)?;
+        let primary_api = writer.api(writer.primary, namespace);
         let write = finalizer::remove(&primary_api, obj, FINALIZER)
             .await
             .map_err(|e| ApplyError::api("removing the finalizer from", target.as_str(), e))?;

@@ -6,34 +6,40 @@ use std::collections::BTreeMap;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
 
-use super::{ApplyError, finalizer};
+use super::execute::Answer;
+use super::{ApplyError, Writer, finalizer};
 use crate::plan::{AnnotationChanges, FINALIZER, FinalizerChange, MetadataWrite, field_manager};
 
-/// Merge-patches `changes` into the primary's annotations (`None` removes
-/// one), as the plugin's field manager.
+/// Merge-patches `changes` into the annotations of the primary `name` in
+/// `namespace` (`None` removes one), as the plugin's field manager. Returns
+/// the write's answer.
 pub(super) async fn annotate(
-    api: &Api<DynamicObject>,
+    writer: &Writer<'_>,
+    namespace: Option<&str>,
     name: &str,
     target: &str,
-    plugin: &str,
     changes: &AnnotationChanges,
-) -> Result<(), ApplyError> {
+) -> Result<Answer, ApplyError> {
     let patch = json!({ "metadata": { "annotations": changes } });
-    api.patch(
-        name,
-        &PatchParams::apply(&field_manager(plugin)),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(|e| ApplyError::api("annotating", target, e))?;
-    Ok(())
+    writer
+        .patch(
+            writer.primary,
+            namespace,
+            None,
+            name,
+            &PatchParams::apply(&field_manager(writer.plugin)),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(|e| ApplyError::api("annotating", target, e))
 }
 
 /// Sends `write` (the plan's `first` metadata write) as one JSON patch on
-/// `obj` as observed. Returns false when there was nothing to send.
+/// `obj` as observed. Returns the write's answer, `None` when there was
+/// nothing to send.
 ///
 /// # Errors
 ///
@@ -41,28 +47,31 @@ pub(super) async fn annotate(
 /// a mark or the whole object changed since `obj` was read): the reconcile
 /// is retried on the newer object.
 pub(super) async fn write_first(
-    api: &Api<DynamicObject>,
+    writer: &Writer<'_>,
     obj: &DynamicObject,
     target: &str,
-    plugin: &str,
     write: &MetadataWrite,
-) -> Result<bool, ApplyError> {
+) -> Result<Option<Answer>, ApplyError> {
     let Some(patch) = first_patch(obj, write) else {
-        return Ok(false);
+        return Ok(None);
     };
     let action = if write.annotations.is_empty() {
         "adding the finalizer to"
     } else {
         "adding the finalizer and the version marks to"
     };
-    api.patch(
-        &obj.name_any(),
-        &PatchParams::apply(&field_manager(plugin)),
-        &Patch::<()>::Json(patch),
-    )
-    .await
-    .map_err(|e| ApplyError::api(action, target, e))?;
-    Ok(true)
+    writer
+        .patch(
+            writer.primary,
+            obj.namespace().as_deref(),
+            None,
+            &obj.name_any(),
+            &PatchParams::apply(&field_manager(writer.plugin)),
+            &Patch::<()>::Json(patch),
+        )
+        .await
+        .map(Some)
+        .map_err(|e| ApplyError::api(action, target, e))
 }
 
 /// The JSON patch of `write` on `obj` as observed: the host's finalizer

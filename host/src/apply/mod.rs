@@ -11,12 +11,14 @@ mod execute;
 pub mod finalizer;
 mod impersonation;
 mod metadata;
+mod primary_writes;
 mod status;
 
 pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
 pub use execute::{Executed, Writer, execute};
 pub use impersonation::impersonating;
+pub use primary_writes::{Hold, PrimaryWrites};
 
 use crate::contract::Reason;
 

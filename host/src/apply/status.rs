@@ -3,18 +3,19 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::execute::Answer;
 use super::{ApplyError, Writer};
 
 /// Writes a status merge patch (from [`crate::plan::build_status`]) to the
-/// primary `name` in `namespace`. Returns false when the object was deleted
-/// meanwhile: there is no status left to write.
+/// primary `name` in `namespace`. Returns the write's answer, `None` when
+/// the object was deleted meanwhile: there is no status left to write.
 pub(super) async fn write(
     writer: &Writer<'_>,
     namespace: Option<&str>,
     name: &str,
     target: &str,
     body: &Value,
-) -> Result<bool, ApplyError> {
+) -> Result<Option<Answer>, ApplyError> {
     match writer
         .patch(
             writer.primary,
@@ -26,8 +27,8 @@ pub(super) async fn write(
         )
         .await
     {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Ok(answer) => Ok(Some(answer)),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(ApplyError::api("writing the status of", target, e)),
     }
 }

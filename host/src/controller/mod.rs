@@ -235,6 +235,7 @@ impl ControllerHandle {
             failures: Default::default(),
             rates: Default::default(),
             applied: Default::default(),
+            primary_writes: Default::default(),
         });
         let handle_ctx = ctx.clone();
         let name = manifest.name.clone();

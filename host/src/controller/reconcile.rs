@@ -58,7 +58,15 @@ pub(super) struct Context {
     /// What the host last applied to each child: unchanged children are
     /// not applied again ([`plan::unchanged`]).
     pub applied: apply::AppliedChildren,
+    /// The host's last write to each primary: a reconcile waits for the
+    /// cache to show it ([`apply::PrimaryWrites`]).
+    pub primary_writes: apply::PrimaryWrites,
 }
+
+/// How soon a reconcile held for the cache to show the host's own write
+/// ([`apply::Hold::Behind`]) looks again: watch events arrive within
+/// milliseconds of the write.
+const CACHE_CATCH_UP: Duration = Duration::from_millis(25);
 
 /// Objects whose rate state is kept before idle entries are forgotten.
 const RATES_KEPT: usize = 1024;
@@ -316,6 +324,14 @@ pub(super) async fn reconcile(
     };
     if !ctx.gate.allows_object(&obj) {
         return Ok(outside_grant(&obj, &ctx).await);
+    }
+    // Triggered again (by the events of its own children's writes) before
+    // the cache shows the status this object's last reconcile wrote:
+    // planning now would call the plugin with that stale status and write
+    // the same status again.
+    if let apply::Hold::Behind { left } = ctx.primary_writes.hold(&obj) {
+        tracing::trace!(plugin = %ctx.plugin, object = %obj.name_any(), "waiting for the cache to show the host's own write");
+        return Ok(Action::requeue(CACHE_CATCH_UP.min(left)));
     }
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
@@ -614,6 +630,10 @@ pub(super) fn children_outside<'a>(
 async fn execute(obj: &DynamicObject, ctx: &Context, plan: &Plan) -> Result<(), ApplyError> {
     let executed = apply::execute(&writer(ctx, obj), obj, plan).await?;
     ctx.applied.record(&executed, &ctx.owned);
+    if let Some(resource_version) = &executed.primary_resource_version {
+        ctx.primary_writes
+            .record(obj.metadata.uid.as_deref(), resource_version);
+    }
     let writes = executed.writes();
     let m = &ctx.metrics;
     m.writes(&ctx.plugin, WriteKind::Apply, writes.apply);

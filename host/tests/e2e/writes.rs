@@ -113,6 +113,20 @@ async fn converged_objects_are_reconciled_without_writes_and_drift_is_repaired()
     // Reconciles the create phase set off (the children's and the status's
     // own events) may still run; one round of touches queues behind them.
     touch_all(&host, 1).await;
+    // The children's events trigger each WebApp again, often before the
+    // cache shows the status its first reconcile wrote; that reconcile
+    // waits for the cache instead of writing the same status again
+    // (pods never become ready here, so the status never changes).
+    let status = counter(
+        &host,
+        "wasm_operator_writes_total{plugin=\"webapp\",write=\"status\"}",
+    );
+    assert_eq!(
+        status,
+        APPS.len() as u64,
+        "status writes for {} new WebApps",
+        APPS.len()
+    );
 
     // Converged: reconciling again calls the plugin and writes nothing.
     let (writes, applied) = (object_writes(&host), applies(&host));
