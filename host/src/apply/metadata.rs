@@ -24,17 +24,23 @@ pub(super) async fn annotate(
     changes: &AnnotationChanges,
 ) -> Result<Answer, ApplyError> {
     let patch = json!({ "metadata": { "annotations": changes } });
-    writer
-        .patch(
-            writer.primary,
-            namespace,
-            None,
-            name,
-            &PatchParams::apply(&field_manager(writer.plugin)),
-            &Patch::Merge(&patch),
-        )
+    patch_primary(writer, namespace, name, &Patch::Merge(&patch))
         .await
         .map_err(|e| ApplyError::api("annotating", target, e))
+}
+
+/// `patch` of the primary `name` in `namespace`, as the plugin's field
+/// manager: the one request both metadata writes send.
+async fn patch_primary(
+    writer: &Writer<'_>,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &Patch<impl serde::Serialize + std::fmt::Debug>,
+) -> Result<Answer, kube::Error> {
+    let params = PatchParams::apply(&field_manager(writer.plugin));
+    writer
+        .patch(writer.primary, namespace, None, name, &params, patch)
+        .await
 }
 
 /// Sends `write` (the plan's `first` metadata write) as one JSON patch on
@@ -60,18 +66,16 @@ pub(super) async fn write_first(
     } else {
         "adding the finalizer and the version marks to"
     };
-    writer
-        .patch(
-            writer.primary,
-            obj.namespace().as_deref(),
-            None,
-            &obj.name_any(),
-            &PatchParams::apply(&field_manager(writer.plugin)),
-            &Patch::<()>::Json(patch),
-        )
-        .await
-        .map(Some)
-        .map_err(|e| ApplyError::api(action, target, e))
+    let namespace = obj.namespace();
+    patch_primary(
+        writer,
+        namespace.as_deref(),
+        &obj.name_any(),
+        &Patch::<()>::Json(patch),
+    )
+    .await
+    .map(Some)
+    .map_err(|e| ApplyError::api(action, target, e))
 }
 
 /// The JSON patch of `write` on `obj` as observed: the host's finalizer

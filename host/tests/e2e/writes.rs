@@ -21,23 +21,23 @@ fn counter(host: &Host, line: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn applies(host: &Host) -> u64 {
+/// The webapp plugin's writes of one kind (`apply`, `status`, …).
+fn writes_of(host: &Host, kind: &str) -> u64 {
     counter(
         host,
-        "wasm_operator_writes_total{plugin=\"webapp\",write=\"apply\"}",
+        &format!("wasm_operator_writes_total{{plugin=\"webapp\",write=\"{kind}\"}}"),
     )
+}
+
+fn applies(host: &Host) -> u64 {
+    writes_of(host, "apply")
 }
 
 /// Every write of the primary and its children (events are not counted).
 fn object_writes(host: &Host) -> u64 {
     ["apply", "prune", "status", "finalizer", "annotations"]
         .iter()
-        .map(|w| {
-            counter(
-                host,
-                &format!("wasm_operator_writes_total{{plugin=\"webapp\",write=\"{w}\"}}"),
-            )
-        })
+        .map(|kind| writes_of(host, kind))
         .sum()
 }
 
@@ -117,10 +117,7 @@ async fn converged_objects_are_reconciled_without_writes_and_drift_is_repaired()
     // cache shows the status its first reconcile wrote; that reconcile
     // waits for the cache instead of writing the same status again
     // (pods never become ready here, so the status never changes).
-    let status = counter(
-        &host,
-        "wasm_operator_writes_total{plugin=\"webapp\",write=\"status\"}",
-    );
+    let status = writes_of(&host, "status");
     assert_eq!(
         status,
         APPS.len() as u64,
