@@ -11,9 +11,12 @@
 //! structures a reflector keeps. The live heap bytes after (the inputs
 //! freed) minus before, divided by N, is the cost of one cached object.
 //!
-//! Three trims side by side: none (the object as sent), `managedFields`
-//! only (what the host did before), and `cache::prepare_for_cache` (what it
-//! does now: also kubectl's last-applied copy). A counting allocator rather
+//! Four forms side by side: kube's `DynamicObject` with no trim (the object
+//! as sent), with `managedFields` left out (what the host kept first), with
+//! kubectl's last-applied copy left out too (what it kept until the compact
+//! form), and the compact `cache::CachedObject` through
+//! `cache::prepare_for_cache` (metadata typed, the body as JSON text: what
+//! the caches keep now). A counting allocator rather
 //! than RSS deltas: it measures exactly the bytes the caches keep, not the
 //! allocator's arenas and fragmentation (RSS is what the scale benchmark
 //! reports, whole process).
@@ -28,7 +31,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use wasm_operator::cache::{ObjectIndex, prepare_for_cache};
+use wasm_operator::cache::{CachedObject, LAST_APPLIED_ANNOTATION, ObjectIndex, prepare_for_cache};
 
 #[path = "support/mod.rs"]
 mod support;
@@ -73,15 +76,24 @@ static ALLOCATOR: Counting = Counting;
 enum Trim {
     None,
     ManagedFields,
-    Cache,
+    LastApplied,
+    Compact,
 }
 
 impl Trim {
+    const ALL: [Trim; 4] = [
+        Trim::None,
+        Trim::ManagedFields,
+        Trim::LastApplied,
+        Trim::Compact,
+    ];
+
     fn label(self) -> &'static str {
         match self {
-            Trim::None => "as sent",
-            Trim::ManagedFields => "managedFields stripped (before)",
-            Trim::Cache => "prepare_for_cache (now)",
+            Trim::None => "DynamicObject as sent",
+            Trim::ManagedFields => "DynamicObject, managedFields left out",
+            Trim::LastApplied => "DynamicObject, also kubectl's copy (before)",
+            Trim::Compact => "CachedObject via prepare_for_cache (now)",
         }
     }
 }
@@ -111,27 +123,64 @@ fn texts(template: &Value, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Live heap bytes per object held by a store and index of `inputs`.
-fn bytes_per_object(ar: &ApiResource, inputs: &[Vec<u8>], trim: Trim) -> f64 {
+/// Live heap bytes per object held by a kube-runtime store of `inputs`
+/// parsed as `K` and trimmed by `trim` (plus, for the compact form the
+/// caches keep, the host's owner/namespace index).
+fn bytes_in_store<K>(
+    ar: &ApiResource,
+    inputs: &[Vec<u8>],
+    trim: impl Fn(&mut K),
+    index: impl Fn(Vec<std::sync::Arc<K>>) -> Option<ObjectIndex>,
+) -> f64
+where
+    K: kube::Resource<DynamicType = ApiResource> + Clone + serde::de::DeserializeOwned + 'static,
+{
     let before = LIVE.load(Ordering::Relaxed);
-    let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
+    let mut writer: Writer<K> = Writer::new(ar.clone());
     let store = writer.as_reader();
     writer.apply_watcher_event(&watcher::Event::Init);
     for text in inputs {
-        let mut object: DynamicObject = serde_json::from_slice(text).expect("parses");
-        match trim {
-            Trim::None => {}
-            Trim::ManagedFields => object.metadata.managed_fields = None,
-            Trim::Cache => prepare_for_cache(&mut object, ar),
-        }
+        let mut object: K = serde_json::from_slice(text).expect("parses");
+        trim(&mut object);
         writer.apply_watcher_event(&watcher::Event::InitApply(object));
     }
     writer.apply_watcher_event(&watcher::Event::InitDone);
-    let index = ObjectIndex::of(store.state());
+    let index = index(store.state());
     let held = LIVE.load(Ordering::Relaxed) - before;
     assert_eq!(store.state().len(), inputs.len());
     drop((index, store, writer));
     held as f64 / inputs.len() as f64
+}
+
+/// Live heap bytes per object for one form ([`Trim`]).
+fn bytes_per_object(ar: &ApiResource, inputs: &[Vec<u8>], trim: Trim) -> f64 {
+    let no_index = |_: Vec<std::sync::Arc<DynamicObject>>| None;
+    match trim {
+        Trim::None => bytes_in_store(ar, inputs, |_: &mut DynamicObject| {}, no_index),
+        Trim::ManagedFields => bytes_in_store(
+            ar,
+            inputs,
+            |o: &mut DynamicObject| o.metadata.managed_fields = None,
+            no_index,
+        ),
+        Trim::LastApplied => bytes_in_store(
+            ar,
+            inputs,
+            |o: &mut DynamicObject| {
+                o.metadata.managed_fields = None;
+                if let Some(annotations) = o.metadata.annotations.as_mut() {
+                    annotations.remove(LAST_APPLIED_ANNOTATION);
+                }
+            },
+            no_index,
+        ),
+        Trim::Compact => bytes_in_store(
+            ar,
+            inputs,
+            |o: &mut CachedObject| prepare_for_cache(o, ar),
+            |objects| Some(ObjectIndex::of(objects)),
+        ),
+    }
 }
 
 fn main() {
@@ -141,24 +190,19 @@ fn main() {
         .unwrap_or(10_000);
     let mut templates = vec![support::webapp_object()];
     templates.extend(support::webapp_children());
-    println!("heap bytes per cached object (store + owner/namespace index), N = {n} per kind");
     println!(
-        "| kind | JSON as sent | {} | {} | {} |",
-        Trim::None.label(),
-        Trim::ManagedFields.label(),
-        Trim::Cache.label()
+        "heap bytes per cached object in a kube-runtime store (the compact form with the host's owner/namespace index), N = {n} per kind"
     );
-    println!("|---|---|---|---|---|");
-    let mut totals = [0.0; 3];
+    let labels: Vec<&str> = Trim::ALL.iter().map(|t| t.label()).collect();
+    println!("| kind | JSON as sent | {} |", labels.join(" | "));
+    println!("|---|---|---|---|---|---|");
+    let mut totals = [0.0; 4];
     for template in &templates {
         let ar = resource_of(template);
         let inputs = texts(template, n);
         let sent = inputs.iter().map(Vec::len).sum::<usize>() as f64 / n as f64;
         let mut row = format!("| {} | {sent:.0} B |", ar.kind);
-        for (i, trim) in [Trim::None, Trim::ManagedFields, Trim::Cache]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, trim) in Trim::ALL.into_iter().enumerate() {
             let bytes = bytes_per_object(&ar, &inputs, trim);
             totals[i] += bytes;
             row.push_str(&format!(" {:.0} B ({:.1} KiB) |", bytes, bytes / 1024.0));
@@ -166,10 +210,9 @@ fn main() {
         println!("{row}");
     }
     let per = templates.len() as f64;
-    println!(
-        "| mean of the three | | {:.1} KiB | {:.1} KiB | {:.1} KiB |",
-        totals[0] / per / 1024.0,
-        totals[1] / per / 1024.0,
-        totals[2] / per / 1024.0
-    );
+    let means: Vec<String> = totals
+        .iter()
+        .map(|t| format!("{:.1} KiB", t / per / 1024.0))
+        .collect();
+    println!("| mean of the three | | {} |", means.join(" | "));
 }

@@ -33,10 +33,10 @@ use std::time::{Duration, Instant};
 use devcluster::{DevCluster, DevClusterOptions};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use wasm_operator::cache::{CacheLease, CacheView, SharedCache};
+use wasm_operator::cache::{CacheLease, CacheView, CachedObject, SharedCache};
 use wasm_operator::contract::{ResourceKind, Scope};
 use wasm_operator::engine::CacheReader;
 use wasm_operator::names::PLUGIN_LABEL;
@@ -134,7 +134,7 @@ async fn sized(n: usize) -> Sized {
 }
 
 /// `plan::is_owned_child`: labelled with the plugin, controlled by `uid`.
-fn owned(obj: &DynamicObject, uid: &str) -> bool {
+fn owned(obj: &CachedObject, uid: &str) -> bool {
     obj.labels().get(PLUGIN_LABEL).is_some_and(|p| p == PLUGIN)
         && obj
             .owner_references()
@@ -142,7 +142,7 @@ fn owned(obj: &DynamicObject, uid: &str) -> bool {
             .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-fn sorted(mut children: Vec<Arc<DynamicObject>>) -> Vec<Arc<DynamicObject>> {
+fn sorted(mut children: Vec<Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
     children.sort_by_key(|c| (c.namespace(), c.name_any()));
     children
 }

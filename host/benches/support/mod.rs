@@ -11,7 +11,7 @@ use std::sync::Arc;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use wasm_operator::cache::{object_text, prepare_for_cache};
+use wasm_operator::cache::{CachedObject, object_text, prepare_for_cache};
 use wasm_operator::contract::{CallContext, Condition, Desired};
 use wasm_operator::engine::{
     CacheReader, EmptyCache, Engine, EngineConfig, InstanceAllocation, LoadedPlugin,
@@ -186,7 +186,9 @@ impl Held {
     /// `prepare_for_cache`: managedFields left out).
     pub fn from_cache(object: &Value) -> Held {
         let mut held = Held::from_api(object);
-        prepare_for_cache(&mut held.object, &held.ar);
+        let mut cached = CachedObject::from_dynamic(&held.object);
+        prepare_for_cache(&mut cached, &held.ar);
+        held.object = cached.to_dynamic();
         held
     }
 

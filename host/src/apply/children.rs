@@ -99,7 +99,7 @@ pub fn owned_children(leases: &[CacheLease], plugin: &str, primary_uid: &str) ->
     for lease in leases {
         let resource = lease.api_resource();
         for obj in lease.children_of(primary_uid) {
-            if is_owned_child(&obj, plugin, primary_uid) {
+            if is_owned_child(obj.as_ref(), plugin, primary_uid) {
                 out.push(OwnedChild {
                     resource: resource.clone(),
                     object: obj,

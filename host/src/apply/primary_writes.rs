@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use kube::api::DynamicObject;
+use kube::Resource;
 
 /// How long after the host's write a reconcile may be held for the cache
 /// to show it.
@@ -104,20 +104,20 @@ impl PrimaryWrites {
     /// Whether the reconcile of `cached` (the primary as the cache shows
     /// it) should wait for the cache to show the host's last write. An
     /// entry the cache has caught up with, or past its limit, is forgotten.
-    pub fn hold(&self, cached: &DynamicObject) -> Hold {
+    pub fn hold(&self, cached: &impl Resource) -> Hold {
         self.hold_at(cached, Instant::now())
     }
 
-    fn hold_at(&self, cached: &DynamicObject, now: Instant) -> Hold {
-        let Some(uid) = cached.metadata.uid.as_deref() else {
+    fn hold_at(&self, cached: &impl Resource, now: Instant) -> Hold {
+        let meta = cached.meta();
+        let Some(uid) = meta.uid.as_deref() else {
             return Hold::No;
         };
         let mut entries = self.entries();
         let Some(written) = entries.get(uid).copied() else {
             return Hold::No;
         };
-        let seen = cached
-            .metadata
+        let seen = meta
             .resource_version
             .as_deref()
             .and_then(|rv| rv.parse::<u64>().ok());
@@ -136,6 +136,7 @@ impl PrimaryWrites {
 
 #[cfg(test)]
 mod tests {
+    use kube::api::DynamicObject;
     use serde_json::json;
 
     use super::*;

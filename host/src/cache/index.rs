@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use kube::ResourceExt;
-use kube::api::DynamicObject;
+
+use super::CachedObject;
 
 /// Where an object lives: its namespace (`None`: cluster-scoped) and name,
 /// the identity the store keys it by within one kind.
@@ -24,7 +25,7 @@ struct ObjectKey {
 }
 
 impl ObjectKey {
-    fn of(obj: &DynamicObject) -> ObjectKey {
+    fn of(obj: &CachedObject) -> ObjectKey {
         ObjectKey {
             namespace: obj.metadata.namespace.clone(),
             name: obj.name_any(),
@@ -34,12 +35,12 @@ impl ObjectKey {
 
 /// Objects under one index value, by key (the key is shared between the
 /// two indexes).
-type Bucket = HashMap<Arc<ObjectKey>, Arc<DynamicObject>>;
+type Bucket = HashMap<Arc<ObjectKey>, Arc<CachedObject>>;
 
 /// The UIDs of `obj`'s controller ownerReferences. The API server allows
 /// one; every one is indexed, so a lookup finds exactly what a check of
 /// "any controller reference with this UID" (`plan::is_owned_child`) would.
-fn controllers(obj: &DynamicObject) -> impl Iterator<Item = &str> {
+fn controllers(obj: &CachedObject) -> impl Iterator<Item = &str> {
     obj.metadata
         .owner_references
         .iter()
@@ -53,15 +54,15 @@ fn controllers(obj: &DynamicObject) -> impl Iterator<Item = &str> {
 pub(super) struct Relisted {
     /// Objects indexed before and not listed: deleted while the watch was
     /// down, they get no delete event of their own.
-    pub(super) dropped: Vec<Arc<DynamicObject>>,
+    pub(super) dropped: Vec<Arc<CachedObject>>,
     /// Objects listed that were not indexed before, or in another version
     /// (resourceVersion or UID).
-    pub(super) changed: Vec<Arc<DynamicObject>>,
+    pub(super) changed: Vec<Arc<CachedObject>>,
 }
 
 /// True when `a` and `b` are one version of one object: the same UID and
 /// resourceVersion (both present).
-fn same_version(a: &DynamicObject, b: &DynamicObject) -> bool {
+fn same_version(a: &CachedObject, b: &CachedObject) -> bool {
     let (a, b) = (&a.metadata, &b.metadata);
     a.uid.is_some()
         && a.resource_version.is_some()
@@ -98,7 +99,7 @@ fn take_out(map: &mut HashMap<String, Bucket>, value: &str, key: &ObjectKey) {
 impl Index {
     /// Files `obj` (created or changed), replacing its previous version:
     /// an update that changes or drops the controller owner moves it.
-    pub(super) fn apply(&mut self, obj: Arc<DynamicObject>) {
+    pub(super) fn apply(&mut self, obj: Arc<CachedObject>) {
         let key = ObjectKey::of(&obj);
         let key = match self.remove(&key) {
             Some((key, _)) => key,
@@ -121,7 +122,7 @@ impl Index {
     }
 
     /// Forgets `obj` (deleted from the cluster).
-    pub(super) fn delete(&mut self, obj: &DynamicObject) {
+    pub(super) fn delete(&mut self, obj: &CachedObject) {
         self.remove(&ObjectKey::of(obj));
     }
 
@@ -130,7 +131,7 @@ impl Index {
     /// relist changed ([`Relisted`]).
     pub(super) fn rebuild(
         &mut self,
-        objects: impl IntoIterator<Item = Arc<DynamicObject>>,
+        objects: impl IntoIterator<Item = Arc<CachedObject>>,
     ) -> Relisted {
         let mut fresh = Index::default();
         let mut changed = Vec::new();
@@ -155,7 +156,7 @@ impl Index {
         Relisted { dropped, changed }
     }
 
-    fn get(&self, key: &ObjectKey) -> Option<&Arc<DynamicObject>> {
+    fn get(&self, key: &ObjectKey) -> Option<&Arc<CachedObject>> {
         match &key.namespace {
             Some(ns) => self.by_namespace.get(ns)?.get(key),
             None => self.cluster.get(key),
@@ -164,7 +165,7 @@ impl Index {
 
     /// Takes the object at `key` out of both indexes; returns its shared key
     /// and the version that was filed.
-    fn remove(&mut self, key: &ObjectKey) -> Option<(Arc<ObjectKey>, Arc<DynamicObject>)> {
+    fn remove(&mut self, key: &ObjectKey) -> Option<(Arc<ObjectKey>, Arc<CachedObject>)> {
         let (shared, old) = match &key.namespace {
             Some(ns) => {
                 let bucket = self.by_namespace.get_mut(ns)?;
@@ -183,7 +184,7 @@ impl Index {
     }
 
     /// The objects with a controller ownerReference to `owner_uid`.
-    pub(super) fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub(super) fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
         self.by_owner
             .get(owner_uid)
             .map(|bucket| bucket.values().cloned().collect())
@@ -191,7 +192,7 @@ impl Index {
     }
 
     /// The objects in `namespace`.
-    pub(super) fn in_namespace(&self, namespace: &str) -> Vec<Arc<DynamicObject>> {
+    pub(super) fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
         self.by_namespace
             .get(namespace)
             .map(|bucket| bucket.values().cloned().collect())
@@ -225,7 +226,7 @@ impl ObjectIndex {
     /// An index of `objects`, built as a reflector builds it after a list
     /// (for tests and benchmarks of code that reads one, and of what an
     /// index costs).
-    pub fn of(objects: impl IntoIterator<Item = Arc<DynamicObject>>) -> ObjectIndex {
+    pub fn of(objects: impl IntoIterator<Item = Arc<CachedObject>>) -> ObjectIndex {
         let index = ObjectIndex::default();
         index.write().rebuild(objects);
         index
@@ -238,13 +239,13 @@ impl ObjectIndex {
     /// The cached objects whose controller ownerReference names
     /// `owner_uid`, in no particular order. Costs the number of them, not
     /// the size of the store.
-    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn controlled_by(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
         self.read().controlled_by(owner_uid)
     }
 
     /// The cached objects in `namespace`, in no particular order. Costs the
     /// number of them, not the size of the store.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
         self.read().in_namespace(namespace)
     }
 }
@@ -254,7 +255,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn object(namespace: Option<&str>, name: &str, owner: Option<&str>) -> Arc<DynamicObject> {
+    fn object(namespace: Option<&str>, name: &str, owner: Option<&str>) -> Arc<CachedObject> {
         let owners: Vec<_> = owner
             .map(|uid| {
                 json!({"apiVersion": "example.com/v1", "kind": "WebApp", "name": "p",
@@ -274,7 +275,7 @@ mod tests {
         )
     }
 
-    fn names(objects: Vec<Arc<DynamicObject>>) -> Vec<String> {
+    fn names(objects: Vec<Arc<CachedObject>>) -> Vec<String> {
         let mut names: Vec<_> = objects.iter().map(|o| o.name_any()).collect();
         names.sort();
         names
@@ -385,7 +386,7 @@ mod tests {
         assert_eq!(index.len(), 2);
     }
 
-    fn versioned(name: &str, uid: &str, version: &str) -> Arc<DynamicObject> {
+    fn versioned(name: &str, uid: &str, version: &str) -> Arc<CachedObject> {
         let mut obj = (*object(Some("a"), name, None)).clone();
         obj.metadata.uid = Some(uid.into());
         obj.metadata.resource_version = Some(version.into());

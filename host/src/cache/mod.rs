@@ -13,6 +13,7 @@
 //! the caches costs the size of the answer, not the number of objects
 //! cached.
 
+mod cached;
 pub mod discovery;
 mod index;
 mod namespaces;
@@ -26,12 +27,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::Stream;
 use kube::Client;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::reflector::Store;
 
 use crate::contract::ResourceKind;
 use reflection::Reflection;
 
+pub use cached::CachedObject;
 pub use discovery::{Discovery, DiscoveryError, KindProblem, KindRole};
 pub use index::ObjectIndex;
 pub use namespaces::{NamespaceGate, namespace_kind};
@@ -43,14 +45,14 @@ pub use view::{CacheView, object_json};
 #[derive(Debug, Clone)]
 pub enum CacheEvent {
     /// The object was created or changed (or is part of a (re)list).
-    Applied(Arc<DynamicObject>),
+    Applied(Arc<CachedObject>),
     /// The object is gone from the cluster.
-    Deleted(Arc<DynamicObject>),
+    Deleted(Arc<CachedObject>),
 }
 
 impl CacheEvent {
     /// The object the event is about.
-    pub fn object(&self) -> &Arc<DynamicObject> {
+    pub fn object(&self) -> &Arc<CachedObject> {
         match self {
             CacheEvent::Applied(o) | CacheEvent::Deleted(o) => o,
         }
@@ -215,7 +217,7 @@ impl CacheLease {
     }
 
     /// The reflector's read handle.
-    pub fn store(&self) -> Store<DynamicObject> {
+    pub fn store(&self) -> Store<CachedObject> {
         self.reflection.store()
     }
 
@@ -228,13 +230,13 @@ impl CacheLease {
     /// The cached objects of this kind controlled by (controller
     /// ownerReference to) the object with UID `owner_uid`, in no particular
     /// order. Costs the number of children, not the size of the store.
-    pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn children_of(&self, owner_uid: &str) -> Vec<Arc<CachedObject>> {
         self.reflection.index().controlled_by(owner_uid)
     }
 
     /// The cached objects of this kind in `namespace`, in no particular
     /// order. Costs the number of them, not the size of the store.
-    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<DynamicObject>> {
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<CachedObject>> {
         self.reflection.index().in_namespace(namespace)
     }
 

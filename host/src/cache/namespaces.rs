@@ -3,11 +3,10 @@
 
 use std::sync::Arc;
 
-use kube::ResourceExt;
-use kube::api::DynamicObject;
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
+use kube::{Resource, ResourceExt};
 
-use super::api_resource;
+use super::{CachedObject, api_resource};
 use crate::contract::{Grant, ResourceKind, Scope};
 
 /// v1 Namespace, the kind a grant's `namespaceSelector` selects.
@@ -28,7 +27,7 @@ pub fn namespace_kind() -> ResourceKind {
 #[derive(Clone)]
 pub struct NamespaceGate {
     grant: Arc<Grant>,
-    namespaces: Option<Store<DynamicObject>>,
+    namespaces: Option<Store<CachedObject>>,
 }
 
 impl std::fmt::Debug for NamespaceGate {
@@ -42,7 +41,7 @@ impl std::fmt::Debug for NamespaceGate {
 impl NamespaceGate {
     /// A gate for `grant`; `namespaces` is the Namespace store, needed when
     /// [`Grant::needs_namespace_labels`].
-    pub fn new(grant: Arc<Grant>, namespaces: Option<Store<DynamicObject>>) -> NamespaceGate {
+    pub fn new(grant: Arc<Grant>, namespaces: Option<Store<CachedObject>>) -> NamespaceGate {
         NamespaceGate { grant, namespaces }
     }
 
@@ -61,8 +60,8 @@ impl NamespaceGate {
 
     /// True when `obj` is in a granted namespace; cluster-scoped objects
     /// are not bounded by namespaces (their kinds need `clusterScoped`).
-    pub fn allows_object(&self, obj: &DynamicObject) -> bool {
-        obj.metadata
+    pub fn allows_object(&self, obj: &impl Resource) -> bool {
+        obj.meta()
             .namespace
             .as_deref()
             .is_none_or(|ns| self.allows(ns))

@@ -2,6 +2,8 @@
 
 use kube::api::{ApiResource, DynamicObject, ObjectMeta, TypeMeta};
 
+use super::CachedObject;
+
 /// The annotation `kubectl apply` keeps its last applied copy of the whole
 /// object in: never read by the host, and by no plugin through the cache.
 pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -27,7 +29,7 @@ pub const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-co
 /// from the caches (the object of a call, its children, cache reads). An
 /// object read fresh from the API server for an upgrade keeps the
 /// annotation ([`object_text`]): the upgraded object is written back whole.
-pub fn prepare_for_cache(object: &mut DynamicObject, ar: &ApiResource) {
+pub fn prepare_for_cache(object: &mut CachedObject, ar: &ApiResource) {
     object.metadata.managed_fields = None;
     if let Some(annotations) = object.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED_ANNOTATION);
@@ -142,28 +144,34 @@ mod tests {
         .expect("a ConfigMap")
     }
 
+    /// `object` as it enters a cache.
+    fn cached(object: &DynamicObject) -> CachedObject {
+        let mut cached = CachedObject::from_dynamic(object);
+        prepare_for_cache(&mut cached, &config_maps());
+        cached
+    }
+
     #[test]
     fn entering_the_cache_drops_managed_fields_and_fills_the_type() {
-        let mut object = list_item();
-        prepare_for_cache(&mut object, &config_maps());
-        let value = parsed(&serde_json::to_string(&object).expect("serializes"));
+        let object = cached(&list_item());
+        let value = parsed(&object.text(&config_maps()));
         assert_eq!(value["apiVersion"], "v1");
         assert_eq!(value["kind"], "ConfigMap");
         assert_eq!(value["data"]["k"], "v");
         assert!(value["metadata"].get("managedFields").is_none(), "{value}");
         assert_eq!(value["metadata"]["name"], "a");
+        assert!(object.types.is_some());
     }
 
     #[test]
     fn entering_the_cache_drops_kubectls_copy_and_keeps_the_map() {
-        let mut object: DynamicObject = serde_json::from_value(json!({
+        let fresh: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "namespace": "default",
                 "annotations": {LAST_APPLIED_ANNOTATION: "{\"big\": true}"}},
         }))
         .expect("a ConfigMap");
-        let fresh = object.clone();
-        prepare_for_cache(&mut object, &config_maps());
+        let object = cached(&fresh);
         // Empty, not gone: a metadata patch then adds keys to the map.
         assert_eq!(object.metadata.annotations, Some(Default::default()));
         let mut other = fresh.clone();
@@ -173,9 +181,8 @@ mod tests {
             .as_mut()
             .unwrap()
             .insert("keep".into(), "me".into());
-        prepare_for_cache(&mut other, &config_maps());
         assert_eq!(
-            other
+            cached(&other)
                 .metadata
                 .annotations
                 .unwrap()
@@ -192,17 +199,19 @@ mod tests {
     #[test]
     fn object_text_is_the_cached_form_whatever_the_source() {
         let raw = list_item();
-        let mut cached = raw.clone();
-        prepare_for_cache(&mut cached, &config_maps());
-        let from_cache = object_text(&cached, &config_maps());
+        let from_cache = cached(&raw).text(&config_maps());
         assert_eq!(object_text(&raw, &config_maps()), from_cache);
         assert_eq!(parsed(&from_cache)["kind"], "ConfigMap");
         // A type the object carries is kept.
-        let mut other = cached.clone();
+        let mut other = raw.clone();
         other.types = Some(TypeMeta {
             api_version: "example.com/v1".into(),
             kind: "Other".into(),
         });
+        assert_eq!(
+            parsed(&cached(&other).text(&config_maps()))["kind"],
+            "Other"
+        );
         assert_eq!(
             parsed(&object_text(&other, &config_maps()))["kind"],
             "Other"
@@ -224,12 +233,7 @@ mod tests {
             }))
             .unwrap(),
         ] {
-            let mut prepared = object.clone();
-            prepare_for_cache(&mut prepared, &ar);
-            assert_eq!(
-                object_text(&object, &ar),
-                serde_json::to_string(&prepared).unwrap()
-            );
+            assert_eq!(object_text(&object, &ar), cached(&object).text(&ar));
         }
     }
 }

@@ -24,18 +24,18 @@ use std::sync::{Arc, Mutex};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, stream};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::runtime::reflector::{ObjectRef as StoreRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::task::JoinHandle;
 
-use super::CacheEvent;
 use super::index::{ObjectIndex, Relisted};
 use super::object::prepare_for_cache;
+use super::{CacheEvent, CachedObject};
 
 pub(super) struct Reflection {
     api_resource: ApiResource,
-    store: Store<DynamicObject>,
+    store: Store<CachedObject>,
     /// The store's owner and namespace indexes, updated with it.
     index: ObjectIndex,
     subscribers: Subscribers,
@@ -64,14 +64,14 @@ fn not_served(error: &watcher::Error) -> bool {
 
 impl Reflection {
     pub(super) fn start(client: Client, ar: ApiResource, namespace: Option<&str>) -> Reflection {
-        let mut writer: Writer<DynamicObject> = Writer::new(ar.clone());
+        let mut writer: Writer<CachedObject> = Writer::new(ar.clone());
         let store = writer.as_reader();
         let index = ObjectIndex::default();
         let subscribers = Subscribers::default();
         let gate = Arc::new(Mutex::new(()));
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = Arc::new(Mutex::new(None));
-        let api: Api<DynamicObject> = match namespace {
+        let api: Api<CachedObject> = match namespace {
             Some(ns) => Api::namespaced_with(client, ns, &ar),
             None => Api::all_with(client, &ar),
         };
@@ -185,7 +185,7 @@ impl Reflection {
         &self.api_resource
     }
 
-    pub(super) fn store(&self) -> Store<DynamicObject> {
+    pub(super) fn store(&self) -> Store<CachedObject> {
         self.store.clone()
     }
 

@@ -9,7 +9,7 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::ObjectRef as StoreRef;
 
 use super::reflection::Reflection;
-use super::{LabelSelector, NamespaceGate, SharedCache, object_text};
+use super::{CachedObject, LabelSelector, NamespaceGate, SharedCache, object_text};
 use crate::contract::{ObjectRef, ResourceKind};
 use crate::engine::CacheReader;
 
@@ -51,7 +51,7 @@ impl CacheView {
         self
     }
 
-    fn granted(&self, obj: &DynamicObject) -> bool {
+    fn granted(&self, obj: &CachedObject) -> bool {
         self.gate.as_ref().is_none_or(|g| g.allows_object(obj))
     }
 
@@ -138,7 +138,7 @@ impl CacheReader for CacheView {
             .store()
             .get(&key)
             .filter(|obj| self.granted(obj))
-            .map(|obj| object_text(&obj, &ar)))
+            .map(|obj| obj.text(&ar)))
     }
 
     fn may_read_namespace(&self, namespace: &str) -> bool {
@@ -179,7 +179,7 @@ impl CacheReader for CacheView {
             (&a.metadata.namespace, &a.metadata.name)
                 .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
-        Ok(items.iter().map(|obj| object_text(obj, &ar)).collect())
+        Ok(items.iter().map(|obj| obj.text(&ar)).collect())
     }
 }
 

@@ -24,7 +24,7 @@ use futures::channel::mpsc;
 use futures::{FutureExt, StreamExt};
 use kube::Client;
 use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::Controller;
 use kube::runtime::controller::Config;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apply::EventSink;
 use crate::cache::{
-    CacheLease, CacheView, NamespaceGate, SharedCache, api_resource, namespace_kind,
+    CacheLease, CacheView, CachedObject, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
 use crate::contract::ResourceKind;
 use crate::lease::ShardGates;
@@ -71,7 +71,7 @@ pub struct ControllerHandle {
     /// Batches of objects to reconcile again, paced by [`pace`].
     paced: tokio::sync::mpsc::UnboundedSender<Paced>,
     ctx: Arc<reconcile::Context>,
-    primary: Store<DynamicObject>,
+    primary: Store<CachedObject>,
     primary_ar: ApiResource,
 }
 
@@ -86,7 +86,7 @@ impl std::fmt::Debug for ControllerHandle {
 
 /// Objects to reconcile again at `rate` per second.
 struct Paced {
-    objects: Vec<ObjectRef<DynamicObject>>,
+    objects: Vec<ObjectRef<CachedObject>>,
     rate: f64,
 }
 
@@ -279,8 +279,8 @@ impl ControllerHandle {
 
     /// Queues every primary `pick` selects, at most `rate` per second (see
     /// [`ControllerHandle::reconcile_moved`]). Returns how many were queued.
-    pub fn reconcile_paced(&self, pick: impl Fn(&DynamicObject) -> bool, rate: f64) -> usize {
-        let mut objects: Vec<Arc<DynamicObject>> = self
+    pub fn reconcile_paced(&self, pick: impl Fn(&CachedObject) -> bool, rate: f64) -> usize {
+        let mut objects: Vec<Arc<CachedObject>> = self
             .primary
             .state()
             .into_iter()
@@ -288,7 +288,7 @@ impl ControllerHandle {
             .collect();
         // Deterministic order: namespace, then name.
         objects.sort_by_key(|o| (o.namespace(), o.name_any()));
-        let objects: Vec<ObjectRef<DynamicObject>> = objects
+        let objects: Vec<ObjectRef<CachedObject>> = objects
             .iter()
             .map(|o| ObjectRef::from_obj_with(o.as_ref(), self.primary_ar.clone()))
             .collect();
@@ -369,12 +369,12 @@ impl ControllerHandle {
 /// batch's rate), each object once while queued; the first at once.
 async fn pace(
     mut batches: tokio::sync::mpsc::UnboundedReceiver<Paced>,
-    out: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    out: mpsc::UnboundedSender<ObjectRef<CachedObject>>,
     shutdown: CancellationToken,
 ) {
     use std::collections::{HashSet, VecDeque};
-    let mut queue: VecDeque<ObjectRef<DynamicObject>> = VecDeque::new();
-    let mut queued: HashSet<ObjectRef<DynamicObject>> = HashSet::new();
+    let mut queue: VecDeque<ObjectRef<CachedObject>> = VecDeque::new();
+    let mut queued: HashSet<ObjectRef<CachedObject>> = HashSet::new();
     let mut rate = crate::registry::DEFAULT_ROLLOUT_RATE;
     let ticker = |rate: f64| {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs_f64(1.0 / rate));
@@ -419,7 +419,7 @@ impl Drop for ControllerHandle {
 mod tests {
     use super::*;
 
-    fn object(name: &str) -> ObjectRef<DynamicObject> {
+    fn object(name: &str) -> ObjectRef<CachedObject> {
         let ar = ApiResource {
             group: "example.com".into(),
             version: "v1".into(),

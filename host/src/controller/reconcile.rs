@@ -11,11 +11,11 @@ use chrono::Utc;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use super::backoff::{self, Failures};
 use crate::apply::{self, ApplyError, EventSink, Writer};
-use crate::cache::{CacheLease, NamespaceGate, object_text};
+use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
 use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
 use crate::engine::{CacheReader, CallError};
@@ -250,7 +250,7 @@ impl Outcome {
     }
 }
 
-fn failure_key(obj: &DynamicObject) -> String {
+fn failure_key(obj: &impl Resource) -> String {
     obj.uid()
         .unwrap_or_else(|| format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any()))
 }
@@ -293,10 +293,7 @@ pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion
         let leases: Vec<CacheLease> = ctx.owned.iter().filter(|l| owns(l)).cloned().collect();
         apply::owned_children(&leases, &manifest.name, &uid)
     };
-    let children = owned
-        .iter()
-        .map(|c| object_text(&c.object, &c.resource))
-        .collect();
+    let children = owned.iter().map(|c| c.object.text(&c.resource)).collect();
     Observation {
         owned,
         children,
@@ -306,9 +303,10 @@ pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion
 
 /// The reconcile function handed to kube-runtime.
 pub(super) async fn reconcile(
-    obj: Arc<DynamicObject>,
+    cached: Arc<CachedObject>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    let obj = cached.as_ref();
     // Sharded: only primaries of the shards this replica holds (and is
     // not giving up) are reconciled here; the others belong to other
     // replicas, and are requeued here when this replica gains their shard.
@@ -322,17 +320,20 @@ pub(super) async fn reconcile(
     } else {
         None
     };
-    if !ctx.gate.allows_object(&obj) {
-        return Ok(outside_grant(&obj, &ctx).await);
+    if !ctx.gate.allows_object(obj) {
+        return Ok(outside_grant(&obj.to_dynamic(), &ctx).await);
     }
     // Triggered again (by the events of its own children's writes) before
     // the cache shows the status this object's last reconcile wrote:
     // planning now would call the plugin with that stale status and write
     // the same status again.
-    if let apply::Hold::Behind { left } = ctx.primary_writes.hold(&obj) {
+    if let apply::Hold::Behind { left } = ctx.primary_writes.hold(obj) {
         tracing::trace!(plugin = %ctx.plugin, object = %obj.name_any(), "waiting for the cache to show the host's own write");
         return Ok(Action::requeue(CACHE_CATCH_UP.min(left)));
     }
+    // The body is parsed here, once per reconcile that runs: the cache
+    // keeps it as text (see `cache::CachedObject`).
+    let obj = obj.to_dynamic();
     let started = Instant::now();
     ctx.metrics.reconcile_started(&ctx.plugin);
     let set = ctx.versions.current();
@@ -424,14 +425,16 @@ async fn outside_grant(obj: &DynamicObject, ctx: &Context) -> Action {
 /// kube-runtime's error policy: permanent failures wait for the object to
 /// change, everything else backs off per object.
 pub(super) fn error_policy(
-    obj: Arc<DynamicObject>,
+    obj: Arc<CachedObject>,
     error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
     if error.is_permanent() {
         return Action::await_change();
     }
-    Action::requeue(backoff::delay(ctx.failures.get(&failure_key(&obj)).max(1)))
+    Action::requeue(backoff::delay(
+        ctx.failures.get(&failure_key(obj.as_ref())).max(1),
+    ))
 }
 
 /// One reconcile by `active`. `shadow` is the candidate that computes
@@ -560,7 +563,7 @@ async fn run(
 
 /// What the owned kinds' caches show at `keys` (the takeover check of
 /// [`plan::reconcile`]): lookups by key, no list.
-pub(super) fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<DynamicObject>> {
+pub(super) fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<CachedObject>> {
     keys.iter()
         .filter_map(|key| {
             let lease = ctx.owned.iter().find(|l| {

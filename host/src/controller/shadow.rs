@@ -22,15 +22,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::runtime::reflector::Store;
+use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::reconcile::{
     Context, ReconcileError, call_context, children_outside, existing, observe,
 };
-use crate::cache::{object_json, object_text};
+use crate::cache::{CachedObject, object_json, object_text};
 use crate::contract::{Desired, Reason};
 use crate::migration;
 use crate::plan::{
@@ -67,7 +67,7 @@ pub(super) struct Computed {
     pub call: Option<Duration>,
 }
 
-fn name_of(obj: &DynamicObject) -> ObjectName {
+fn name_of(obj: &impl Resource) -> ObjectName {
     ObjectName {
         namespace: obj.namespace(),
         name: obj.name_any(),
@@ -353,7 +353,7 @@ pub(super) async fn sweep(
     ctx: Arc<Context>,
     candidate: RolloutCandidate,
     sweep: Sweep,
-    store: Store<DynamicObject>,
+    store: Store<CachedObject>,
     synced: impl Fn() -> bool,
     shutdown: CancellationToken,
 ) {
@@ -366,12 +366,12 @@ pub(super) async fn sweep(
             _ = tokio::time::sleep(SYNC_POLL) => {}
         }
     }
-    let mut objects: Vec<Arc<DynamicObject>> = store
+    let mut objects: Vec<Arc<CachedObject>> = store
         .state()
         .into_iter()
-        .filter(|o| o.metadata.deletion_timestamp.is_none() && ctx.gate.allows_object(o))
+        .filter(|o| o.metadata.deletion_timestamp.is_none() && ctx.gate.allows_object(o.as_ref()))
         .collect();
-    objects.sort_by_key(|o| name_of(o));
+    objects.sort_by_key(|o| name_of(o.as_ref()));
     let what = match &sweep {
         Sweep::DryRun => {
             observations.dry_run_started(objects.len() as u64);
@@ -400,6 +400,7 @@ pub(super) async fn sweep(
         );
         running.spawn(async move {
             let _permit = permit;
+            let obj = obj.to_dynamic();
             match sweep {
                 Sweep::DryRun => {
                     let computed = compute(&ctx, &version, &obj, None, 1).await;

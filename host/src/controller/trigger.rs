@@ -5,12 +5,12 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 
 use futures::{Stream, StreamExt, future};
-use kube::ResourceExt;
-use kube::api::{ApiResource, DynamicObject};
+use kube::api::ApiResource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
 
-use crate::cache::{CacheEvent, NamespaceGate, ObjectIndex};
+use crate::cache::{CacheEvent, CachedObject, NamespaceGate, ObjectIndex};
 use crate::plan::FINALIZER;
 
 /// What must change on a primary for it to be reconciled again: its identity
@@ -18,7 +18,7 @@ use crate::plan::FINALIZER;
 /// deletion and finalizers. Status and metadata-only changes - including the
 /// host's own status and annotation writes - are filtered out, which is what
 /// keeps reconciles from looping on their own writes.
-fn primary_fingerprint(obj: &DynamicObject) -> u64 {
+fn primary_fingerprint(obj: &CachedObject) -> u64 {
     let mut h = DefaultHasher::new();
     obj.uid().hash(&mut h);
     obj.metadata.generation.hash(&mut h);
@@ -33,11 +33,11 @@ fn primary_fingerprint(obj: &DynamicObject) -> u64 {
 pub(super) fn primaries(
     events: impl Stream<Item = CacheEvent> + Send + 'static,
     gate: NamespaceGate,
-) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedObject, watcher::Error>> + Send + 'static {
     let mut seen: HashMap<(Option<String>, String), u64> = HashMap::new();
     events.filter_map(move |event| {
         let obj = event.object();
-        if !gate.allows_object(obj) && !holds_host_finalizer_while_deleting(obj) {
+        if !gate.allows_object(obj.as_ref()) && !holds_host_finalizer_while_deleting(obj.as_ref()) {
             // Not fingerprinted: once its namespace is granted, the next
             // event (or the Namespace's) lets it through. A deleting one
             // that still carries the host's finalizer (from before the grant
@@ -60,19 +60,20 @@ pub(super) fn primaries(
 }
 
 /// True when `obj` is being deleted and still carries the host's finalizer.
-pub(super) fn holds_host_finalizer_while_deleting(obj: &DynamicObject) -> bool {
-    obj.metadata.deletion_timestamp.is_some() && obj.finalizers().iter().any(|f| f == FINALIZER)
+pub(super) fn holds_host_finalizer_while_deleting(obj: &impl Resource) -> bool {
+    let meta = obj.meta();
+    meta.deletion_timestamp.is_some() && meta.finalizers.iter().flatten().any(|f| f == FINALIZER)
 }
 
 /// Every change (including deletions) of a related kind, as objects.
 pub(super) fn related(
     events: impl Stream<Item = CacheEvent> + Send + 'static,
-) -> impl Stream<Item = Result<DynamicObject, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedObject, watcher::Error>> + Send + 'static {
     events.map(|event| Ok(event.object().as_ref().clone()))
 }
 
 /// The controller's reference to a primary.
-fn primary_ref(primary: &DynamicObject, ar: &ApiResource) -> ObjectRef<DynamicObject> {
+fn primary_ref(primary: &CachedObject, ar: &ApiResource) -> ObjectRef<CachedObject> {
     let r = ObjectRef::new_with(&primary.name_any(), ar.clone());
     match primary.namespace() {
         Some(ns) => r.within(&ns),
@@ -87,7 +88,7 @@ pub(super) fn primaries_in(
     namespace: &str,
     primaries: &ObjectIndex,
     ar: &ApiResource,
-) -> Vec<ObjectRef<DynamicObject>> {
+) -> Vec<ObjectRef<CachedObject>> {
     primaries
         .in_namespace(namespace)
         .iter()
@@ -100,11 +101,11 @@ pub(super) fn primaries_in(
 /// cluster-scoped. Only that last case reads the whole primary store, and
 /// there every primary is the answer.
 pub(super) fn primaries_near(
-    other: &DynamicObject,
+    other: &CachedObject,
     primaries: &ObjectIndex,
-    store: &Store<DynamicObject>,
+    store: &Store<CachedObject>,
     ar: &ApiResource,
-) -> Vec<ObjectRef<DynamicObject>> {
+) -> Vec<ObjectRef<CachedObject>> {
     match other.metadata.namespace.as_deref() {
         Some(ns) => primaries_in(ns, primaries, ar),
         None => store.state().iter().map(|p| primary_ref(p, ar)).collect(),
@@ -118,7 +119,7 @@ mod tests {
     use serde_json::json;
     use std::sync::Arc;
 
-    fn obj(generation: i64, rv: &str, finalizers: &[&str]) -> Arc<DynamicObject> {
+    fn obj(generation: i64, rv: &str, finalizers: &[&str]) -> Arc<CachedObject> {
         Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "example.com/v1", "kind": "WebApp",
@@ -152,7 +153,7 @@ mod tests {
     async fn primaries_outside_the_grant_never_trigger() {
         let in_ns = |ns: &str, name: &str| {
             Arc::new(
-                serde_json::from_value::<DynamicObject>(json!({
+                serde_json::from_value::<CachedObject>(json!({
                     "apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": name, "namespace": ns, "uid": name, "generation": 1},
                 }))
@@ -176,7 +177,7 @@ mod tests {
         assert_eq!(names, ["mine"]);
     }
 
-    fn webapp(ns: &str, name: &str) -> Arc<DynamicObject> {
+    fn webapp(ns: &str, name: &str) -> Arc<CachedObject> {
         Arc::new(
             serde_json::from_value(json!({
                 "apiVersion": "example.com/v1", "kind": "WebApp",
@@ -196,7 +197,7 @@ mod tests {
         }
     }
 
-    fn refs(mut refs: Vec<ObjectRef<DynamicObject>>) -> Vec<String> {
+    fn refs(mut refs: Vec<ObjectRef<CachedObject>>) -> Vec<String> {
         refs.sort_by_key(|r| (r.namespace.clone(), r.name.clone()));
         refs.iter()
             .map(|r| format!("{}/{}", r.namespace.as_deref().unwrap_or("-"), r.name))
@@ -216,7 +217,7 @@ mod tests {
             writer.apply_watcher_event(&watcher::Event::Apply(p.as_ref().clone()));
         }
         let store = writer.as_reader();
-        let secret = |ns: Option<&str>| -> DynamicObject {
+        let secret = |ns: Option<&str>| -> CachedObject {
             serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Secret",
                 "metadata": {"name": "s", "namespace": ns},

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use kube::ResourceExt;
 use kube::api::{ApiResource, DynamicObject};
+use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
 use super::names::{
@@ -14,7 +14,7 @@ use super::names::{
 };
 use super::validate::{metadata_problem, name_problem, namespace_problem};
 use super::{OwnedChild, PlanError};
-use crate::cache::api_resource;
+use crate::cache::{CachedObject, api_resource};
 use crate::contract::{Manifest, Scope};
 
 /// Identity of a child: what server-side apply and pruning address, and what
@@ -33,7 +33,7 @@ pub struct ChildKey {
 
 impl ChildKey {
     /// The key of an object of kind `resource` seen in a cache.
-    pub fn of(resource: &ApiResource, obj: &DynamicObject) -> ChildKey {
+    pub fn of(resource: &ApiResource, obj: &impl Resource) -> ChildKey {
         ChildKey {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
@@ -253,7 +253,7 @@ pub fn sanitize_metadata(meta: &mut serde_json::Map<String, Value>) {
 /// holds what the owned kinds' caches show at the desired keys.
 pub fn conflicts(
     desired: &BTreeMap<ChildKey, ChildApply>,
-    existing: &BTreeMap<ChildKey, Arc<DynamicObject>>,
+    existing: &BTreeMap<ChildKey, Arc<CachedObject>>,
     primary_uid: &str,
 ) -> Vec<String> {
     desired
@@ -313,7 +313,7 @@ pub fn desired_keys(
 /// True when `obj` is a child of the primary with uid `primary_uid` managed
 /// by `plugin`: labelled with the plugin and controlled (controller
 /// ownerReference) by the primary. Pruning only ever considers such objects.
-pub fn is_owned_child(obj: &DynamicObject, plugin: &str, primary_uid: &str) -> bool {
+pub fn is_owned_child(obj: &impl Resource, plugin: &str, primary_uid: &str) -> bool {
     let labelled = obj.labels().get(PLUGIN_LABEL).is_some_and(|p| p == plugin);
     let controlled = obj
         .owner_references()
@@ -331,7 +331,7 @@ pub fn unwanted(
     observed
         .iter()
         .filter(|child| child.object.metadata.deletion_timestamp.is_none())
-        .map(|child| (ChildKey::of(&child.resource, &child.object), child))
+        .map(|child| (ChildKey::of(&child.resource, child.object.as_ref()), child))
         .filter(|(key, _)| !desired.contains_key(key))
         .map(|(key, child)| {
             (

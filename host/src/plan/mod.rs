@@ -41,6 +41,7 @@ pub use names::{
 };
 pub use status::build_status;
 
+use crate::cache::CachedObject;
 use crate::contract::{Condition, Desired, Finalized, Manifest, Reason, ReconcileLimits};
 
 /// A child of the primary as a cache shows it.
@@ -49,7 +50,7 @@ pub struct OwnedChild {
     /// The child's kind.
     pub resource: ApiResource,
     /// The child as the cache holds it.
-    pub object: Arc<DynamicObject>,
+    pub object: Arc<CachedObject>,
 }
 
 /// What the host observed before the plugin call.
@@ -64,7 +65,7 @@ pub struct Observed<'a> {
     /// takeover check. A child created since the cache last synced is
     /// missing here; the executor closes that window by creating children
     /// the cache does not show without forcing (see `apply`).
-    pub existing: &'a BTreeMap<ChildKey, Arc<DynamicObject>>,
+    pub existing: &'a BTreeMap<ChildKey, Arc<CachedObject>>,
 }
 
 /// What a plan is computed for, besides the observed state.
@@ -424,7 +425,7 @@ pub fn reconcile(
     let owned: std::collections::BTreeSet<ChildKey> = observed
         .children
         .iter()
-        .map(|c| ChildKey::of(&c.resource, &c.object))
+        .map(|c| ChildKey::of(&c.resource, c.object.as_ref()))
         .collect();
     for (key, child) in &mut apply {
         child.exists = observed.existing.contains_key(key) || owned.contains(key);

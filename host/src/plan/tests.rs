@@ -29,7 +29,7 @@ fn rates() -> ObjectRates {
 }
 
 /// No object at any desired key.
-static NOTHING: std::sync::LazyLock<BTreeMap<ChildKey, Arc<DynamicObject>>> =
+static NOTHING: std::sync::LazyLock<BTreeMap<ChildKey, Arc<CachedObject>>> =
     std::sync::LazyLock::new(BTreeMap::new);
 
 fn service(name: &str) -> Value {
@@ -63,12 +63,12 @@ fn observed_child(plural: &str, kind: &str, name: &str) -> OwnedChild {
             kind: kind.into(),
             plural: plural.into(),
         },
-        object: Arc::new(object),
+        object: Arc::new(CachedObject::from_dynamic(&object)),
     }
 }
 
-fn mark_deleting(obj: &mut DynamicObject) {
-    obj.metadata.deletion_timestamp =
+fn mark_deleting(obj: &mut impl kube::Resource) {
+    obj.meta_mut().deletion_timestamp =
         serde_json::from_value(json!("2025-01-02T00:00:00Z")).unwrap();
 }
 
@@ -515,7 +515,7 @@ fn configmap(name: &str) -> Value {
 
 /// An object at `prod/<name>` of kind ConfigMap with `owner` as its
 /// controller (uid), or none.
-fn existing(name: &str, owner: Option<&str>) -> (ChildKey, Arc<DynamicObject>) {
+fn existing(name: &str, owner: Option<&str>) -> (ChildKey, Arc<CachedObject>) {
     let refs = owner.map_or_else(
         || json!([]),
         |uid| json!([{"apiVersion": "example.com/v1", "kind": "WebApp", "name": "other", "uid": uid, "controller": true}]),
@@ -525,7 +525,10 @@ fn existing(name: &str, owner: Option<&str>) -> (ChildKey, Arc<DynamicObject>) {
         "metadata": {"name": name, "namespace": "prod", "ownerReferences": refs},
     }))
     .unwrap();
-    (key("ConfigMap", name), Arc::new(object))
+    (
+        key("ConfigMap", name),
+        Arc::new(CachedObject::from_dynamic(&object)),
+    )
 }
 
 #[test]

@@ -34,8 +34,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::cache::CachedObject;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
@@ -103,10 +103,12 @@ pub fn contains(have: &Value, want: &Value) -> bool {
 /// True when `document` is contained in the cached child `cached`
 /// ([`contains`]), the cached child compared as its JSON (`apiVersion`,
 /// `kind`, `metadata` and the rest).
-fn cached_contains(cached: &DynamicObject, document: &Value) -> bool {
+fn cached_contains(cached: &CachedObject, document: &Value) -> bool {
     let Some(want) = document.as_object() else {
         return false;
     };
+    // Parsed once for this comparison: the cache keeps bodies as text.
+    let body = cached.body();
     want.iter().all(|(field, w)| match field.as_str() {
         "apiVersion" => cached
             .types
@@ -117,14 +119,14 @@ fn cached_contains(cached: &DynamicObject, document: &Value) -> bool {
             .as_ref()
             .is_some_and(|t| Value::String(t.kind.clone()) == *w),
         "metadata" => serde_json::to_value(&cached.metadata).is_ok_and(|m| contains(&m, w)),
-        other => cached.data.get(other).is_some_and(|h| contains(h, w)),
+        other => body.get(other).is_some_and(|h| contains(h, w)),
     })
 }
 
 /// The decision for one child: true when applying `document` would change
 /// nothing, given the cached child and what the host last applied to it
 /// (see the [module](self) for the rule and what it guarantees).
-pub fn is_unchanged(document: &Value, cached: &DynamicObject, last: Option<&LastApplied>) -> bool {
+pub fn is_unchanged(document: &Value, cached: &CachedObject, last: Option<&LastApplied>) -> bool {
     let Some(last) = last else {
         return false;
     };
@@ -150,9 +152,14 @@ pub fn skip(
     if plan.apply.is_empty() {
         return Vec::new();
     }
-    let cached: BTreeMap<ChildKey, &DynamicObject> = observed
+    let cached: BTreeMap<ChildKey, &CachedObject> = observed
         .iter()
-        .map(|c| (ChildKey::of(&c.resource, &c.object), c.object.as_ref()))
+        .map(|c| {
+            (
+                ChildKey::of(&c.resource, c.object.as_ref()),
+                c.object.as_ref(),
+            )
+        })
         .collect();
     let unchanged: Vec<ChildKey> = plan
         .apply
@@ -175,11 +182,16 @@ pub fn skip(
 mod tests {
     use std::sync::Arc;
 
-    use kube::api::ApiResource;
+    use kube::api::{ApiResource, DynamicObject};
     use serde_json::json;
 
     use super::*;
     use crate::plan::{ChildApply, Requeue};
+
+    /// [`super::is_unchanged`] of `cached` as the cache keeps it.
+    fn is_unchanged(document: &Value, cached: &DynamicObject, last: Option<&LastApplied>) -> bool {
+        super::is_unchanged(document, &CachedObject::from_dynamic(cached), last)
+    }
 
     fn services() -> ApiResource {
         ApiResource {
@@ -329,7 +341,7 @@ mod tests {
         );
         let observed = [OwnedChild {
             resource: services(),
-            object: Arc::new(cached("7")),
+            object: Arc::new(CachedObject::from_dynamic(&cached("7"))),
         }];
         // Without the memory (a restarted host) nothing is skipped.
         let mut after_restart = plan.clone();

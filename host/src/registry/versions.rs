@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use kube::api::DynamicObject;
+use kube::Resource;
 use serde_json::Value;
 
 use super::LoadedVersion;
@@ -161,14 +161,11 @@ impl VersionSet {
 
     /// True when the candidate serves `object` (a split picks its UID, or a
     /// selector its labels; see [`super::assign::serves_candidate`]).
-    pub fn candidate_serves(&self, object: &DynamicObject) -> bool {
+    pub fn candidate_serves(&self, object: &impl Resource) -> bool {
         self.candidate.as_ref().is_some_and(|c| {
-            let labels = object.metadata.labels.clone().unwrap_or_default();
-            super::assign::serves_candidate(
-                &c.settings.rollout,
-                object.metadata.uid.as_deref(),
-                &labels,
-            )
+            let meta = object.meta();
+            let labels = meta.labels.clone().unwrap_or_default();
+            super::assign::serves_candidate(&c.settings.rollout, meta.uid.as_deref(), &labels)
         })
     }
 
@@ -176,7 +173,7 @@ impl VersionSet {
     /// or selector picks the object, else the stable version. Shadow and
     /// dry-run candidates never serve. Pure and sticky: the same set and
     /// object always give the same version.
-    pub fn serving_for(&self, object: &DynamicObject) -> Arc<ActiveVersion> {
+    pub fn serving_for(&self, object: &impl Resource) -> Arc<ActiveVersion> {
         match &self.candidate {
             Some(candidate) if self.candidate_serves(object) => candidate.version.clone(),
             _ => self.stable.clone(),
@@ -193,7 +190,7 @@ impl VersionSet {
 
     /// True when `object` is served by another version in `next` than in
     /// this set: it must be reconciled again by its new version.
-    pub fn moves(&self, next: &VersionSet, object: &DynamicObject) -> bool {
+    pub fn moves(&self, next: &VersionSet, object: &impl Resource) -> bool {
         !Arc::ptr_eq(&self.serving_for(object), &next.serving_for(object))
     }
 
@@ -230,7 +227,7 @@ impl ServingVersions {
     }
 
     /// The version that reconciles `object` now (see [`VersionSet::serving_for`]).
-    pub fn serving_for(&self, object: &DynamicObject) -> Arc<ActiveVersion> {
+    pub fn serving_for(&self, object: &impl Resource) -> Arc<ActiveVersion> {
         self.current().serving_for(object)
     }
 

@@ -40,7 +40,7 @@ async fn certificates_survive_a_restart_and_a_second_replica_serves_the_same_bun
         conversion["webhook"]["clientConfig"]["caBundle"],
         first_bundle
     );
-    let sessions = fx.read_kv("v1alpha1", "sessions").await;
+    let sessions = fx.read_kv_after_repoint("v1alpha1", "sessions").await;
     assert_eq!(sessions["spec"]["size"], 5, "{sessions}");
 
     // A restart of that host: same bundle again, and it keeps answering,
@@ -51,6 +51,10 @@ async fn certificates_survive_a_restart_and_a_second_replica_serves_the_same_bun
         .unwrap();
     assert_eq!(restarted.ca_bundle(), first_bundle);
     wait_crd_points_at(&fx.client(), &restarted).await;
+    // Converted by the restarted host once kube-apiserver serves the CRD's
+    // new storage; from then on writes convert through it too.
+    let sessions = fx.read_kv_after_repoint("v1alpha1", "sessions").await;
+    assert_eq!(sessions["spec"]["size"], 5, "{sessions}");
     fx.create_kv(alpha("orders", 2)).await;
     let orders = fx.read_kv("v1beta1", "orders").await;
     assert_eq!(orders["spec"]["replicaCount"], 2, "{orders}");

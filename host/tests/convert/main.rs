@@ -212,6 +212,22 @@ impl Fixture {
             .unwrap_or_else(|e| panic!("creating DistributedKV {:?}: {e}", object.metadata.name));
     }
 
+    /// Reads DistributedKV `name` as `version` right after the CRD was
+    /// pointed at another webhook: kube-apiserver swaps a CRD's serving
+    /// storage (and the webhook it converts through) a moment after the CRD
+    /// changes, so a read may still reach the previous address for about a
+    /// second; it is retried until the new webhook answers it.
+    pub async fn read_kv_after_repoint(&self, version: &str, name: &str) -> Value {
+        let api = self.kvs(version);
+        let object = crate::support::wait_until(
+            &format!("DistributedKV {name} read as {version} through the new webhook"),
+            kv::CONVERGE,
+            || async { api.get(name).await.map_err(|e| e.to_string()) },
+        )
+        .await;
+        serde_json::to_value(object).unwrap()
+    }
+
     /// Reads DistributedKV `name` as `version` (converted by the webhook
     /// when stored otherwise).
     pub async fn read_kv(&self, version: &str, name: &str) -> Value {

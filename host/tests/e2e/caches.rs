@@ -161,7 +161,7 @@ async fn reflectors_are_shared_and_answer_reads() {
 }
 
 /// The names of `objects`, sorted.
-fn sorted_names(objects: &[std::sync::Arc<kube::api::DynamicObject>]) -> Vec<String> {
+fn sorted_names(objects: &[std::sync::Arc<wasm_operator::cache::CachedObject>]) -> Vec<String> {
     let mut names: Vec<_> = objects
         .iter()
         .map(|o| o.metadata.name.clone().unwrap_or_default())
