@@ -111,7 +111,11 @@ impl CachedObject {
         };
         // Cannot fail: the metadata's maps have string keys.
         let mut text = serde_json::to_string(&head).unwrap_or_else(|_| "{}".to_string());
-        let fields = &self.body[1..self.body.len() - 1];
+        let fields = self
+            .body
+            .strip_prefix('{')
+            .and_then(|inner| inner.strip_suffix('}'))
+            .unwrap_or_default();
         if !fields.is_empty() && text.ends_with('}') {
             text.pop();
             text.reserve(fields.len() + 2);
