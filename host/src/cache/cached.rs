@@ -82,19 +82,6 @@ impl CachedObject {
         serde_json::from_str(&self.body).unwrap_or_else(|_| Value::Object(Default::default()))
     }
 
-    /// The body's top-level field `name` (e.g. `status`), parsed.
-    pub fn field(&self, name: &str) -> Option<Value> {
-        match self.body() {
-            Value::Object(mut map) => map.remove(name),
-            _ => None,
-        }
-    }
-
-    /// The body as compact JSON object text.
-    pub fn body_text(&self) -> &str {
-        &self.body
-    }
-
     /// The whole object as compact JSON text, keys in the order the API
     /// server writes them (`apiVersion`, `kind`, `metadata`, then the body):
     /// what a plugin call is handed. `ar` supplies the type when the object
@@ -289,8 +276,8 @@ mod tests {
         let cached: CachedObject = serde_json::from_value(deployment()).unwrap();
         assert_eq!(cached.to_dynamic(), dynamic);
         assert_eq!(CachedObject::from_dynamic(&dynamic), cached);
-        assert_eq!(cached.field("status").unwrap()["readyReplicas"], 2);
-        assert_eq!(cached.field("missing"), None);
+        assert_eq!(cached.body()["status"]["readyReplicas"], 2);
+        assert_eq!(cached.body().get("missing"), None);
         assert_eq!(cached.body()["spec"]["replicas"], 2);
     }
 
@@ -317,7 +304,7 @@ mod tests {
         let cached: CachedObject = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}))
         .unwrap();
-        assert_eq!(cached.body_text(), "{}");
+        assert_eq!(cached.body(), json!({}));
         assert_eq!(
             cached.text(&deployments()),
             r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}}"#
