@@ -88,6 +88,7 @@ pub(crate) mod plan;
 pub mod registry;
 pub(crate) mod rollout;
 pub mod telemetry;
+pub mod util;
 pub mod wasmplugin;
 pub mod webhook;
 

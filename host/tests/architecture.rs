@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 /// The modules, lowest first. A module may import only the ones before it.
 const LAYERS: &[(&str, &str)] = &[
     (
+        "util",
+        "helpers with no host state (a poison-tolerant lock, text cut to a limit)",
+    ),
+    (
         "contract",
         "the host's types of the WIT contract: what everything else speaks",
     ),

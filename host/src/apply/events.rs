@@ -57,7 +57,7 @@ impl EventSink {
             },
             reason: reason.to_string(),
             // The API limits notes to 1 kB.
-            note: Some(crate::plan::truncate(message, 1000)),
+            note: Some(crate::util::truncate(message, 1000)),
             action: action.to_string(),
             secondary: None,
         };

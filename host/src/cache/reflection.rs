@@ -175,10 +175,7 @@ impl Reflection {
 
     /// Why the kind is not served (its last list or watch answered 404), if so.
     pub(super) fn unserved(&self) -> Option<String> {
-        self.unserved
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        crate::util::lock(&self.unserved).clone()
     }
 
     pub(super) fn api_resource(&self) -> &ApiResource {
@@ -203,10 +200,7 @@ impl Reflection {
 
     pub(super) fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {
         let (rx, snapshot) = {
-            let _guard = self
-                .gate
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let _guard = crate::util::lock(&self.gate);
             let rx = self.subscribers.add();
             let snapshot = if self.synced() {
                 self.store.state()
@@ -228,9 +222,7 @@ struct Subscribers {
 impl Subscribers {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<mpsc::UnboundedSender<CacheEvent>>> {
         // A push or a retain cannot leave the list half-changed.
-        self.senders
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.senders)
     }
 
     fn add(&self) -> mpsc::UnboundedReceiver<CacheEvent> {

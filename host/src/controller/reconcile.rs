@@ -843,7 +843,7 @@ async fn report_failure(
     if message.len() > limits.max_condition_message_bytes {
         // A plugin's failure message is its own text: bounded like a
         // condition message before it reaches the object or the log.
-        message = plan::truncate(&message, limits.max_condition_message_bytes);
+        message = crate::util::truncate(&message, limits.max_condition_message_bytes);
         ctx.metrics
             .limit_breach(plugin, Limit::ConditionMessage.as_str());
     }

@@ -18,6 +18,7 @@
 //! not depend on it: a shard Lease is only taken when released or expired,
 //! by the ordinary rules of [`super::decide`].
 
+use crate::util::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -76,12 +77,6 @@ pub fn member_lease_name(name: &str, identity: &str) -> String {
 
 fn now_micro() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl ShardCoordinator {

@@ -206,22 +206,14 @@ impl LeaderElector {
 
     /// What it last saw of the Lease.
     pub fn status(&self) -> ElectionStatus {
-        self.status
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        crate::util::lock(&self.status).clone()
     }
 
     /// A function reading what it last saw of the Lease (for the
     /// readiness checks, which outlive borrows of the elector).
     pub fn status_handle(&self) -> impl Fn() -> ElectionStatus + Send + Sync + 'static {
         let status = self.status.clone();
-        move || {
-            status
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
-        }
+        move || crate::util::lock(&status).clone()
     }
 
     /// Stops electing and, when this replica holds the Lease, releases it
@@ -372,10 +364,7 @@ impl Elector {
                 .as_ref()
                 .and_then(|o| o.record.holder_version.as_ref().map(ToString::to_string)),
         };
-        *self
-            .status
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = status;
+        *crate::util::lock(&self.status) = status;
     }
 
     /// Remembers `lease`; the clock of expiry restarts when it changed.

@@ -142,10 +142,7 @@ impl WriteGate {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // Plain values replaced whole: a poisoned lock still holds valid ones.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.inner.state)
     }
 
     /// True when a write may be sent now.

@@ -41,9 +41,10 @@
 //! - [`Manager::shutdown`] stops the WasmPlugin controller first, then every
 //!   plugin controller after its calls in flight, then telemetry.
 
+use crate::util::lock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc};
@@ -145,14 +146,6 @@ type Controllers = Arc<Mutex<HashMap<String, ControllerHandle>>>;
 /// Every plugin's serving versions, by plugin name, whether its controller
 /// runs or not: what a replica that becomes the leader starts.
 type Serving = Arc<Mutex<HashMap<String, Arc<ServingVersions>>>>;
-
-/// Locks `mutex` even when poisoned: everything the manager keeps behind a
-/// lock is replaced whole, so a panic elsewhere never leaves it half-written.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
 
 /// What starting a controller needs, shared with the task applying changes.
 #[derive(Clone)]

@@ -75,19 +75,6 @@ impl fmt::Display for Breach {
     }
 }
 
-/// `s` cut to at most `max` bytes (on a character boundary) with `…`
-/// appended when cut.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
 /// A token bucket: `burst` tokens, one more every `refill`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TokenBucket {
@@ -271,13 +258,6 @@ mod tests {
     fn t(secs: i64) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).single().unwrap()
             + chrono::Duration::seconds(secs)
-    }
-
-    #[test]
-    fn truncates_on_a_char_boundary() {
-        assert_eq!(truncate("abc", 3), "abc");
-        assert_eq!(truncate("abcd", 3), "abc…");
-        assert_eq!(truncate("aé", 2), "a…");
     }
 
     #[test]

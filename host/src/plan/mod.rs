@@ -24,6 +24,7 @@ pub mod status;
 pub mod unchanged;
 pub mod validate;
 
+use crate::util::truncate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -34,7 +35,7 @@ use kube::api::{ApiResource, DynamicObject};
 pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
 pub use finalizer::{DeletionStep, FinalizerChange};
-pub use limits::{Admission, Breach, Limit, ObjectRates, truncate};
+pub use limits::{Admission, Breach, Limit, ObjectRates};
 pub use names::{
     FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,

@@ -25,6 +25,7 @@ mod stats;
 mod storage_progress;
 mod versions;
 
+use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -510,15 +511,6 @@ impl std::fmt::Debug for Registry {
             .field("loaded", &self.loaded())
             .finish()
     }
-}
-
-/// Locks `mutex` even when poisoned: the registry replaces what it keeps
-/// behind a lock whole (entries, counters, the listener), so a panic
-/// elsewhere never leaves it half-written.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Registry {

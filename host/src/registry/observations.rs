@@ -12,8 +12,9 @@
 //! - At most [`MAX_KINDS`] kinds of difference and [`MAX_DRY_RUN_FAILURES`]
 //!   dry-run failures are kept, the rest counted.
 
+use crate::util::lock;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -214,13 +215,6 @@ pub struct CanaryObservations {
     dry_run: Mutex<DryRunReport>,
     permits: Mutex<(usize, Arc<Semaphore>)>,
     stop: CancellationToken,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Plain values replaced whole; a poisoned lock still holds valid ones.
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl CanaryObservations {

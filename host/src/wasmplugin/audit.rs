@@ -128,7 +128,7 @@ impl AuditTrail {
                 EventType::Normal
             },
             reason: t.reason.clone(),
-            note: Some(truncate(&t.message, 1000)),
+            note: Some(crate::util::truncate(&t.message, 1000)),
             action: "Load".to_string(),
             secondary: related,
         };
@@ -136,16 +136,4 @@ impl AuditTrail {
             tracing::warn!(%error, wasmplugin, reason = %t.reason, "cannot record WasmPlugin event");
         }
     }
-}
-
-/// Event notes are limited to 1 kB by the API.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }

@@ -39,6 +39,7 @@ pub mod review;
 pub mod server;
 pub mod storage;
 
+use crate::util::lock;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -234,10 +235,7 @@ impl ConversionWebhook {
     }
 
     fn tasks(&self) -> std::sync::MutexGuard<'_, Vec<JoinHandle<()>>> {
-        self.inner
-            .tasks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.inner.tasks)
     }
 
     /// The address it listens on.
@@ -446,12 +444,6 @@ async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &Cancella
         });
         webhook.tasks().push(task);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Re-syncs the CRDs whenever the set of migrating plugins changes, and
