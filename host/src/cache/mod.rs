@@ -14,7 +14,7 @@
 //! cached.
 
 mod cached;
-pub mod discovery;
+pub(crate) mod discovery;
 mod index;
 mod namespaces;
 mod object;

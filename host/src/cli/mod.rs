@@ -4,21 +4,34 @@
 
 pub mod canary;
 pub mod connect;
-pub mod crd;
+pub(crate) mod crd;
 #[cfg(feature = "devcluster")]
-pub mod dev;
-pub mod inspect;
-pub mod migrate;
-pub mod push;
+pub(crate) mod dev;
+pub(crate) mod inspect;
+pub(crate) mod migrate;
+pub(crate) mod push;
 pub mod rbac;
-pub mod run;
-pub mod shards;
-pub mod signals;
-pub mod webhook;
+pub(crate) mod run;
+pub(crate) mod shards;
+pub(crate) mod signals;
+pub(crate) mod webhook;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// Top-level arguments.
+/// Top-level arguments: what the `wasm-operator` binary parses and runs.
+///
+/// # Examples
+///
+/// ```no_run
+/// use clap::Parser;
+/// use wasm_operator::cli::Cli;
+///
+/// # async fn example() -> Result<(), wasm_operator::cli::CliError> {
+/// let cli = Cli::parse_from(["wasm-operator", "crd", "print"]);
+/// cli.execute().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Parser)]
 #[command(
     name = "wasm-operator",

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use grant::{
-    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, SYSTEM_NAMESPACES,
-    SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group, sensitivity,
+    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, RbacRefusal,
+    SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group,
+    rbac_objects, sensitivity,
 };
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};

@@ -18,7 +18,7 @@ use crate::apply::{self, ApplyError, EventSink, Writer};
 use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
 use crate::contract::ReconcileLimits;
 use crate::contract::{CallContext, Failure, Reason};
-use crate::engine::{CacheReader, CallError};
+use crate::engine::{CacheReader, CallError, CallFailure};
 use crate::lease::{ShardGates, WriteGate};
 use crate::migration::{self, MigrationError, UpgradeOutcome};
 use crate::plan::{
@@ -197,13 +197,22 @@ impl ReconcileError {
     /// A message naming the plugin, its version and what to do.
     pub(super) fn message(&self, plugin: &str, version: &str) -> String {
         match self {
-            ReconcileError::Call(CallError::Failed(Failure::Transient(m))) => format!(
+            ReconcileError::Call(CallError {
+                failure: CallFailure::Failed(Failure::Transient(m)),
+                ..
+            }) => format!(
                 "plugin {plugin} {version} reported a transient failure: {m}; the host retries with backoff (5 s doubling up to 300 s)"
             ),
-            ReconcileError::Call(CallError::Failed(Failure::Permanent(m))) => format!(
+            ReconcileError::Call(CallError {
+                failure: CallFailure::Failed(Failure::Permanent(m)),
+                ..
+            }) => format!(
                 "plugin {plugin} {version} reported a permanent failure: {m}; fix the object's spec (the host retries when it changes)"
             ),
-            ReconcileError::Call(CallError::Internal(m)) => {
+            ReconcileError::Call(CallError {
+                failure: CallFailure::Internal(m),
+                ..
+            }) => {
                 format!(
                     "plugin {plugin} {version}: the host failed to run the call: {m}; the host retries with backoff, report it if it persists"
                 )

@@ -10,11 +10,11 @@
 //! CLI only parses arguments into [`DevOptions`] and prints [`DevSession`]'s
 //! summary.
 
-pub mod build;
-pub mod cluster;
+pub(crate) mod build;
+pub(crate) mod cluster;
 pub mod manifests;
-pub mod progress;
-pub mod wasmplugins;
+pub(crate) mod progress;
+pub(crate) mod wasmplugins;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -198,88 +198,121 @@ pub struct DevSession {
     summary: DevSummary,
 }
 
+/// Starts the embedded devcluster, or the real control plane with `--real`.
+async fn start_cluster(options: &DevOptions) -> Result<Cluster, DevError> {
+    match &options.real {
+        None => {
+            let step = Step::start("Starting the embedded devcluster");
+            let cluster = DevCluster::start(DevClusterOptions {
+                port: options.port,
+                data: options.data.clone(),
+                kubeconfig: options.kubeconfig.clone(),
+                ..DevClusterOptions::default()
+            })
+            .await;
+            match cluster {
+                Ok(cluster) => {
+                    step.done(cluster.url());
+                    Ok(Cluster::Embedded(cluster))
+                }
+                Err(error) => {
+                    step.failed();
+                    Err(error.into())
+                }
+            }
+        }
+        Some(binary) => {
+            if options.data.is_some() {
+                return Err(RealClusterError::DataWithReal.into());
+            }
+            let step = Step::start(
+                "Starting the real control plane (kube-apiserver, etcd, kube-controller-manager)",
+            );
+            match RealCluster::start(binary, options.port, options.kubeconfig.as_deref()).await {
+                Ok(cluster) => {
+                    let cluster = Cluster::Real(cluster);
+                    step.done(cluster.describe());
+                    Ok(cluster)
+                }
+                Err(error) => {
+                    step.failed();
+                    Err(error.into())
+                }
+            }
+        }
+    }
+}
+
+/// Installs the WasmPlugin and example CRDs, then finds the plugin crates
+/// under `options.plugins_dir` and (unless `--no-build`) builds them.
+async fn install_and_build(
+    client: &kube::Client,
+    options: &DevOptions,
+    summary: &mut DevSummary,
+) -> Result<Vec<build::PluginCrate>, DevError> {
+    let step = Step::start("Installing the WasmPlugin and example CRDs");
+    match install_crds(client, &options.examples_dir).await {
+        Ok(crds) => {
+            step.done(if crds.is_empty() {
+                "none found".to_string()
+            } else {
+                crds.join(", ")
+            });
+            summary.crds = crds;
+        }
+        Err(error) => {
+            step.failed();
+            return Err(DevError::Crds(error));
+        }
+    }
+
+    let crates = if options.plugins_dir.is_dir() {
+        build::find_plugin_crates(&options.plugins_dir)?
+    } else {
+        Vec::new()
+    };
+    if options.build && !crates.is_empty() {
+        let names: Vec<&str> = crates.iter().map(|c| c.package.as_str()).collect();
+        let step = Step::start(format!("Building plugins {}", names.join(", ")));
+        match build::build_plugins(&options.workspace_dir, &crates).await {
+            Ok(()) => step.done("done"),
+            Err(error) => {
+                step.failed();
+                return Err(error.into());
+            }
+        }
+    }
+    Ok(crates)
+}
+
 impl DevSession {
     /// Starts the cluster, installs CRDs, builds and loads plugins, applies
     /// the examples and starts watching the plugin files.
+    ///
+    /// # Errors
+    ///
+    /// [`DevError`] naming the step that failed (the cluster, the CRDs, a
+    /// plugin build, the manager or the webhook); whatever had started is
+    /// stopped again.
+    ///
+    /// # Examples
+    ///
+    /// ```no_run
+    /// use wasm_operator::dev::{DevOptions, DevSession};
+    ///
+    /// # async fn example() -> Result<(), wasm_operator::dev::DevError> {
+    /// let session = DevSession::start(DevOptions::for_workspace(".")).await?;
+    /// let client = session.client(); // talks to the embedded devcluster
+    /// # drop(client);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start(options: DevOptions) -> Result<DevSession, DevError> {
         let mut summary = DevSummary::default();
 
-        let cluster = match &options.real {
-            None => {
-                let step = Step::start("Starting the embedded devcluster");
-                let cluster = DevCluster::start(DevClusterOptions {
-                    port: options.port,
-                    data: options.data.clone(),
-                    kubeconfig: options.kubeconfig.clone(),
-                    ..DevClusterOptions::default()
-                })
-                .await;
-                match cluster {
-                    Ok(cluster) => {
-                        step.done(cluster.url());
-                        Cluster::Embedded(cluster)
-                    }
-                    Err(error) => {
-                        step.failed();
-                        return Err(error.into());
-                    }
-                }
-            }
-            Some(binary) => {
-                if options.data.is_some() {
-                    return Err(RealClusterError::DataWithReal.into());
-                }
-                let step = Step::start(
-                    "Starting the real control plane (kube-apiserver, etcd, kube-controller-manager)",
-                );
-                match RealCluster::start(binary, options.port, options.kubeconfig.as_deref()).await
-                {
-                    Ok(cluster) => {
-                        let cluster = Cluster::Real(cluster);
-                        step.done(cluster.describe());
-                        cluster
-                    }
-                    Err(error) => {
-                        step.failed();
-                        return Err(error.into());
-                    }
-                }
-            }
-        };
+        let cluster = start_cluster(&options).await?;
         let client = cluster.client();
-
-        let step = Step::start("Installing the WasmPlugin and example CRDs");
-        match install_crds(&client, &options.examples_dir).await {
-            Ok(crds) => {
-                step.done(if crds.is_empty() {
-                    "none found".to_string()
-                } else {
-                    crds.join(", ")
-                });
-                summary.crds = crds;
-            }
-            Err(error) => {
-                step.failed();
-                return Err(DevError::Crds(error));
-            }
-        }
-
-        let crates = if options.plugins_dir.is_dir() {
-            build::find_plugin_crates(&options.plugins_dir)?
-        } else {
-            Vec::new()
-        };
-        if options.build && !crates.is_empty() {
-            let names: Vec<&str> = crates.iter().map(|c| c.package.as_str()).collect();
-            let step = Step::start(format!("Building plugins {}", names.join(", ")));
-            match build::build_plugins(&options.workspace_dir, &crates).await {
-                Ok(()) => step.done("done"),
-                Err(error) => {
-                    step.failed();
-                    return Err(error.into());
-                }
-            }
-        }
+        let crates = install_and_build(&client, &options, &mut summary).await?;
         let filter = plugin_filter(&crates);
 
         let manager = Manager::start(

@@ -146,146 +146,90 @@ impl std::fmt::Debug for WithRemedy<'_> {
     }
 }
 
-/// Why one call of a loaded plugin failed. The plugin and the host keep serving
-/// other calls whatever the variant.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
+/// Where a call failed: the plugin version and the function it called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallSite {
+    /// The plugin's name, from its manifest.
+    pub plugin: String,
+    /// The plugin's version, from its manifest.
+    pub version: String,
+    /// The plugin function that was called: `reconcile`, `finalize`,
+    /// `migration.upgrade`…
+    pub function: String,
+}
+
+/// Why one call of a loaded plugin failed: where ([`CallSite`]) and what
+/// ([`CallFailure`]). The plugin and the host keep serving other calls
+/// whatever the failure.
+///
+/// Its message names the plugin, its version and function, what failed and
+/// what to do; [`CallError::reason`] is the condition reason.
+#[derive(Debug, Clone)]
+pub struct CallError {
+    /// The plugin version and function that failed.
+    pub site: CallSite,
+    /// What failed.
+    pub failure: CallFailure,
+}
+
+/// What failed in one call ([`CallError::failure`]).
+#[derive(Debug, Clone)]
+pub enum CallFailure {
     /// The plugin trapped (panic, unreachable, out-of-bounds access...).
-    #[error(
-        "plugin {plugin} {version}: {function} trapped: {message}; this is a bug in the plugin, fix it or roll back to an earlier version"
-    )]
     Trap {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The plugin's last lines on stderr (a panic's message) and what trapped.
         message: String,
     },
     /// The call ran past its deadline and was interrupted.
-    #[error(
-        "plugin {plugin} {version}: {function} did not finish within {timeout:?} and was interrupted; the plugin loops or is too slow, fix it or raise the plugin's timeout limit"
-    )]
     Timeout {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The plugin's time limit per call.
         timeout: Duration,
     },
     /// The plugin tried to grow its memory beyond the call's limit.
-    #[error(
-        "plugin {plugin} {version}: {function} exceeded its memory limit of {limit} bytes; fix the plugin's memory use or raise the plugin's memory limit"
-    )]
     MemoryExceeded {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The plugin's memory limit per call, in bytes.
         limit: usize,
     },
     /// The answer was larger than the call's output limit.
-    #[error(
-        "plugin {plugin} {version}: {function} returned {size} bytes, more than the limit of {limit} bytes; make the plugin return less or raise the plugin's output limit"
-    )]
     OutputTooLarge {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The size of the answer, in bytes.
         size: usize,
         /// The plugin's output limit per call, in bytes.
         limit: usize,
     },
     /// The answer breaks the contract (bad JSON, malformed children, ...).
-    #[error(
-        "plugin {plugin} {version}: {function} returned invalid output: {problem}; this is a bug in the plugin, fix it or roll back to an earlier version"
-    )]
     InvalidOutput {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// What is wrong with the answer.
         problem: String,
     },
     /// The plugin read a kind its manifest does not declare.
-    #[error(
-        "plugin {plugin} {version}: {function} tried to read {kind}, which its manifest does not declare; add the kind to the manifest's `watches` or stop reading it"
-    )]
     CapabilityDenied {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The first undeclared kind it read, as `apiVersion/kind`.
         kind: String,
     },
     /// The plugin read a namespace its grant does not include (reason
     /// `CapabilityDenied`).
-    #[error(
-        "plugin {} {}: {} tried to read {} in namespace {}, outside its grant ({}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it",
-        .0.plugin, .0.version, .0.function, .0.kind, .0.namespace, .0.granted
-    )]
-    NamespaceDenied(Box<NamespaceDenied>),
+    NamespaceDenied(Box<NamespaceDenial>),
     /// The plugin answered with a transient or permanent failure.
-    #[error("{0}")]
     Failed(Failure),
-    /// The plugin does not implement the optional interface of this function.
-    #[error(
-        "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
-    )]
-    NotImplemented {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The function of the optional interface, e.g. `migration.upgrade`.
-        function: String,
-    },
+    /// The plugin does not implement the optional interface of the call's
+    /// function (e.g. `migration.upgrade`).
+    NotImplemented,
     /// Every slot of the engine's instance pool is taken by calls in flight
     /// (pooling allocation only). Transient: the call is retried with backoff.
-    #[error(
-        "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls"
-    )]
     InstancePoolFull {
-        /// The plugin's name, from its manifest.
-        plugin: String,
-        /// The plugin's version, from its manifest.
-        version: String,
-        /// The plugin function that was called: `reconcile`, `finalize`, `upgrade`...
-        function: String,
         /// The pool's size (`--max-instances`).
         max_instances: u32,
     },
     /// A host-side problem (not the plugin's fault).
-    #[error("internal error of the wasm engine: {0}")]
     Internal(String),
 }
 
 /// A read into a namespace outside the plugin's grant
-/// ([`CallError::NamespaceDenied`]).
+/// ([`CallFailure::NamespaceDenied`]; boxed, so that every `CallError`
+/// stays small on the call path's `Result`s).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NamespaceDenied {
-    /// The plugin's name, from its manifest.
-    pub plugin: String,
-    /// The plugin's version, from its manifest.
-    pub version: String,
-    /// The plugin function that was called.
-    pub function: String,
+pub struct NamespaceDenial {
     /// The kind it read, as `apiVersion/kind`.
     pub kind: String,
     /// The namespace outside its grant.
@@ -294,23 +238,80 @@ pub struct NamespaceDenied {
     pub granted: String,
 }
 
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CallSite {
+            plugin,
+            version,
+            function,
+        } = &self.site;
+        match &self.failure {
+            CallFailure::Trap { message } => write!(
+                f,
+                "plugin {plugin} {version}: {function} trapped: {message}; this is a bug in the plugin, fix it or roll back to an earlier version"
+            ),
+            CallFailure::Timeout { timeout } => write!(
+                f,
+                "plugin {plugin} {version}: {function} did not finish within {timeout:?} and was interrupted; the plugin loops or is too slow, fix it or raise the plugin's timeout limit"
+            ),
+            CallFailure::MemoryExceeded { limit } => write!(
+                f,
+                "plugin {plugin} {version}: {function} exceeded its memory limit of {limit} bytes; fix the plugin's memory use or raise the plugin's memory limit"
+            ),
+            CallFailure::OutputTooLarge { size, limit } => write!(
+                f,
+                "plugin {plugin} {version}: {function} returned {size} bytes, more than the limit of {limit} bytes; make the plugin return less or raise the plugin's output limit"
+            ),
+            CallFailure::InvalidOutput { problem } => write!(
+                f,
+                "plugin {plugin} {version}: {function} returned invalid output: {problem}; this is a bug in the plugin, fix it or roll back to an earlier version"
+            ),
+            CallFailure::CapabilityDenied { kind } => write!(
+                f,
+                "plugin {plugin} {version}: {function} tried to read {kind}, which its manifest does not declare; add the kind to the manifest's `watches` or stop reading it"
+            ),
+            CallFailure::NamespaceDenied(denial) => write!(
+                f,
+                "plugin {plugin} {version}: {function} tried to read {} in namespace {}, outside its grant ({}); the cluster operator can grant the namespace (WasmPlugin spec.permissions.namespaces or namespaceSelector, or run --grant), or the plugin must stop reading it",
+                denial.kind, denial.namespace, denial.granted
+            ),
+            CallFailure::Failed(failure) => write!(f, "{failure}"),
+            CallFailure::NotImplemented => write!(
+                f,
+                "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
+            ),
+            CallFailure::InstancePoolFull { max_instances } => write!(
+                f,
+                "plugin {plugin} {version}: {function} could not start: all {max_instances} instances of the engine's pool are in use by other calls"
+            ),
+            CallFailure::Internal(message) => {
+                write!(f, "internal error of the wasm engine: {message}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
 impl CallError {
     /// The condition/event reason an on-call engineer can search for.
     pub fn reason(&self) -> &'static str {
-        match self {
-            CallError::Trap { .. } => Reason::PluginTrap.as_str(),
-            CallError::Timeout { .. } => Reason::PluginTimeout.as_str(),
-            CallError::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
-            CallError::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
-            CallError::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
-            CallError::CapabilityDenied { .. } | CallError::NamespaceDenied(_) => {
+        match &self.failure {
+            CallFailure::Trap { .. } => Reason::PluginTrap.as_str(),
+            CallFailure::Timeout { .. } => Reason::PluginTimeout.as_str(),
+            CallFailure::MemoryExceeded { .. } => Reason::PluginMemoryExceeded.as_str(),
+            CallFailure::OutputTooLarge { .. } => Reason::PluginOutputTooLarge.as_str(),
+            CallFailure::InvalidOutput { .. } => Reason::PluginInvalidOutput.as_str(),
+            CallFailure::CapabilityDenied { .. } | CallFailure::NamespaceDenied(_) => {
                 Reason::CapabilityDenied.as_str()
             }
-            CallError::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
-            CallError::Failed(Failure::Permanent(_)) => Reason::ReconcilePermanentFailure.as_str(),
-            CallError::NotImplemented { .. } => Reason::NotImplemented.as_str(),
-            CallError::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
-            CallError::Internal(_) => Reason::InternalError.as_str(),
+            CallFailure::Failed(Failure::Transient(_)) => Reason::ReconcileFailed.as_str(),
+            CallFailure::Failed(Failure::Permanent(_)) => {
+                Reason::ReconcilePermanentFailure.as_str()
+            }
+            CallFailure::NotImplemented => Reason::NotImplemented.as_str(),
+            CallFailure::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
+            CallFailure::Internal(_) => Reason::InternalError.as_str(),
         }
     }
 
@@ -320,11 +321,11 @@ impl CallError {
     /// kind again) and a missing optional interface.
     pub fn is_permanent(&self) -> bool {
         matches!(
-            self,
-            CallError::Failed(Failure::Permanent(_))
-                | CallError::CapabilityDenied { .. }
-                | CallError::NamespaceDenied(_)
-                | CallError::NotImplemented { .. }
+            self.failure,
+            CallFailure::Failed(Failure::Permanent(_))
+                | CallFailure::CapabilityDenied { .. }
+                | CallFailure::NamespaceDenied(_)
+                | CallFailure::NotImplemented
         )
     }
 
@@ -332,8 +333,8 @@ impl CallError {
     /// error, if anything; reporting code appends it (see
     /// [`CallError::with_remedy`]).
     pub fn remedy(&self) -> Option<&'static str> {
-        match self {
-            CallError::InstancePoolFull { .. } => Some(POOL_FULL_REMEDY),
+        match self.failure {
+            CallFailure::InstancePoolFull { .. } => Some(POOL_FULL_REMEDY),
             _ => None,
         }
     }
@@ -354,17 +355,26 @@ mod tests {
 
     #[test]
     fn reasons_and_permanence() {
-        let transient = CallError::Failed(Failure::Transient("db not ready".into()));
-        assert_eq!(transient.reason(), "ReconcileFailed");
-        assert!(!transient.is_permanent());
-        let permanent = CallError::Failed(Failure::Permanent("bad spec".into()));
-        assert_eq!(permanent.reason(), "ReconcilePermanentFailure");
-        assert!(permanent.is_permanent());
-        let timeout = CallError::Timeout {
+        let at = CallSite {
             plugin: "webapp".into(),
             version: "1.0.0".into(),
             function: "reconcile".into(),
-            timeout: Duration::from_secs(1),
+        };
+        let failed = |failure| CallError {
+            site: at.clone(),
+            failure: CallFailure::Failed(failure),
+        };
+        let transient = failed(Failure::Transient("db not ready".into()));
+        assert_eq!(transient.reason(), "ReconcileFailed");
+        assert!(!transient.is_permanent());
+        let permanent = failed(Failure::Permanent("bad spec".into()));
+        assert_eq!(permanent.reason(), "ReconcilePermanentFailure");
+        assert!(permanent.is_permanent());
+        let timeout = CallError {
+            site: at.clone(),
+            failure: CallFailure::Timeout {
+                timeout: Duration::from_secs(1),
+            },
         };
         assert_eq!(timeout.reason(), "PluginTimeout");
         assert!(!timeout.is_permanent());
@@ -379,11 +389,13 @@ mod tests {
 
     #[test]
     fn the_remedy_follows_the_facts() {
-        let busy = CallError::InstancePoolFull {
-            plugin: "webapp".into(),
-            version: "1.0.0".into(),
-            function: "reconcile".into(),
-            max_instances: 4,
+        let busy = CallError {
+            site: CallSite {
+                plugin: "webapp".into(),
+                version: "1.0.0".into(),
+                function: "reconcile".into(),
+            },
+            failure: CallFailure::InstancePoolFull { max_instances: 4 },
         };
         let facts = busy.to_string();
         assert!(facts.contains("all 4 instances") && !facts.contains("--max-instances"));

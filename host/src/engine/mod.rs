@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{HasSelf, Linker};
 
 pub use compile::LoadStats;
-pub use error::{CallError, EngineError, NamespaceDenied, WithRemedy};
+pub use error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial, WithRemedy};
 pub use plugin::LoadedPlugin;
 
 use crate::contract;
@@ -74,7 +74,7 @@ pub enum InstanceAllocation {
     /// the pages a call dirtied kept resident (and reset) for the next one.
     /// Faster instantiation and no page faults; at most `max_instances`
     /// calls run at once (a call beyond that fails with
-    /// [`CallError::InstancePoolFull`]). Each slot reserves 4 GiB + guard of
+    /// [`CallFailure::InstancePoolFull`]). Each slot reserves 4 GiB + guard of
     /// address space, never of memory.
     Pooling {
         /// The pool's size: how many calls may run at once.
@@ -222,6 +222,36 @@ pub(crate) struct EngineInner {
 }
 
 /// The process's wasm engine. Cheap to clone.
+///
+/// # Examples
+///
+/// Load a component and call its `reconcile` directly, as inspection tools
+/// and benchmarks do (the host's controllers go through the
+/// [`Registry`](crate::Registry) instead):
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use wasm_operator::contract::CallContext;
+/// use wasm_operator::engine::{EmptyCache, Engine, EngineConfig};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let engine = Engine::new(EngineConfig::default())?;
+/// let plugin = engine.load(&std::fs::read("webapp.wasm")?)?;
+/// println!("{} {}", plugin.manifest().name, plugin.manifest().version);
+/// let ctx = CallContext {
+///     plugin_version: plugin.manifest().version.clone(),
+///     attempt: 1,
+///     managed_by_version: None,
+///     config: serde_json::json!({}),
+/// };
+/// let object = r#"{"apiVersion":"example.com/v1","kind":"WebApp","metadata":{"name":"a","namespace":"default"},"spec":{}}"#;
+/// let desired = plugin
+///     .reconcile(&ctx, object.to_string(), Vec::new(), Arc::new(EmptyCache))
+///     .await?;
+/// println!("{} children", desired.children.len());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) inner: Arc<EngineInner>,

@@ -12,7 +12,7 @@ use wasmtime::{Store, Trap, WasmBacktrace};
 use super::bindings::{backup, migration, reconciler, types as wit};
 use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
-use super::error::{CallError, EngineError};
+use super::error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial};
 use super::host::HostState;
 use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
 use crate::contract;
@@ -188,7 +188,10 @@ impl LoadedPlugin {
                     "its `reconciler` exports have other types ({mismatch:#})"
                 )));
             }
-            Err(CallError::InstancePoolFull { max_instances, .. }) => {
+            Err(CallError {
+                failure: CallFailure::InstancePoolFull { max_instances },
+                ..
+            }) => {
                 return Err(EngineError::InstancePoolFull {
                     digest: digest.clone(),
                     max_instances,
@@ -383,7 +386,15 @@ impl LoadedPlugin {
         + 'static,
     ) -> Result<R, CallError> {
         let this = self.clone();
-        blocking(move || this.call_in_place(function, cache, guest_call, answer, refusal)).await
+        // Named only if the call's thread fails: no allocation per call.
+        let site = {
+            let this = self.clone();
+            move || this.site(function)
+        };
+        blocking(site, move || {
+            this.call_in_place(function, cache, guest_call, answer, refusal)
+        })
+        .await
     }
 
     /// Runs one guest call on the current thread: `guest_call` loads the
@@ -420,10 +431,10 @@ impl LoadedPlugin {
             self.inner.manifest.implements.migration,
         ) {
             (Some(indices), true) => Ok(indices.clone()),
-            _ => Err(CallError::NotImplemented {
-                plugin: self.inner.name.to_string(),
-                function: format!("migration.{function}"),
-            }),
+            _ => Err(self.call_error(
+                &format!("migration.{function}"),
+                CallFailure::NotImplemented,
+            )),
         }
     }
 
@@ -459,24 +470,18 @@ impl LoadedPlugin {
         let state = store.data();
         let result = match (state.denied.first(), state.denied_namespaces.first()) {
             // Reported even when the plugin swallowed the refusal and answered.
-            (Some(kind), _) => Err(self.call_error(function, |plugin, version, function| {
-                CallError::CapabilityDenied {
-                    plugin,
-                    version,
-                    function,
-                    kind: kind.clone(),
-                }
-            })),
-            (None, Some(denial)) => Err(self.call_error(function, |plugin, version, function| {
-                CallError::NamespaceDenied(Box::new(super::error::NamespaceDenied {
-                    plugin,
-                    version,
-                    function,
+            (Some(kind), _) => Err(self.call_error(
+                function,
+                CallFailure::CapabilityDenied { kind: kind.clone() },
+            )),
+            (None, Some(denial)) => Err(self.call_error(
+                function,
+                CallFailure::NamespaceDenied(Box::new(NamespaceDenial {
                     kind: denial.kind.clone(),
                     namespace: denial.namespace.clone(),
                     granted: denial.granted.clone(),
-                }))
-            })),
+                })),
+            )),
             (None, None) => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
         if let Some(observer) = &inner.engine.inner.config.observer {
@@ -493,75 +498,56 @@ impl LoadedPlugin {
         result
     }
 
-    fn call_error(
-        &self,
-        function: &str,
-        make: impl FnOnce(String, String, String) -> CallError,
-    ) -> CallError {
-        make(
-            self.inner.name.to_string(),
-            self.inner.version.to_string(),
-            function.to_string(),
-        )
+    /// Where a call of `function` of this plugin version is.
+    fn site(&self, function: &str) -> CallSite {
+        CallSite {
+            plugin: self.inner.name.to_string(),
+            version: self.inner.version.to_string(),
+            function: function.to_string(),
+        }
+    }
+
+    fn call_error(&self, function: &str, failure: CallFailure) -> CallError {
+        CallError {
+            site: self.site(function),
+            failure,
+        }
     }
 
     fn classify(&self, function: &str, fault: Fault, state: &HostState) -> CallError {
+        self.call_error(function, self.failure(fault, state))
+    }
+
+    /// What a call's `fault` means, in the terms of the contract.
+    fn failure(&self, fault: Fault, state: &HostState) -> CallFailure {
         let limits = self.limits;
         match fault {
-            Fault::Failed(failure) => CallError::Failed(failure),
-            Fault::Output(OutputProblem::TooLarge { size }) => {
-                self.call_error(function, |plugin, version, function| {
-                    CallError::OutputTooLarge {
-                        plugin,
-                        version,
-                        function,
-                        size,
-                        limit: limits.output_bytes,
-                    }
-                })
-            }
+            Fault::Failed(failure) => CallFailure::Failed(failure),
+            Fault::Output(OutputProblem::TooLarge { size }) => CallFailure::OutputTooLarge {
+                size,
+                limit: limits.output_bytes,
+            },
             Fault::Output(OutputProblem::Invalid(problem)) => {
-                self.call_error(function, |plugin, version, function| {
-                    CallError::InvalidOutput {
-                        plugin,
-                        version,
-                        function,
-                        problem,
-                    }
-                })
+                CallFailure::InvalidOutput { problem }
             }
-            Fault::PoolFull => self.call_error(function, |plugin, version, function| {
-                CallError::InstancePoolFull {
-                    plugin,
-                    version,
-                    function,
-                    // Only a pool can be full.
-                    max_instances: (self.inner.engine.inner.config.allocation)
-                        .max_instances()
-                        .unwrap_or_default(),
-                }
-            }),
-            Fault::Instantiate(e) => CallError::Internal(format!(
+            Fault::PoolFull => CallFailure::InstancePoolFull {
+                // Only a pool can be full.
+                max_instances: (self.inner.engine.inner.config.allocation)
+                    .max_instances()
+                    .unwrap_or_default(),
+            },
+            Fault::Instantiate(e) => CallFailure::Internal(format!(
                 "cannot instantiate plugin {} {}: {e:#}",
                 self.inner.name, self.inner.version
             )),
-            Fault::Wasm(_) if state.limiter.exceeded => {
-                self.call_error(function, |plugin, version, function| {
-                    CallError::MemoryExceeded {
-                        plugin,
-                        version,
-                        function,
-                        limit: limits.memory_bytes,
-                    }
-                })
-            }
-            Fault::Wasm(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => self
-                .call_error(function, |plugin, version, function| CallError::Timeout {
-                    plugin,
-                    version,
-                    function,
+            Fault::Wasm(_) if state.limiter.exceeded => CallFailure::MemoryExceeded {
+                limit: limits.memory_bytes,
+            },
+            Fault::Wasm(e) if e.downcast_ref::<Trap>() == Some(&Trap::Interrupt) => {
+                CallFailure::Timeout {
                     timeout: limits.timeout,
-                }),
+                }
+            }
             Fault::Wasm(e) => {
                 // A Rust panic prints its message to stderr before it aborts:
                 // that line is what a person needs, the trap tells the rest.
@@ -571,12 +557,7 @@ impl LoadedPlugin {
                 } else {
                     format!("{stderr} ({})", trap_summary(&e))
                 };
-                self.call_error(function, |plugin, version, function| CallError::Trap {
-                    plugin,
-                    version,
-                    function,
-                    message,
-                })
+                CallFailure::Trap { message }
             }
         }
     }
@@ -613,6 +594,7 @@ fn migration_refusal(message: String, _limit: usize) -> Result<contract::Failure
 /// as much as the call itself in the benchmark); elsewhere (current-thread
 /// runtimes, where `block_in_place` is not allowed) on tokio's blocking pool.
 async fn blocking<R: Send + 'static>(
+    site: impl FnOnce() -> CallSite,
     f: impl FnOnce() -> Result<R, CallError> + Send + 'static,
 ) -> Result<R, CallError> {
     use tokio::runtime::{Handle, RuntimeFlavor};
@@ -620,9 +602,10 @@ async fn blocking<R: Send + 'static>(
         return tokio::task::block_in_place(f);
     }
     tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
-        Err(CallError::Internal(format!(
-            "the plugin call's thread failed: {e}"
-        )))
+        Err(CallError {
+            site: site(),
+            failure: CallFailure::Internal(format!("the plugin call's thread failed: {e}")),
+        })
     })
 }
 

@@ -10,7 +10,7 @@ use serde_json::json;
 use super::plan::{self, WalkStart};
 use crate::cache::{object_json, object_text};
 use crate::contract::{CallContext, Failure};
-use crate::engine::{CacheReader, CallError, LoadedPlugin};
+use crate::engine::{CacheReader, CallError, CallFailure, LoadedPlugin};
 use crate::plan::{MigrationState, display_name, field_manager};
 
 /// Why an object's upgrade did not complete. Every variant leaves the
@@ -182,7 +182,10 @@ pub async fn upgrade_object(
         Ok(value) => value,
         Err(error) => {
             let message = match error {
-                CallError::Failed(Failure::Permanent(m) | Failure::Transient(m)) => m,
+                CallError {
+                    failure: CallFailure::Failed(Failure::Permanent(m) | Failure::Transient(m)),
+                    ..
+                } => m,
                 other => other.to_string(),
             };
             return Err(job.fail(job.failed(message)).await);

@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 /// Outcome label of `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,16 +163,64 @@ fn seconds_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
 }
 
-/// Every metric the host records, in one Prometheus registry. Cheap to clone:
-/// clones share the same families.
+/// Registers `family` under `name` (counters get their `_total` suffix from
+/// the encoder) and returns it: the registry keeps a clone that shares its
+/// values.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, family: M) -> M {
+    registry.register(name, help, family.clone());
+    family
+}
+
+/// The controller-runtime's families: reconciles and their queue, per controller.
 #[derive(Clone)]
-pub struct Metrics {
-    registry: Arc<Registry>,
+struct ControllerFamilies {
     reconcile_total: Family<ControllerResultLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
     reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
     workqueue_depth: Family<QueueLabels, Gauge>,
     workqueue_adds: Family<QueueLabels, Counter>,
+}
+
+impl ControllerFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        ControllerFamilies {
+            reconcile_total: registered(
+                registry,
+                "controller_runtime_reconcile",
+                "Total number of reconciliations per controller",
+                Family::<ControllerResultLabels, Counter>::default(),
+            ),
+            reconcile_errors: registered(
+                registry,
+                "controller_runtime_reconcile_errors",
+                "Total number of reconciliation errors per controller",
+                Family::<ControllerLabels, Counter>::default(),
+            ),
+            reconcile_time: registered(
+                registry,
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+                Family::new_with_constructor(seconds_histogram),
+            ),
+            workqueue_depth: registered(
+                registry,
+                "workqueue_depth",
+                "Reconciliations currently running per controller",
+                Family::<QueueLabels, Gauge>::default(),
+            ),
+            workqueue_adds: registered(
+                registry,
+                "workqueue_adds",
+                "Total number of reconciliations started per controller",
+                Family::<QueueLabels, Counter>::default(),
+            ),
+        }
+    }
+}
+
+/// The per plugin: its calls, the answers' limits, writes, events, logs, refusals, readiness and shadow comparisons.
+#[derive(Clone)]
+struct PluginFamilies {
     call_duration: Family<CallLabels, Histogram, fn() -> Histogram>,
     traps: Family<PluginLabels, Counter>,
     timeouts: Family<PluginLabels, Counter>,
@@ -185,12 +233,149 @@ pub struct Metrics {
     refusals: Family<FailureLabels, Counter>,
     plugin_ready: Family<PluginNameLabels, Gauge>,
     shadow_comparisons: Family<ShadowLabels, Counter>,
+}
+
+impl PluginFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        PluginFamilies {
+            call_duration: registered(
+                registry,
+                "wasm_operator_plugin_call_duration_seconds",
+                "Duration of plugin calls",
+                Family::new_with_constructor(seconds_histogram),
+            ),
+            traps: registered(
+                registry,
+                "wasm_operator_plugin_traps",
+                "Plugin calls that trapped",
+                Family::<PluginLabels, Counter>::default(),
+            ),
+            timeouts: registered(
+                registry,
+                "wasm_operator_plugin_timeouts",
+                "Plugin calls that ran past their deadline",
+                Family::<PluginLabels, Counter>::default(),
+            ),
+            failures: registered(
+                registry,
+                "wasm_operator_plugin_failures",
+                "Plugin calls that failed, by reason",
+                Family::<FailureLabels, Counter>::default(),
+            ),
+            limit_breaches: registered(
+                registry,
+                "wasm_operator_limit_breaches",
+                "Limits per reconcile a plugin's answer breached (refused or clamped), by limit",
+                Family::<LimitLabels, Counter>::default(),
+            ),
+            writes: registered(
+                registry,
+                "wasm_operator_writes",
+                "API writes made for a plugin's plans, by kind of write",
+                Family::<WriteLabels, Counter>::default(),
+            ),
+            events: registered(
+                registry,
+                "wasm_operator_events",
+                "Events on a plugin's primaries, recorded or dropped by the limits",
+                Family::<EventLabels, Counter>::default(),
+            ),
+            log_bytes: registered(
+                registry,
+                "wasm_operator_plugin_log_bytes",
+                "Log bytes a plugin emitted (log import and stdout/stderr, after truncation)",
+                Family::<NameLabels, Counter>::default(),
+            ),
+            answer_refusals: registered(
+                registry,
+                "wasm_operator_refusals",
+                "Plugin answers refused before any write, by reason",
+                Family::<RefusalLabels, Counter>::default(),
+            ),
+            refusals: registered(
+                registry,
+                "wasm_operator_plugin_version_refusals",
+                "Plugin versions the registry refused to serve, by reason (PermissionDenied, PrimaryKindConflict, RollbackRefused, ...)",
+                Family::<FailureLabels, Counter>::default(),
+            ),
+            plugin_ready: registered(
+                registry,
+                "wasm_operator_plugin_ready",
+                "1 when the plugin's controller runs with every cache synced, 0 otherwise",
+                Family::<PluginNameLabels, Gauge>::default(),
+            ),
+            shadow_comparisons: registered(
+                registry,
+                "wasm_operator_shadow_comparisons",
+                "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
+                Family::<ShadowLabels, Counter>::default(),
+            ),
+        }
+    }
+}
+
+/// The leader election, fencing and shards.
+#[derive(Clone)]
+struct LeaseFamilies {
     leader_status: Family<LeaseLabels, Gauge>,
     leader_transitions: Family<LeaseTransitionLabels, Counter>,
     fenced_writes: Family<NameLabels, Counter>,
     shard_owned: Family<ShardLabels, Gauge>,
     shard_transitions: Family<ShardTransitionLabels, Counter>,
     shard_reconciles: Family<ShardPluginLabels, Counter>,
+}
+
+impl LeaseFamilies {
+    fn register(registry: &mut Registry) -> Self {
+        LeaseFamilies {
+            leader_status: registered(
+                registry,
+                "leader_election_master_status",
+                "1 while this replica holds the leader-election Lease `name`, 0 otherwise (client-go's name)",
+                Family::<LeaseLabels, Gauge>::default(),
+            ),
+            leader_transitions: registered(
+                registry,
+                "wasm_operator_leader_election_transitions",
+                "Changes of this replica's leadership of Lease `name`: acquired, lost, released",
+                Family::<LeaseTransitionLabels, Counter>::default(),
+            ),
+            fenced_writes: registered(
+                registry,
+                "wasm_operator_fenced_writes",
+                "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
+                Family::<NameLabels, Counter>::default(),
+            ),
+            shard_owned: registered(
+                registry,
+                "wasm_operator_shard_owned",
+                "1 while this replica holds the Lease of shard `shard` (with --shards N > 1), 0 otherwise",
+                Family::<ShardLabels, Gauge>::default(),
+            ),
+            shard_transitions: registered(
+                registry,
+                "wasm_operator_shard_transitions",
+                "Changes of this replica's hold on shard `shard`: acquired, lost, released",
+                Family::<ShardTransitionLabels, Counter>::default(),
+            ),
+            shard_reconciles: registered(
+                registry,
+                "wasm_operator_shard_reconciles",
+                "Reconciles this replica ran for primaries of shard `shard` (with --shards N > 1)",
+                Family::<ShardPluginLabels, Counter>::default(),
+            ),
+        }
+    }
+}
+
+/// Every metric the host records, in one Prometheus registry. Cheap to clone:
+/// clones share the same families.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    controller: ControllerFamilies,
+    plugin: PluginFamilies,
+    lease: LeaseFamilies,
 }
 
 impl Default for Metrics {
@@ -209,178 +394,21 @@ impl Metrics {
     /// A fresh registry with every family registered (and empty).
     pub fn new() -> Metrics {
         let mut registry = Registry::default();
-        let reconcile_total = Family::<ControllerResultLabels, Counter>::default();
-        let reconcile_errors = Family::<ControllerLabels, Counter>::default();
-        let reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(seconds_histogram);
-        let workqueue_depth = Family::<QueueLabels, Gauge>::default();
-        let workqueue_adds = Family::<QueueLabels, Counter>::default();
-        let call_duration: Family<CallLabels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(seconds_histogram);
-        let traps = Family::<PluginLabels, Counter>::default();
-        let timeouts = Family::<PluginLabels, Counter>::default();
-        let failures = Family::<FailureLabels, Counter>::default();
-        let limit_breaches = Family::<LimitLabels, Counter>::default();
-        let writes = Family::<WriteLabels, Counter>::default();
-        let events = Family::<EventLabels, Counter>::default();
-        let log_bytes = Family::<NameLabels, Counter>::default();
-        let answer_refusals = Family::<RefusalLabels, Counter>::default();
-        let refusals = Family::<FailureLabels, Counter>::default();
-        let plugin_ready = Family::<PluginNameLabels, Gauge>::default();
-        // Counters get their `_total` suffix from the encoder.
-        registry.register(
-            "controller_runtime_reconcile",
-            "Total number of reconciliations per controller",
-            reconcile_total.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_errors",
-            "Total number of reconciliation errors per controller",
-            reconcile_errors.clone(),
-        );
-        registry.register(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            reconcile_time.clone(),
-        );
-        registry.register(
-            "workqueue_depth",
-            "Reconciliations currently running per controller",
-            workqueue_depth.clone(),
-        );
-        registry.register(
-            "workqueue_adds",
-            "Total number of reconciliations started per controller",
-            workqueue_adds.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_call_duration_seconds",
-            "Duration of plugin calls",
-            call_duration.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_traps",
-            "Plugin calls that trapped",
-            traps.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_timeouts",
-            "Plugin calls that ran past their deadline",
-            timeouts.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_failures",
-            "Plugin calls that failed, by reason",
-            failures.clone(),
-        );
-        registry.register(
-            "wasm_operator_limit_breaches",
-            "Limits per reconcile a plugin's answer breached (refused or clamped), by limit",
-            limit_breaches.clone(),
-        );
-        registry.register(
-            "wasm_operator_writes",
-            "API writes made for a plugin's plans, by kind of write",
-            writes.clone(),
-        );
-        registry.register(
-            "wasm_operator_events",
-            "Events on a plugin's primaries, recorded or dropped by the limits",
-            events.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_log_bytes",
-            "Log bytes a plugin emitted (log import and stdout/stderr, after truncation)",
-            log_bytes.clone(),
-        );
-        registry.register(
-            "wasm_operator_refusals",
-            "Plugin answers refused before any write, by reason",
-            answer_refusals.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_version_refusals",
-            "Plugin versions the registry refused to serve, by reason (PermissionDenied, PrimaryKindConflict, RollbackRefused, ...)",
-            refusals.clone(),
-        );
-        registry.register(
-            "wasm_operator_plugin_ready",
-            "1 when the plugin's controller runs with every cache synced, 0 otherwise",
-            plugin_ready.clone(),
-        );
-        let shadow_comparisons = Family::<ShadowLabels, Counter>::default();
-        registry.register(
-            "wasm_operator_shadow_comparisons",
-            "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
-            shadow_comparisons.clone(),
-        );
-        let leader_status = Family::<LeaseLabels, Gauge>::default();
-        registry.register(
-            "leader_election_master_status",
-            "1 while this replica holds the leader-election Lease `name`, 0 otherwise (client-go's name)",
-            leader_status.clone(),
-        );
-        let leader_transitions = Family::<LeaseTransitionLabels, Counter>::default();
-        registry.register(
-            "wasm_operator_leader_election_transitions",
-            "Changes of this replica's leadership of Lease `name`: acquired, lost, released",
-            leader_transitions.clone(),
-        );
-        let fenced_writes = Family::<NameLabels, Counter>::default();
-        registry.register(
-            "wasm_operator_fenced_writes",
-            "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
-            fenced_writes.clone(),
-        );
-        let shard_owned = Family::<ShardLabels, Gauge>::default();
-        registry.register(
-            "wasm_operator_shard_owned",
-            "1 while this replica holds the Lease of shard `shard` (with --shards N > 1), 0 otherwise",
-            shard_owned.clone(),
-        );
-        let shard_transitions = Family::<ShardTransitionLabels, Counter>::default();
-        registry.register(
-            "wasm_operator_shard_transitions",
-            "Changes of this replica's hold on shard `shard`: acquired, lost, released",
-            shard_transitions.clone(),
-        );
-        let shard_reconciles = Family::<ShardPluginLabels, Counter>::default();
-        registry.register(
-            "wasm_operator_shard_reconciles",
-            "Reconciles this replica ran for primaries of shard `shard` (with --shards N > 1)",
-            shard_reconciles.clone(),
-        );
+        let controller = ControllerFamilies::register(&mut registry);
+        let plugin = PluginFamilies::register(&mut registry);
+        let lease = LeaseFamilies::register(&mut registry);
         Metrics {
             registry: Arc::new(registry),
-            reconcile_total,
-            reconcile_errors,
-            reconcile_time,
-            workqueue_depth,
-            workqueue_adds,
-            call_duration,
-            traps,
-            timeouts,
-            failures,
-            limit_breaches,
-            writes,
-            events,
-            log_bytes,
-            answer_refusals,
-            refusals,
-            plugin_ready,
-            shadow_comparisons,
-            leader_status,
-            leader_transitions,
-            fenced_writes,
-            shard_owned,
-            shard_transitions,
-            shard_reconciles,
+            controller,
+            plugin,
+            lease,
         }
     }
 
     /// Whether this replica holds the Lease of `shard`.
     pub fn shard_owned(&self, shard: usize, owned: bool) {
-        self.shard_owned
+        self.lease
+            .shard_owned
             .get_or_create(&ShardLabels {
                 shard: shard.to_string(),
             })
@@ -390,7 +418,8 @@ impl Metrics {
     /// This replica's hold on `shard` changed: `transition` is `acquired`,
     /// `lost` or `released`.
     pub fn shard_transition(&self, shard: usize, transition: &str) {
-        self.shard_transitions
+        self.lease
+            .shard_transitions
             .get_or_create(&ShardTransitionLabels {
                 shard: shard.to_string(),
                 transition: transition.to_string(),
@@ -400,7 +429,8 @@ impl Metrics {
 
     /// `plugin`'s controller reconciles a primary of `shard`.
     pub fn shard_reconcile(&self, plugin: &str, shard: usize) {
-        self.shard_reconciles
+        self.lease
+            .shard_reconciles
             .get_or_create(&ShardPluginLabels {
                 plugin: plugin.to_string(),
                 shard: shard.to_string(),
@@ -410,7 +440,8 @@ impl Metrics {
 
     /// Whether this replica holds the leader-election Lease `name`.
     pub fn leader_status(&self, name: &str, leading: bool) {
-        self.leader_status
+        self.lease
+            .leader_status
             .get_or_create(&LeaseLabels {
                 name: name.to_string(),
             })
@@ -420,7 +451,8 @@ impl Metrics {
     /// This replica's leadership of Lease `name` changed: `transition` is
     /// `acquired`, `lost` or `released`.
     pub fn leader_transition(&self, name: &str, transition: &str) {
-        self.leader_transitions
+        self.lease
+            .leader_transitions
             .get_or_create(&LeaseTransitionLabels {
                 name: name.to_string(),
                 transition: transition.to_string(),
@@ -430,7 +462,8 @@ impl Metrics {
 
     /// A write of `plugin`'s controller was dropped or refused by fencing.
     pub fn fenced_write(&self, plugin: &str) {
-        self.fenced_writes
+        self.lease
+            .fenced_writes
             .get_or_create(&NameLabels {
                 plugin: plugin.to_string(),
             })
@@ -439,7 +472,8 @@ impl Metrics {
 
     /// An answer of `plugin` breached `limit` (a `plan::Limit` name).
     pub fn limit_breach(&self, plugin: &str, limit: &str) {
-        self.limit_breaches
+        self.plugin
+            .limit_breaches
             .get_or_create(&LimitLabels {
                 plugin: plugin.to_string(),
                 limit: limit.to_string(),
@@ -452,7 +486,8 @@ impl Metrics {
         if count == 0 {
             return;
         }
-        self.writes
+        self.plugin
+            .writes
             .get_or_create(&WriteLabels {
                 plugin: plugin.to_string(),
                 write: kind.as_str().to_string(),
@@ -465,7 +500,8 @@ impl Metrics {
     pub fn events(&self, plugin: &str, recorded: usize, dropped: usize) {
         for (outcome, count) in [("recorded", recorded), ("dropped", dropped)] {
             if count > 0 {
-                self.events
+                self.plugin
+                    .events
                     .get_or_create(&EventLabels {
                         plugin: plugin.to_string(),
                         outcome: outcome.to_string(),
@@ -477,7 +513,8 @@ impl Metrics {
 
     /// An answer of `plugin` refused before any write, with `reason`.
     pub fn refusal(&self, plugin: &str, reason: &str) {
-        self.answer_refusals
+        self.plugin
+            .answer_refusals
             .get_or_create(&RefusalLabels {
                 plugin: plugin.to_string(),
                 reason: reason.to_string(),
@@ -488,9 +525,10 @@ impl Metrics {
     /// Replaces the per-plugin readiness series with `plugins` (name,
     /// ready): a plugin no longer loaded loses its series.
     pub fn plugins_ready<'a>(&self, plugins: impl IntoIterator<Item = (&'a str, bool)>) {
-        self.plugin_ready.clear();
+        self.plugin.plugin_ready.clear();
         for (plugin, ready) in plugins {
-            self.plugin_ready
+            self.plugin
+                .plugin_ready
                 .get_or_create(&PluginNameLabels {
                     plugin: plugin.to_string(),
                 })
@@ -501,7 +539,8 @@ impl Metrics {
     /// The registry refused version `version` of plugin `plugin` with
     /// `reason` (a `RegistryError::reason()` string).
     pub fn version_refused(&self, plugin: &str, version: &str, reason: &str) {
-        self.refusals
+        self.plugin
+            .refusals
             .get_or_create(&FailureLabels {
                 plugin: plugin.to_string(),
                 version: version.to_string(),
@@ -521,13 +560,16 @@ impl Metrics {
     /// Creates the per-controller series at zero, so dashboards and alerts see
     /// `errors_total 0` instead of no series before the first failure.
     pub fn controller_started(&self, controller: &str) {
-        let _ = self.reconcile_errors.get_or_create(&ControllerLabels {
-            controller: controller.to_string(),
-        });
-        let _ = self.workqueue_depth.get_or_create(&QueueLabels {
+        let _ = self
+            .controller
+            .reconcile_errors
+            .get_or_create(&ControllerLabels {
+                controller: controller.to_string(),
+            });
+        let _ = self.controller.workqueue_depth.get_or_create(&QueueLabels {
             name: controller.to_string(),
         });
-        let _ = self.workqueue_adds.get_or_create(&QueueLabels {
+        let _ = self.controller.workqueue_adds.get_or_create(&QueueLabels {
             name: controller.to_string(),
         });
     }
@@ -538,8 +580,8 @@ impl Metrics {
             plugin: plugin.to_string(),
             version: version.to_string(),
         };
-        let _ = self.traps.get_or_create(&pv);
-        let _ = self.timeouts.get_or_create(&pv);
+        let _ = self.plugin.traps.get_or_create(&pv);
+        let _ = self.plugin.timeouts.get_or_create(&pv);
     }
 
     /// A reconcile of `controller` started (queue bookkeeping).
@@ -547,13 +589,14 @@ impl Metrics {
         let labels = QueueLabels {
             name: controller.to_string(),
         };
-        let _ = self.workqueue_adds.get_or_create(&labels).inc();
-        let _ = self.workqueue_depth.get_or_create(&labels).inc();
+        let _ = self.controller.workqueue_adds.get_or_create(&labels).inc();
+        let _ = self.controller.workqueue_depth.get_or_create(&labels).inc();
     }
 
     /// A reconcile of `controller` finished after `seconds` with `result`.
     pub fn reconcile_finished(&self, controller: &str, result: ReconcileResult, seconds: f64) {
         let _ = self
+            .controller
             .workqueue_depth
             .get_or_create(&QueueLabels {
                 name: controller.to_string(),
@@ -562,21 +605,29 @@ impl Metrics {
         let labels = ControllerLabels {
             controller: controller.to_string(),
         };
-        self.reconcile_time.get_or_create(&labels).observe(seconds);
-        self.reconcile_total
+        self.controller
+            .reconcile_time
+            .get_or_create(&labels)
+            .observe(seconds);
+        self.controller
+            .reconcile_total
             .get_or_create(&ControllerResultLabels {
                 controller: controller.to_string(),
                 result: result.as_str().to_string(),
             })
             .inc();
         if result == ReconcileResult::Error {
-            self.reconcile_errors.get_or_create(&labels).inc();
+            self.controller
+                .reconcile_errors
+                .get_or_create(&labels)
+                .inc();
         }
     }
 
     /// One plugin call finished after `seconds`.
     pub fn plugin_call(&self, plugin: &str, version: &str, function: &str, seconds: f64) {
-        self.call_duration
+        self.plugin
+            .call_duration
             .get_or_create(&CallLabels {
                 plugin: plugin.to_string(),
                 version: version.to_string(),
@@ -593,14 +644,15 @@ impl Metrics {
         };
         match reason {
             "PluginTrap" => {
-                self.traps.get_or_create(&pv).inc();
+                self.plugin.traps.get_or_create(&pv).inc();
             }
             "PluginTimeout" => {
-                self.timeouts.get_or_create(&pv).inc();
+                self.plugin.timeouts.get_or_create(&pv).inc();
             }
             _ => {}
         }
-        self.failures
+        self.plugin
+            .failures
             .get_or_create(&FailureLabels {
                 plugin: pv.plugin,
                 version: pv.version,
@@ -621,7 +673,8 @@ impl crate::engine::CallObserver for Metrics {
             report.duration.as_secs_f64(),
         );
         if report.log_bytes > 0 {
-            self.log_bytes
+            self.plugin
+                .log_bytes
                 .get_or_create(&NameLabels {
                     plugin: report.plugin.to_string(),
                 })
@@ -681,7 +734,8 @@ impl Metrics {
         candidate: &str,
         result: ShadowResult,
     ) {
-        self.shadow_comparisons
+        self.plugin
+            .shadow_comparisons
             .get_or_create(&ShadowLabels {
                 plugin: plugin.to_string(),
                 stable: stable.to_string(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use wasm_operator::contract::{CallContext, Failure, ObjectRef};
 use wasm_operator::engine::{
-    CacheReader, CallError, CallLimits, CallObserver, CallReport, EmptyCache, Engine, EngineConfig,
-    EngineError, InstanceAllocation, LoadedPlugin,
+    CacheReader, CallError, CallFailure, CallLimits, CallObserver, CallReport, EmptyCache, Engine,
+    EngineConfig, EngineError, InstanceAllocation, LoadedPlugin,
 };
 
 fn component(name: &str) -> Vec<u8> {
@@ -203,7 +203,7 @@ async fn observer_sees_every_call() {
 async fn trap_is_a_trap() {
     let plugin = engine().load(&component("faulty")).unwrap();
     let err = faulty_call(&plugin, "trap").await.unwrap_err();
-    assert!(matches!(err, CallError::Trap { .. }), "{err}");
+    assert!(matches!(err.failure, CallFailure::Trap { .. }), "{err}");
     assert_eq!(err.reason(), "PluginTrap");
     assert!(err.to_string().contains(&plugin.manifest().name), "{err}");
     // The panic message the plugin printed is part of the error.
@@ -223,7 +223,7 @@ async fn endless_loop_times_out() {
     });
     let err = faulty_call(&plugin, "loop").await.unwrap_err();
     assert!(
-        matches!(err, CallError::Timeout { timeout, .. } if timeout == Duration::from_secs(1)),
+        matches!(err.failure, CallFailure::Timeout { timeout } if timeout == Duration::from_secs(1)),
         "{err}"
     );
     still_serves(&plugin).await;
@@ -257,9 +257,10 @@ async fn full_instance_pool_is_a_clear_transient_error() {
         tokio::spawn(async move {
             loop {
                 match faulty_call(&plugin, "loop").await {
-                    Err(CallError::InstancePoolFull { .. }) => {
-                        tokio::time::sleep(Duration::from_millis(5)).await
-                    }
+                    Err(CallError {
+                        failure: CallFailure::InstancePoolFull { .. },
+                        ..
+                    }) => tokio::time::sleep(Duration::from_millis(5)).await,
                     ended => break ended,
                 }
             }
@@ -275,11 +276,8 @@ async fn full_instance_pool_is_a_clear_transient_error() {
     };
     assert!(
         matches!(
-            full,
-            CallError::InstancePoolFull {
-                max_instances: 1,
-                ..
-            }
+            full.failure,
+            CallFailure::InstancePoolFull { max_instances: 1 }
         ),
         "{full}"
     );
@@ -307,7 +305,10 @@ async fn full_instance_pool_is_a_clear_transient_error() {
         "{busy}"
     );
     let ended = looping.await.unwrap().unwrap_err();
-    assert!(matches!(ended, CallError::Timeout { .. }), "{ended}");
+    assert!(
+        matches!(ended.failure, CallFailure::Timeout { .. }),
+        "{ended}"
+    );
     still_serves(&plugin).await;
     engine.load(&component("webapp")).unwrap();
 }
@@ -321,7 +322,7 @@ async fn unbounded_allocation_hits_the_memory_limit() {
     });
     let err = faulty_call(&plugin, "memory").await.unwrap_err();
     assert!(
-        matches!(err, CallError::MemoryExceeded { limit, .. } if limit == 64 << 20),
+        matches!(err.failure, CallFailure::MemoryExceeded { limit } if limit == 64 << 20),
         "{err}"
     );
     still_serves(&plugin).await;
@@ -331,7 +332,10 @@ async fn unbounded_allocation_hits_the_memory_limit() {
 async fn garbage_is_invalid_output() {
     let plugin = engine().load(&component("faulty")).unwrap();
     let err = faulty_call(&plugin, "garbage").await.unwrap_err();
-    assert!(matches!(err, CallError::InvalidOutput { .. }), "{err}");
+    assert!(
+        matches!(err.failure, CallFailure::InvalidOutput { .. }),
+        "{err}"
+    );
     still_serves(&plugin).await;
 }
 
@@ -344,7 +348,7 @@ async fn huge_output_is_too_large() {
     });
     let err = faulty_call(&plugin, "huge").await.unwrap_err();
     assert!(
-        matches!(err, CallError::OutputTooLarge { size, limit, .. } if size > limit),
+        matches!(err.failure, CallFailure::OutputTooLarge { size, limit } if size > limit),
         "{err}"
     );
     still_serves(&plugin).await;
@@ -354,12 +358,12 @@ async fn huge_output_is_too_large() {
 async fn undeclared_read_is_denied() {
     let plugin = engine().load(&component("faulty")).unwrap();
     let err = faulty_call(&plugin, "read-undeclared").await.unwrap_err();
-    match &err {
-        CallError::CapabilityDenied { kind, .. } => {
+    match &err.failure {
+        CallFailure::CapabilityDenied { kind } => {
             let (api_version, name) = kind.rsplit_once('/').unwrap();
             assert!(!plugin.manifest().may_read(api_version, name), "{kind}");
         }
-        other => panic!("expected CapabilityDenied, got {other}"),
+        _ => panic!("expected CapabilityDenied, got {err}"),
     }
     assert_eq!(err.reason(), "CapabilityDenied");
     still_serves(&plugin).await;
@@ -370,13 +374,13 @@ async fn plugin_failures_are_passed_through() {
     let plugin = engine().load(&component("faulty")).unwrap();
     let err = faulty_call(&plugin, "permanent").await.unwrap_err();
     assert!(
-        matches!(err, CallError::Failed(Failure::Permanent(_))),
+        matches!(err.failure, CallFailure::Failed(Failure::Permanent(_))),
         "{err}"
     );
     assert!(err.is_permanent());
     let err = faulty_call(&plugin, "transient-then-ok").await.unwrap_err();
     assert!(
-        matches!(err, CallError::Failed(Failure::Transient(_))),
+        matches!(err.failure, CallFailure::Failed(Failure::Transient(_))),
         "{err}"
     );
     assert!(!err.is_permanent());

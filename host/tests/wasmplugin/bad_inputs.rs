@@ -169,7 +169,7 @@ fn hold_the_only_instance(
     engine: &wasm_operator::engine::Engine,
     hold: std::time::Duration,
 ) -> std::thread::JoinHandle<()> {
-    use wasm_operator::engine::{CallError, CallLimits, EmptyCache};
+    use wasm_operator::engine::{CallError, CallFailure, CallLimits, EmptyCache};
     let faulty = engine.load(&support::plugin_bytes("faulty")).unwrap();
     let faulty = faulty.with_limits(CallLimits {
         timeout: hold,
@@ -198,11 +198,21 @@ fn hold_the_only_instance(
         let call = call.clone();
         std::thread::spawn(move || {
             // It may find the slot taken by the probes below: it retries.
-            while let Err(CallError::InstancePoolFull { .. }) = call("loop") {}
+            while let Err(CallError {
+                failure: CallFailure::InstancePoolFull { .. },
+                ..
+            }) = call("loop")
+            {}
         })
     };
     // Probe until a call finds the pool full: the endless call holds the slot.
-    while !matches!(call("ok"), Err(CallError::InstancePoolFull { .. })) {
+    while !matches!(
+        call("ok"),
+        Err(CallError {
+            failure: CallFailure::InstancePoolFull { .. },
+            ..
+        })
+    ) {
         assert!(!holder.is_finished(), "the endless call ended early");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }

@@ -45,6 +45,10 @@
 //! naming it: the host puts its finalizer and annotations on every object of
 //! the primary kind it serves.
 
+mod rbac;
+
+pub use rbac::{RbacRefusal, rbac_objects};
+
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -249,6 +253,13 @@ pub enum ExcessKind {
     BuiltInPrimary,
     /// The grant's list does not include the kind.
     NotListed,
+    /// The grant's list does not include the kind, but names one like it
+    /// the way Kubernetes never spells a kind (a plural such as `Services`,
+    /// or other letter case): the cluster operator most likely meant it.
+    Misspelled {
+        /// The grant entry's kind, as written (`Services`).
+        written: String,
+    },
 }
 
 /// One thing a manifest asks for beyond its grant.
@@ -285,6 +296,12 @@ impl fmt::Display for Excess {
             ExcessKind::NotListed => {
                 write!(f, " (not in the grant's {} list)", self.access.field())
             }
+            ExcessKind::Misspelled { written } => write!(
+                f,
+                " (not in the grant's {} list, which names `{written}`: did you mean `{}`? A grant names kinds as an object's `kind` field does: singular and CamelCase)",
+                self.access.field(),
+                k.kind
+            ),
         }
     }
 }
@@ -378,11 +395,39 @@ impl Grant {
         if granted {
             return None;
         }
+        if let Some(written) = self.misspelling_of(access, kind) {
+            return Some(ExcessKind::Misspelled { written });
+        }
         Some(match sensitive {
             Some(why) => ExcessKind::Sensitive(why),
             None if built_in_primary => ExcessKind::BuiltInPrimary,
             None => ExcessKind::NotListed,
         })
+    }
+
+    /// A kind of the list `access` consults, in `kind`'s group, that is
+    /// `kind` misspelled the way people do (its plural, or other letter
+    /// case), as written in the grant.
+    fn misspelling_of(&self, access: Access, kind: &ResourceKind) -> Option<String> {
+        let lists = match access {
+            Access::Primary | Access::Own => [self.own.as_deref(), None],
+            Access::Read => [self.read.as_deref(), self.own.as_deref()],
+        };
+        let wanted = kind.kind.to_ascii_lowercase();
+        let plural = kind.plural.to_ascii_lowercase();
+        lists
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|entry| entry.group == kind.group && entry.kind != kind.kind)
+            .find(|entry| {
+                let written = entry.kind.to_ascii_lowercase();
+                written == wanted
+                    || written == plural
+                    || written == format!("{wanted}s")
+                    || written == format!("{wanted}es")
+            })
+            .map(|entry| entry.kind.clone())
     }
 
     /// True when objects in `namespace` are granted. `labels` are the
@@ -647,6 +692,54 @@ mod tests {
             problems(&grant, &m)[0].2,
             ExcessKind::Sensitive(_)
         ));
+    }
+
+    #[test]
+    fn a_plural_or_lower_case_kind_in_the_grant_gets_a_hint() {
+        let m = manifest(webapp(), vec![service()], vec![configmap()]);
+        let grant = Grant {
+            own: Some(vec![gk("example.com", "WebApp"), gk("", "Services")]),
+            read: Some(vec![gk("", "configmap")]),
+            ..Grant::default()
+        };
+        let excesses = grant.check(&m);
+        assert_eq!(
+            problems(&grant, &m),
+            vec![
+                (
+                    Access::Own,
+                    "Service".into(),
+                    ExcessKind::Misspelled {
+                        written: "Services".into()
+                    }
+                ),
+                (
+                    Access::Read,
+                    "ConfigMap".into(),
+                    ExcessKind::Misspelled {
+                        written: "configmap".into()
+                    }
+                ),
+            ]
+        );
+        let text = excesses[0].to_string();
+        assert!(
+            text.contains("names `Services`: did you mean `Service`?"),
+            "{text}"
+        );
+        // Another group's kind of the same name is no misspelling.
+        let grant = Grant {
+            own: Some(vec![
+                gk("example.com", "WebApp"),
+                gk("example.com", "Services"),
+            ]),
+            read: Some(vec![gk("", "ConfigMap")]),
+            ..Grant::default()
+        };
+        assert_eq!(
+            problems(&grant, &m),
+            vec![(Access::Own, "Service".into(), ExcessKind::NotListed)]
+        );
     }
 
     #[test]
