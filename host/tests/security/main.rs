@@ -1,5 +1,5 @@
-//! Security tests: the hostile test plugins (`plugins/hostile`,
-//! `plugins/hostile-liar`, `plugins/hostile-core`) attack the host through
+//! Security tests: the hostile test plugins (`plugins/fixtures/hostile`,
+//! `plugins/fixtures/hostile-liar`, `plugins/fixtures/hostile-core`) attack the host through
 //! the API it writes for them, on a real devcluster over HTTP. Every attack
 //! must end in a refusal or a clear condition, with nothing written that
 //! should not be, and the host serving everything else.
