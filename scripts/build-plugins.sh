@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the first-party plugins as WebAssembly components (wasm32-wasip2).
+# Builds the first-party plugins (plugins/*) and the test fixtures
+# (plugins/fixtures/*) as WebAssembly components (wasm32-wasip2).
 # A cdylib built for wasm32-wasip2 already is a component; no post-processing.
 #
 # Output: target/wasm32-wasip2/release/{webapp,faulty,...}.wasm (or under
@@ -20,7 +21,10 @@ if ! rustup target add wasm32-wasip2 >/dev/null 2>&1; then
     exit 1
 fi
 
-plugins=(webapp faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core webapp-next webapp-differ webapp-flaky webapp-loop distributedkv distributedkv-lossy distributedkv-trap)
+# Package names; each output is named after its package, wherever its crate is.
+shipped=(webapp distributedkv)
+fixtures=(faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core webapp-next webapp-differ webapp-flaky webapp-loop distributedkv-lossy distributedkv-trap)
+plugins=("${shipped[@]}" "${fixtures[@]}")
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
 

@@ -61,8 +61,10 @@ impl PluginCrate {
     }
 }
 
-/// Every crate directory (one holding a `Cargo.toml`) under `plugins_dir`,
-/// sorted by package name.
+/// Every crate directory (one holding a `Cargo.toml`) directly under
+/// `plugins_dir`, sorted by package name. Only direct children count: the
+/// test fixtures live one level down (`plugins/fixtures/<name>`), so `dev`
+/// never builds or loads them.
 pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildError> {
     let entries = std::fs::read_dir(plugins_dir).map_err(|source| BuildError::ReadDir {
         path: plugins_dir.to_path_buf(),
@@ -198,6 +200,23 @@ mod tests {
             std::fs::create_dir(dir.path().join(name)).unwrap();
             let toml = format!("[package]\nname = \"{name}\"\n{extra}");
             std::fs::write(dir.path().join(name).join("Cargo.toml"), toml).unwrap();
+        }
+        let found: Vec<String> = find_plugin_crates(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|c| c.package)
+            .collect();
+        assert_eq!(found, ["main"]);
+    }
+
+    #[test]
+    fn crates_below_a_plain_folder_are_not_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in ["main", "fixtures/faulty"] {
+            std::fs::create_dir_all(dir.path().join(path)).unwrap();
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let toml = format!("[package]\nname = \"{name}\"\n");
+            std::fs::write(dir.path().join(path).join("Cargo.toml"), toml).unwrap();
         }
         let found: Vec<String> = find_plugin_crates(dir.path())
             .unwrap()

@@ -21,16 +21,11 @@ mod shadow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use devcluster::TestCluster;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use wasm_operator::engine::EngineConfig;
-use wasm_operator::manager::{Manager, ManagerOptions};
 use wasm_operator::registry::{
-    ActivationOptions, LoadedVersion, Registry, RegistryError, RegistryOptions, Rollout,
-    RolloutSettings,
+    ActivationOptions, LoadedVersion, RegistryError, Rollout, RolloutSettings,
 };
-use wasm_operator::telemetry::Metrics;
 
 /// How long a test waits for the host to converge before failing.
 pub const CONVERGE: Duration = Duration::from_secs(120);
@@ -52,64 +47,21 @@ pub const V2: &str = "webapp_v2";
 /// webapp 3.0.0: min_compatible_version 3.0.0.
 pub const V3: &str = "webapp_v3";
 
-/// A devcluster with the host running against it.
-pub struct Host {
-    pub cluster: TestCluster,
-    pub manager: Manager,
-    pub registry: Registry,
-    pub metrics: Metrics,
-    cache_dir: tempfile::TempDir,
-}
+pub use support::host::Host;
 
 impl Host {
+    /// A host with the WebApp CRD installed.
     pub async fn start() -> Host {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(
-                tracing_subscriber::EnvFilter::try_from_default_env()
-                    .unwrap_or_else(|_| "info".into()),
-            )
-            .with_test_writer()
-            .try_init();
-        let cluster = support::start_cluster().await;
-        support::install_crd(&cluster.client(), &support::example_crd("webapp")).await;
-        let cache_dir = tempfile::tempdir().unwrap();
-        let metrics = Metrics::new();
-        let manager = new_manager(&cluster, &cache_dir, &metrics).await;
-        Host {
-            cluster,
-            registry: manager.registry().clone(),
-            manager,
-            metrics,
-            cache_dir,
-        }
-    }
-
-    pub fn client(&self) -> kube::Client {
-        self.cluster.client()
-    }
-
-    /// Stops every controller and starts a fresh host with no plugins.
-    pub async fn restart(&mut self) {
-        self.manager.shutdown().await;
-        self.manager = new_manager(&self.cluster, &self.cache_dir, &self.metrics).await;
-        self.registry = self.manager.registry().clone();
+        Host::builder().crd("webapp").start().await
     }
 
     /// Loads the built plugin `file` as the stable version.
     pub async fn load(&self, file: &str) -> LoadedVersion {
-        let path = support::plugin_wasm(file);
-        self.registry
-            .load(
-                &format!("file:{}", path.display()),
-                &support::plugin_bytes(file),
-                json!({}),
-            )
+        self.try_load(file)
             .await
             .unwrap_or_else(|e| panic!("loading {file}: {e}"))
     }
 
-    /// Sets the built plugin `file` as webapp's candidate with `settings`.
     /// Compiles and checks the built plugin `file` as a new webapp version.
     pub async fn prepare(&self, file: &str) -> wasm_operator::registry::Candidate {
         let path = support::plugin_wasm(file);
@@ -123,6 +75,7 @@ impl Host {
             .unwrap_or_else(|e| panic!("preparing {file}: {e}"))
     }
 
+    /// Sets the built plugin `file` as webapp's candidate with `settings`.
     pub async fn try_canary(
         &self,
         file: &str,
@@ -156,30 +109,6 @@ pub fn fast(rollout: Rollout) -> RolloutSettings {
         rollout_rate: 500.0,
         ..RolloutSettings::new(rollout)
     }
-}
-
-async fn new_manager(
-    cluster: &TestCluster,
-    cache_dir: &tempfile::TempDir,
-    metrics: &Metrics,
-) -> Manager {
-    let options = RegistryOptions {
-        concurrency: 4,
-        engine: EngineConfig {
-            cache_dir: Some(cache_dir.path().to_path_buf()),
-            ..EngineConfig::default()
-        },
-        metrics: metrics.clone(),
-    };
-    Manager::start(
-        cluster.client(),
-        ManagerOptions {
-            registry: options,
-            ..ManagerOptions::default()
-        },
-    )
-    .await
-    .unwrap()
 }
 
 pub fn webapp_kind() -> ApiResource {

@@ -30,13 +30,15 @@ impl Host {
     /// Short limits keep the fault tests quick: a looping plugin is cut off
     /// after 1 s, a greedy one at 64 MiB.
     pub async fn start() -> Host {
-        Host::start_with(CallLimits {
-            timeout: Duration::from_secs(1),
-            memory_bytes: 64 << 20,
-            output_bytes: 1 << 20,
-            ..CallLimits::default()
-        })
-        .await
+        Host::builder()
+            .limits(CallLimits {
+                timeout: Duration::from_secs(1),
+                memory_bytes: 64 << 20,
+                output_bytes: 1 << 20,
+                ..CallLimits::default()
+            })
+            .start()
+            .await
     }
 
     /// Installs `examples/<plugin>/crd.yaml` and loads the built plugin.

@@ -1,5 +1,5 @@
-//! Security tests: the hostile test plugins (`plugins/hostile`,
-//! `plugins/hostile-liar`, `plugins/hostile-core`) attack the host through
+//! Security tests: the hostile test plugins (`plugins/fixtures/hostile`,
+//! `plugins/fixtures/hostile-liar`, `plugins/fixtures/hostile-core`) attack the host through
 //! the API it writes for them, on a real devcluster over HTTP. Every attack
 //! must end in a refusal or a clear condition, with nothing written that
 //! should not be, and the host serving everything else.
@@ -34,27 +34,15 @@ impl Host {
     /// A host with short limits (2 s per call, 256 MiB: the flood attacks
     /// need room to build their answers) and the Attack CRD installed.
     pub async fn start() -> Host {
-        let host = Host::start_with(CallLimits {
-            timeout: Duration::from_secs(2),
-            memory_bytes: 256 << 20,
-            output_bytes: 16 << 20,
-            ..CallLimits::default()
-        })
-        .await;
-        support::install_crd(&host.client(), &support::example_crd("hostile")).await;
-        host
-    }
-
-    /// Loads the built plugin `plugin` (e.g. `hostile`, `hostile_liar`)
-    /// with the default settings; the registry's verdict.
-    pub async fn try_load(&self, plugin: &str) -> Result<LoadedVersion, RegistryError> {
-        let path = support::plugin_wasm(plugin);
-        self.registry
-            .load(
-                &format!("file:{}", path.display()),
-                &support::plugin_bytes(plugin),
-                json!({}),
-            )
+        Host::builder()
+            .limits(CallLimits {
+                timeout: Duration::from_secs(2),
+                memory_bytes: 256 << 20,
+                output_bytes: 16 << 20,
+                ..CallLimits::default()
+            })
+            .crd("hostile")
+            .start()
             .await
     }
 

@@ -1,26 +1,55 @@
 //! The host (manager, registry, controllers, telemetry) running against a
-//! test cluster (a fresh devcluster, or a lease on the real control plane): what the `e2e` and `security` binaries start per test.
+//! test cluster (a fresh devcluster, or a lease on the real control plane):
+//! what the `e2e`, `security`, `canary` and `upgrade` binaries start per
+//! test, each through [`Host::builder`] with the options it needs.
 
 use devcluster::TestCluster;
+use serde_json::json;
 use wasm_operator::engine::{CallLimits, EngineConfig};
 use wasm_operator::manager::{Manager, ManagerOptions};
-use wasm_operator::registry::{Registry, RegistryOptions};
+use wasm_operator::registry::{LoadedVersion, Registry, RegistryError, RegistryOptions};
 use wasm_operator::telemetry::Metrics;
 
-/// A devcluster with the host running against it.
+/// A test cluster with the host running against it.
 pub struct Host {
     pub cluster: TestCluster,
     pub manager: Manager,
     /// The manager's registry.
     pub registry: Registry,
     pub metrics: Metrics,
-    _cache_dir: tempfile::TempDir,
+    /// The limits every plugin call gets; a restart keeps them.
+    limits: CallLimits,
+    cache_dir: tempfile::TempDir,
 }
 
-impl Host {
-    /// Starts a devcluster and a manager (concurrency 4, a private compile
-    /// cache) whose plugin calls get `limits`.
-    pub async fn start_with(limits: CallLimits) -> Host {
+/// How a [`Host`] is started: the limits of its plugin calls and the example
+/// CRDs installed before the manager starts.
+#[derive(Debug, Clone, Default)]
+pub struct HostBuilder {
+    limits: CallLimits,
+    crds: Vec<String>,
+}
+
+impl HostBuilder {
+    /// Every plugin call gets `limits` (default: [`CallLimits::default`]).
+    pub fn limits(mut self, limits: CallLimits) -> HostBuilder {
+        self.limits = limits;
+        self
+    }
+
+    /// Installs `examples/<example>/crd.yaml` once the cluster is up, before
+    /// the manager starts.
+    pub fn crd(mut self, example: &str) -> HostBuilder {
+        self.crds.push(example.to_string());
+        self
+    }
+
+    /// Starts a cluster, installs the CRDs and starts a manager
+    /// (concurrency 4, a private compile cache).
+    pub async fn start(self) -> Host {
+        // oci-client enables rustls's aws-lc-rs next to kube's ring; with two
+        // providers rustls cannot pick one by itself.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         // Captured per test, shown when a test fails.
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
@@ -30,36 +59,79 @@ impl Host {
             .with_test_writer()
             .try_init();
         let cluster = super::start_cluster().await;
+        for example in &self.crds {
+            super::install_crd(&cluster.client(), &super::example_crd(example)).await;
+        }
         let cache_dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new();
-        let options = RegistryOptions {
-            concurrency: 4,
-            engine: EngineConfig {
-                cache_dir: Some(cache_dir.path().to_path_buf()),
-                limits,
-                ..EngineConfig::default()
-            },
-            metrics: metrics.clone(),
-        };
-        let manager = Manager::start(
-            cluster.client(),
-            ManagerOptions {
-                registry: options,
-                ..ManagerOptions::default()
-            },
-        )
-        .await
-        .unwrap();
+        let manager = new_manager(&cluster, &cache_dir, &metrics, self.limits).await;
         Host {
             cluster,
             registry: manager.registry().clone(),
             manager,
             metrics,
-            _cache_dir: cache_dir,
+            limits: self.limits,
+            cache_dir,
         }
+    }
+}
+
+impl Host {
+    /// A builder for a host with default limits and no CRDs.
+    pub fn builder() -> HostBuilder {
+        HostBuilder::default()
     }
 
     pub fn client(&self) -> kube::Client {
         self.cluster.client()
     }
+
+    /// Stops every controller and starts a fresh host with no plugins (same
+    /// cluster, metrics, limits and compile cache): what the host looks like
+    /// after a process restart.
+    pub async fn restart(&mut self) {
+        self.manager.shutdown().await;
+        self.manager =
+            new_manager(&self.cluster, &self.cache_dir, &self.metrics, self.limits).await;
+        self.registry = self.manager.registry().clone();
+    }
+
+    /// Loads (or swaps to) the built plugin `file` (e.g. `webapp_v2`) with
+    /// an empty config; the registry's verdict.
+    pub async fn try_load(&self, file: &str) -> Result<LoadedVersion, RegistryError> {
+        let path = super::plugin_wasm(file);
+        self.registry
+            .load(
+                &format!("file:{}", path.display()),
+                &super::plugin_bytes(file),
+                json!({}),
+            )
+            .await
+    }
+}
+
+async fn new_manager(
+    cluster: &TestCluster,
+    cache_dir: &tempfile::TempDir,
+    metrics: &Metrics,
+    limits: CallLimits,
+) -> Manager {
+    let options = RegistryOptions {
+        concurrency: 4,
+        engine: EngineConfig {
+            cache_dir: Some(cache_dir.path().to_path_buf()),
+            limits,
+            ..EngineConfig::default()
+        },
+        metrics: metrics.clone(),
+    };
+    Manager::start(
+        cluster.client(),
+        ManagerOptions {
+            registry: options,
+            ..ManagerOptions::default()
+        },
+    )
+    .await
+    .unwrap()
 }
