@@ -1,6 +1,7 @@
 //! Every reason the host writes into a condition, an event or an audit
 //! line, in one enum, so an on-call engineer can search for them and the
-//! README's tables can be checked against the code.
+//! documentation's tables can be checked against the code
+//! (`host/tests/reasons.rs`).
 
 use std::fmt;
 
@@ -8,11 +9,11 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReasonScope {
     /// On a primary object (`Degraded`/`Ready` conditions and Warning
-    /// events) when one reconcile fails: the README's "What happens when a
-    /// plugin misbehaves" table.
+    /// events) when one reconcile fails: the "What happens when a plugin
+    /// misbehaves" table of docs/operations.md.
     Reconcile,
-    /// On a primary when the version walk stops a reconcile (README,
-    /// "Version-aware upgrades").
+    /// On a primary when the version walk stops a reconcile
+    /// (docs/deploying-plugins.md, "Version-aware upgrades").
     Upgrade,
     /// On a `WasmPlugin` (its `Degraded` condition and Warning events) when a
     /// version cannot be loaded or served.

@@ -41,9 +41,8 @@ struct Inner {
     reconciler: reconciler::GuestIndices,
     migration: Option<migration::GuestIndices>,
     /// Looked up at load so that a manifest declaring `backup` without the
-    /// interface is refused then. Nothing calls the backup interface yet: the
-    /// backup issue (scheduled backups, DESIGN.md `backup/`) will, through
-    /// these indices.
+    /// interface is refused then. Nothing calls the backup interface yet:
+    /// scheduled backups, when they come, will, through these indices.
     #[allow(dead_code)]
     backup: Option<backup::GuestIndices>,
     manifest: Arc<contract::Manifest>,
@@ -348,9 +347,10 @@ impl LoadedPlugin {
     }
 
     /// Converts an object of the primary kind (its compact JSON text) to
-    /// another API version. Nothing in the host calls it yet: the CRD
-    /// conversion webhook (a later issue, DESIGN.md `webhook/`) will; it is
-    /// kept so that the contract's `migration.convert` has its host side.
+    /// another API version: the CRD conversion webhook answers each
+    /// ConversionReview through it (`webhook::server`), and the round-trip
+    /// gate checks a new version with it before that version serves
+    /// (`webhook::gate`).
     pub async fn convert(&self, object: String, to_api_version: &str) -> Result<Value, CallError> {
         let migration = self.migration_indices("convert")?;
         let to_api_version = to_api_version.to_string();

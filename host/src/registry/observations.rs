@@ -166,7 +166,7 @@ pub enum DryRunState {
 pub struct DryRunFailure {
     /// The primary.
     pub object: ObjectName,
-    /// The reason, e.g. `PluginTrapped`, `PluginFailed`, `CapabilityDenied`.
+    /// The reason, e.g. `PluginTrap`, `ReconcileFailed`, `CapabilityDenied`.
     pub reason: String,
     /// What failed, as the stable reconcile would have reported it.
     pub message: String,
