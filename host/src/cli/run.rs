@@ -16,7 +16,7 @@ use crate::lease::{LeaderElectionConfig, LeaseError};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
 use crate::wasmplugin::source::{FileError, read_plugin_file};
-use crate::webhook::{ConversionWebhook, WebhookError, gate};
+use crate::webhook::{ConversionWebhook, WebhookBoard, WebhookError, gate};
 
 /// Arguments of `wasm-operator run`.
 #[derive(Debug, Args)]
@@ -472,26 +472,30 @@ async fn start(
     // The webhook serves before any plugin loads, so a CRD pointed at it by
     // an earlier run is answered as soon as its plugin is back.
     let webhook = match args.webhook.options(None) {
-        Some(options) => {
-            match ConversionWebhook::start(client.clone(), manager.registry().clone(), options)
-                .await
-            {
-                Ok(webhook) => {
-                    webhook.gate_writes(manager.write_gate().clone());
-                    Some(webhook)
-                }
-                Err(error) => {
-                    manager.shutdown().await;
-                    return Err(RunError::Webhook(error).into());
-                }
+        Some(options) => match manager.start_webhook(options).await {
+            Ok(webhook) => {
+                webhook.gate_writes(manager.write_gate().clone());
+                Some(webhook)
             }
-        }
+            Err(error) => {
+                manager.shutdown().await;
+                return Err(RunError::Webhook(error).into());
+            }
+        },
         None => None,
     };
     let loaded = if plugins.is_empty() {
         manager.serve_wasmplugins().await.map_err(RunError::Start)
     } else {
-        load_all(&client, manager.registry(), plugins, configs, &grant).await
+        load_all(
+            &client,
+            manager.registry(),
+            manager.webhook_board(),
+            plugins,
+            configs,
+            &grant,
+        )
+        .await
     };
     let synced = match (&loaded, &webhook) {
         (Ok(()), Some(webhook)) => webhook
@@ -519,6 +523,7 @@ async fn start(
 async fn load_all(
     client: &kube::Client,
     registry: &Registry,
+    webhook: &WebhookBoard,
     plugins: Vec<(PathBuf, Vec<u8>)>,
     mut configs: BTreeMap<String, Value>,
     grant: &Grant,
@@ -567,7 +572,7 @@ async fn load_all(
             })?;
         // Before the plugin's watch opens (see the function's docs).
         if let Err(error) =
-            crate::webhook::point_before_activation(client, registry, candidate.manifest()).await
+            crate::webhook::point_before_activation(client, webhook, candidate.manifest()).await
         {
             tracing::warn!(%error, "the webhook points the CRD shortly after activation instead");
         }

@@ -332,21 +332,13 @@ impl DevSession {
         // The webhook serves before plugins load: the round-trip gate does
         // not need it, but objects of a plugin's older API version do.
         let webhook = match &options.webhook {
-            Some(webhook) => {
-                match ConversionWebhook::start(
-                    cluster.client(),
-                    manager.registry().clone(),
-                    webhook.clone(),
-                )
-                .await
-                {
-                    Ok(webhook) => Some(webhook),
-                    Err(error) => {
-                        manager.shutdown().await;
-                        return Err(error.into());
-                    }
+            Some(webhook) => match manager.start_webhook(webhook.clone()).await {
+                Ok(webhook) => Some(webhook),
+                Err(error) => {
+                    manager.shutdown().await;
+                    return Err(error.into());
                 }
-            }
+            },
             None => None,
         };
         if let Err(error) = manager.serve_wasmplugins().await {

@@ -63,6 +63,7 @@ use crate::registry::{
 };
 use crate::telemetry::{self, Metrics, ReadinessCheck};
 use crate::wasmplugin::{AuditRecord, WasmPluginController, WasmPluginError, WasmPluginOptions};
+use crate::webhook::{ConversionWebhook, WebhookBoard, WebhookError, WebhookOptions};
 
 /// What this replica may do to the cluster.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -178,6 +179,8 @@ impl ControllerDeps {
 struct Inner {
     client: kube::Client,
     registry: Registry,
+    /// Between the conversion webhook and the WasmPlugin controller.
+    webhook_board: WebhookBoard,
     deps: ControllerDeps,
     telemetry: Mutex<Option<JoinHandle<()>>>,
     telemetry_addr: Option<SocketAddr>,
@@ -346,6 +349,7 @@ impl Manager {
             inner: Arc::new(Inner {
                 client,
                 registry,
+                webhook_board: WebhookBoard::new(),
                 deps,
                 telemetry: Mutex::new(telemetry),
                 telemetry_addr,
@@ -363,6 +367,35 @@ impl Manager {
     /// stops controllers.
     pub fn registry(&self) -> &Registry {
         &self.inner.registry
+    }
+
+    /// The board this host's conversion webhook posts on and its WasmPlugin
+    /// controller reads ([`Manager::serve_wasmplugins`] hands it over): the
+    /// `spec.conversion` the webhook serves and where storage migrations
+    /// stand. Start the webhook with it
+    /// ([`ConversionWebhook::start_with`](crate::webhook::ConversionWebhook::start_with)).
+    pub fn webhook_board(&self) -> &WebhookBoard {
+        &self.inner.webhook_board
+    }
+
+    /// Starts this host's conversion webhook for its registry, posting on
+    /// [`Manager::webhook_board`] so the WasmPlugin controller points CRDs
+    /// at it and shows its storage migrations.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`ConversionWebhook::start_with`].
+    pub async fn start_webhook(
+        &self,
+        options: WebhookOptions,
+    ) -> Result<ConversionWebhook, WebhookError> {
+        ConversionWebhook::start_with(
+            self.inner.client.clone(),
+            self.inner.registry.clone(),
+            self.inner.webhook_board.clone(),
+            options,
+        )
+        .await
     }
 
     /// The shared caches (tests check that reflectors are shared).
@@ -442,6 +475,7 @@ impl Manager {
             WasmPluginOptions {
                 writes: self.inner.deps.gate.clone(),
                 source_settle: self.inner.source_settle,
+                webhook: self.inner.webhook_board.clone(),
             },
         )
         .await

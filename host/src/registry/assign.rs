@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use super::versions::Rollout;
+use super::rollout::Rollout;
 
 /// Number of hash buckets: a weight of `w` percent is the buckets below
 /// `w × 100`, so weights are exact to a hundredth of a percent of the buckets.

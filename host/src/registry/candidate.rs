@@ -7,8 +7,8 @@
 use crate::contract::{Grant, Manifest};
 use crate::engine::LoadedPlugin;
 
+use super::error::{PermissionDenial, PrimaryKindChange, RegistryError};
 use super::versions::ActiveVersion;
-use super::{PermissionDenial, PrimaryKindChange, RegistryError};
 
 /// A compiled, validated component that is not serving yet. Make it serve
 /// with [`super::Registry::activate`].

@@ -18,421 +18,47 @@
 //! - A refused version never replaces the serving one, and never shows up
 //!   in [`Registry::stats`].
 
+mod announcement;
 pub mod assign;
 mod candidate;
+mod change;
+mod error;
+mod loaded_version;
 mod observations;
+mod options;
+mod rollout;
 mod stats;
-mod storage_progress;
 mod versions;
 
-use crate::util::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::cache::{Discovery, DiscoveryError, KindProblem};
-use crate::contract::{Excess, Grant, Reason, ReconcileLimits};
-use crate::engine::{CallLimits, Engine, EngineConfig, EngineError, InstanceAllocation};
+use crate::cache::Discovery;
+use crate::contract::Grant;
+use crate::engine::Engine;
 use crate::telemetry::Metrics;
+use crate::util::lock;
 
+use change::{CheckedActivation, SetEdit};
+
+pub use announcement::{Announcement, VersionChange};
 pub use candidate::Candidate;
+pub use error::{KindRefusal, PermissionDenial, PrimaryKindChange, RegistryError};
+pub use loaded_version::LoadedVersion;
 pub use observations::{
     CanaryObservations, DiffKind, DryRunFailure, DryRunReport, DryRunState, FieldDiff, MAX_DIFFS,
     MAX_DRY_RUN_FAILURES, MAX_KINDS, MAX_OBJECTS, ObjectDiff, ObjectName, ShadowCounts,
     ShadowOutcome,
 };
+pub use options::{ActivationOptions, DEFAULT_MAX_INSTANCES, RegistryOptions};
+pub use rollout::{DEFAULT_ROLLOUT_RATE, DEFAULT_SHADOW_CONCURRENCY, Rollout, RolloutSettings};
 pub use stats::{
     CounterSnapshot, LATENCY_BUCKETS, LatencyHistogram, VersionCounters, VersionRole, VersionStats,
 };
-pub use storage_progress::{StorageMigrationProgress, StorageMigrationState, StorageProgressBoard};
-pub use versions::{
-    ActiveVersion, DEFAULT_ROLLOUT_RATE, DEFAULT_SHADOW_CONCURRENCY, Rollout, RolloutCandidate,
-    RolloutSettings, ServingVersions, VersionSet,
-};
-
-/// Per-deployment settings of one activation (e.g. from a `WasmPlugin`'s
-/// spec); `None` fields use the registry's defaults.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ActivationOptions {
-    /// The `config` handed to every call (`null` means `{}`).
-    pub config: Value,
-    /// Call limits of this plugin's calls (default: the engine's).
-    pub limits: Option<CallLimits>,
-    /// Reconciles of this plugin that may run at once (default: the registry's).
-    pub concurrency: Option<usize>,
-    /// What the cluster operator grants the plugin (`Grant::default()` is
-    /// the restricted default). Checked by [`Registry::activate`] under its
-    /// lock, for every version, so a new version can never escalate; it
-    /// travels with the serving version ([`ActiveVersion::grant`]) to the
-    /// controller (namespaces) and the cache reads. A refused activation
-    /// leaves the serving version with its own grant; a caller whose grant
-    /// was narrowed (a WasmPlugin's `spec.permissions` edit) stops a serving
-    /// version the new grant no longer covers first.
-    pub grant: Grant,
-    /// Limits per reconcile (default: [`ReconcileLimits::default`]).
-    pub reconcile_limits: Option<ReconcileLimits>,
-}
-
-/// Instances the registry's engine pools by default: calls in flight across
-/// all plugins (e.g. 64 plugins at the default concurrency of 4). A call
-/// that finds the pool full fails with `InstancePoolFull` and is retried.
-pub const DEFAULT_MAX_INSTANCES: u32 = 256;
-
-/// How a [`Registry`] runs its plugins.
-#[derive(Debug, Clone)]
-pub struct RegistryOptions {
-    /// Reconciles per plugin that may run at once (on different objects),
-    /// unless an activation says otherwise.
-    pub concurrency: usize,
-    /// Engine settings, including the default call limits. The default
-    /// uses the pooling allocator with [`DEFAULT_MAX_INSTANCES`] slots: in the
-    /// `plugin_call` benchmark a pooled call takes about half the time of an
-    /// on-demand one.
-    pub engine: EngineConfig,
-    /// Where plugin calls and versions are recorded.
-    pub metrics: Metrics,
-}
-
-impl Default for RegistryOptions {
-    fn default() -> Self {
-        RegistryOptions {
-            concurrency: 4,
-            engine: EngineConfig {
-                allocation: InstanceAllocation::Pooling {
-                    max_instances: DEFAULT_MAX_INSTANCES,
-                },
-                ..EngineConfig::default()
-            },
-            metrics: Metrics::new(),
-        }
-    }
-}
-
-/// One loaded plugin version, as reported to people and tools.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LoadedVersion {
-    /// The manifest's name.
-    pub name: String,
-    /// The manifest's (semantic) version.
-    pub version: String,
-    /// `sha256:<hex>` of the component.
-    pub digest: String,
-    /// Where it came from, e.g. `file:/path/webapp.wasm`.
-    pub source: String,
-}
-
-/// Why the registry refused or failed an operation.
-#[derive(Debug, thiserror::Error)]
-pub enum RegistryError {
-    /// The wasm engine could not be created.
-    #[error("cannot start the wasm engine: {0}")]
-    Engine(#[source] EngineError),
-    /// The component could not be loaded.
-    #[error("cannot load plugin from {source_name}: {}", error.with_remedy())]
-    Load {
-        /// Where the component came from, e.g. `file:/path/webapp.wasm`.
-        source_name: String,
-        /// Why the engine refused it.
-        #[source]
-        error: EngineError,
-    },
-    /// A new version changes the primary kind of a running plugin.
-    #[error(
-        "plugin {} {} from {} reconciles {}, but the running version {} reconciles {}; the running version keeps serving. Deploy a kind change as a new plugin name",
-        .0.name, .0.new_version, .0.source_name, .0.new_kind, .0.running_version, .0.running_kind
-    )]
-    PrimaryKindChanged(Box<PrimaryKindChange>),
-    /// The new component is another plugin than the one it must replace.
-    #[error(
-        "the component from {source_name} is plugin {name} {version}, but it was deployed as a new version of plugin {expected}; deploy another plugin on its own"
-    )]
-    PluginNameChanged {
-        /// Where the new component came from.
-        source_name: String,
-        /// The name of the plugin it was deployed to replace.
-        expected: String,
-        /// The new component's plugin name, from its manifest.
-        name: String,
-        /// The new component's version.
-        version: String,
-    },
-    /// Swapping to an older version that the running version declared
-    /// incompatible (its manifest's `min_compatible_version` is above it).
-    #[error(
-        "refusing to roll plugin {name} back from {running_version} to {new_version}: version {running_version} declares min_compatible_version {min_compatible}, so {new_version} could corrupt objects it managed; {running_version} keeps serving. Deploy {min_compatible} or newer"
-    )]
-    RollbackRefused {
-        /// The plugin's name.
-        name: String,
-        /// The serving version, which keeps serving.
-        running_version: String,
-        /// The refused older version.
-        new_version: String,
-        /// The serving version's `min_compatible_version`: the oldest
-        /// version that may replace it.
-        min_compatible: String,
-    },
-    /// The manifest asks for more than the plugin's grant.
-    #[error(
-        "plugin {} {} from {} asks for more than its grant: {}. Nothing of it was loaded{}. If the cluster operator agrees, widen the grant (WasmPlugin spec.permissions, or `run --grant FILE`); otherwise remove these kinds from the plugin's manifest",
-        .0.name, .0.version, .0.source_name,
-        .0.excesses.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
-        .0.serving.as_ref().map(|v| format!("; version {v} keeps serving")).unwrap_or_default()
-    )]
-    PermissionDenied(Box<PermissionDenial>),
-    /// Another plugin already serves the candidate's primary kind.
-    #[error(
-        "plugin {name} {version} from {source_name} reconciles {kind}, which plugin {serving} already serves; one primary kind is served by one plugin. Unload {serving} first, or give {name} its own kind"
-    )]
-    PrimaryKindConflict {
-        /// The refused plugin's name.
-        name: String,
-        /// The refused plugin's version.
-        version: String,
-        /// Where the refused component came from.
-        source_name: String,
-        /// `group/Kind` of the primary.
-        kind: String,
-        /// The plugin that serves that kind and keeps serving it.
-        serving: String,
-    },
-    /// The cluster disagrees with the manifest's kinds: one it does not
-    /// serve, or one it serves under another plural or scope.
-    #[error("{0}")]
-    Kinds(Box<KindRefusal>),
-    /// API discovery could not be read to check the manifest's kinds.
-    #[error(
-        "cannot check the kinds of plugin {name} {version} from {source_name} against the cluster: {source}"
-    )]
-    Discovery {
-        /// The manifest's plugin name.
-        name: String,
-        /// The manifest's version.
-        version: String,
-        /// Where the component came from.
-        source_name: String,
-        /// Why discovery failed.
-        #[source]
-        source: Box<DiscoveryError>,
-    },
-    /// No plugin of that name runs.
-    #[error("no plugin named {0} is loaded; `wasm-operator plugin list` shows the loaded ones")]
-    NotLoaded(String),
-    /// A canary operation on a plugin without a rollout candidate.
-    #[error(
-        "plugin {0} has no canary candidate (none was set, or it was promoted or dropped already); `wasm-operator canary status {0}` shows its state"
-    )]
-    NoCandidate(String),
-    /// A split or selector candidate would write objects the stable
-    /// version may not serve again: rolling back would be impossible.
-    #[error(
-        "refusing to let plugin {name} {candidate_version} serve objects beside {stable_version}: {candidate_version} declares min_compatible_version {min_compatible}, so objects it writes could no longer be served by {stable_version} and a rollback would be impossible; {stable_version} keeps serving every object. Use Shadow mode, deploy a candidate whose min_compatible_version is at most {stable_version}, or accept this explicitly (spec.canary.acceptIrreversible)"
-    )]
-    CanaryIrreversible {
-        /// The plugin's name.
-        name: String,
-        /// The stable version, which keeps serving.
-        stable_version: String,
-        /// The refused candidate.
-        candidate_version: String,
-        /// The candidate's `min_compatible_version`.
-        min_compatible: String,
-    },
-    /// A blocking task of the registry failed (a host bug).
-    #[error("internal error while loading plugin from {source_name}: {message}")]
-    Internal {
-        /// Where the component came from.
-        source_name: String,
-        /// What failed.
-        message: String,
-    },
-}
-
-impl RegistryError {
-    /// True when the registry refused a new version (it is bad or unsafe)
-    /// and the running version, if any, keeps serving; false for host
-    /// problems, a busy engine and unknown names.
-    pub fn is_rejection(&self) -> bool {
-        match self {
-            RegistryError::Load { error, .. } => !error.is_transient(),
-            RegistryError::PrimaryKindChanged(_)
-            | RegistryError::PluginNameChanged { .. }
-            | RegistryError::RollbackRefused { .. }
-            | RegistryError::PermissionDenied(_)
-            | RegistryError::PrimaryKindConflict { .. }
-            | RegistryError::CanaryIrreversible { .. }
-            | RegistryError::Kinds(_) => true,
-            _ => false,
-        }
-    }
-
-    /// True when the same load may succeed later (the engine was busy).
-    pub fn is_transient(&self) -> bool {
-        matches!(self, RegistryError::Load { error, .. } if error.is_transient())
-    }
-
-    /// True when loading the same component again later may succeed
-    /// without anyone changing it: the engine was busy, discovery could not
-    /// be read, or the only problem is a kind the cluster does not serve yet
-    /// (its CRD may be installed after the plugin is deployed).
-    pub fn may_pass(&self) -> bool {
-        match self {
-            RegistryError::Discovery { .. } => true,
-            RegistryError::Kinds(refusal) => refusal.only_not_served(),
-            other => other.is_transient(),
-        }
-    }
-
-    /// A short CamelCase reason for conditions and events.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            RegistryError::Engine(_) => Reason::EngineUnavailable.as_str(),
-            RegistryError::Load { error, .. } if error.is_transient() => {
-                Reason::InstancePoolFull.as_str()
-            }
-            RegistryError::Load { .. } => Reason::InvalidPlugin.as_str(),
-            RegistryError::PrimaryKindChanged(_) => Reason::PrimaryKindChanged.as_str(),
-            RegistryError::PluginNameChanged { .. } => Reason::PluginNameChanged.as_str(),
-            RegistryError::RollbackRefused { .. } => Reason::RollbackRefused.as_str(),
-            RegistryError::PermissionDenied(_) => Reason::PermissionDenied.as_str(),
-            RegistryError::PrimaryKindConflict { .. } => Reason::PrimaryKindConflict.as_str(),
-            RegistryError::Kinds(refusal) => refusal.reason().as_str(),
-            RegistryError::Discovery { .. } => Reason::DiscoveryUnavailable.as_str(),
-            RegistryError::NotLoaded(_) => Reason::NotLoaded.as_str(),
-            RegistryError::NoCandidate(_) => Reason::NoCanary.as_str(),
-            RegistryError::CanaryIrreversible { .. } => Reason::CanaryIrreversible.as_str(),
-            RegistryError::Internal { .. } => Reason::InternalError.as_str(),
-        }
-    }
-}
-
-/// A refused change of primary kind: the new version and the serving one.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PrimaryKindChange {
-    /// The new component's plugin name.
-    pub name: String,
-    /// Where the new component came from.
-    pub source_name: String,
-    /// The new component's version.
-    pub new_version: String,
-    /// `apiVersion Kind` the new component reconciles.
-    pub new_kind: String,
-    /// The serving plugin's name (differs from `name` when the new
-    /// component is another plugin altogether).
-    pub running_name: String,
-    /// The serving version.
-    pub running_version: String,
-    /// `apiVersion Kind` the serving version reconciles.
-    pub running_kind: String,
-}
-
-/// A manifest refused by its grant: the plugin and every excess.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PermissionDenial {
-    /// The plugin's name.
-    pub name: String,
-    /// The refused version.
-    pub version: String,
-    /// Where the refused component came from.
-    pub source_name: String,
-    /// Everything the manifest asks for beyond the grant.
-    pub excesses: Vec<Excess>,
-    /// The version that serves under the plugin's name and keeps serving.
-    pub serving: Option<String>,
-}
-
-/// A manifest refused because the cluster disagrees with its kinds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KindRefusal {
-    /// The manifest's plugin name.
-    pub name: String,
-    /// The manifest's version.
-    pub version: String,
-    /// Where the component came from.
-    pub source_name: String,
-    /// Every disagreement, in manifest order (primary, owns, watches).
-    pub problems: Vec<KindProblem>,
-}
-
-impl KindRefusal {
-    /// True when every problem is a kind not served (yet): the refusal
-    /// passes once the cluster serves them.
-    pub fn only_not_served(&self) -> bool {
-        self.problems.iter().all(KindProblem::is_not_served)
-    }
-
-    /// `KindMismatch` when any kind disagrees (it never passes by itself),
-    /// else `KindNotServed`.
-    pub fn reason(&self) -> Reason {
-        if self.only_not_served() {
-            Reason::KindNotServed
-        } else {
-            Reason::KindMismatch
-        }
-    }
-}
-
-impl std::fmt::Display for KindRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let problems: Vec<String> = self.problems.iter().map(ToString::to_string).collect();
-        write!(
-            f,
-            "plugin {} {} from {} names kinds the cluster does not serve as declared: {}. ",
-            self.name,
-            self.version,
-            self.source_name,
-            problems.join("; ")
-        )?;
-        if self.only_not_served() {
-            f.write_str(
-                "Install the CRDs that serve them (the host checks again until they are served), or fix the manifest",
-            )
-        } else {
-            f.write_str(
-                "Fix the manifest's plural and scope to what the cluster serves (`kubectl api-resources`); the host believes only API discovery",
-            )
-        }
-    }
-}
-
-/// A change of one plugin's version set.
-#[derive(Debug, Clone)]
-pub enum VersionChange {
-    /// A version set was created (first version) or replaced.
-    Activated {
-        /// The holder the plugin's controller reads; it already holds the
-        /// new set.
-        versions: Arc<ServingVersions>,
-        /// The set that served before; `None` for the plugin's first version.
-        previous: Option<Arc<VersionSet>>,
-    },
-    /// Nothing serves the plugin any more.
-    Unloaded {
-        /// The plugin's manifest name.
-        plugin: String,
-    },
-}
-
-/// One announced [`VersionChange`]. The registry's operation that made the
-/// change returns once the announcement is acknowledged (or dropped).
-#[derive(Debug)]
-pub struct Announcement {
-    /// What changed.
-    pub change: VersionChange,
-    applied: oneshot::Sender<()>,
-}
-
-impl Announcement {
-    /// Tells the registry the change has been applied (e.g. controllers
-    /// started, swapped or stopped).
-    pub fn acknowledge(self) {
-        // The registry stops waiting when it is dropped; nothing to report.
-        let _ = self.applied.send(());
-    }
-}
+pub use versions::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 
 /// `upgrade`, `rollback` or `reload` (same version, e.g. a rebuilt digest),
 /// for the audit trail.
@@ -442,40 +68,6 @@ fn transition(from: &str, to: &str) -> &'static str {
         (Ok(a), Ok(b)) if b < a => "rollback",
         _ => "reload",
     }
-}
-
-/// Refuses a split or selector candidate whose `min_compatible_version` is
-/// above the stable version: objects it writes carry that mark, and the
-/// stable version would refuse them after a rollback.
-fn irreversible(
-    stable: &LoadedVersion,
-    candidate: &crate::contract::Manifest,
-    settings: &RolloutSettings,
-) -> Result<(), RegistryError> {
-    if !settings.rollout.serves() || settings.accept_irreversible {
-        return Ok(());
-    }
-    let Some(min) = candidate.min_compatible_version.as_deref() else {
-        return Ok(());
-    };
-    // The same rule as the reconcile's version walk: a serving version older
-    // than the object's min-compatible mark refuses it.
-    let refused = match (
-        semver::Version::parse(min),
-        semver::Version::parse(&stable.version),
-    ) {
-        (Ok(min), Ok(stable)) => stable < min,
-        _ => false,
-    };
-    if refused {
-        return Err(RegistryError::CanaryIrreversible {
-            name: candidate.name.clone(),
-            stable_version: stable.version.clone(),
-            candidate_version: candidate.version.clone(),
-            min_compatible: min.to_string(),
-        });
-    }
-    Ok(())
 }
 
 struct Inner {
@@ -492,11 +84,6 @@ struct Inner {
     /// A registry without one (unit tests, `plugin inspect`) does not check
     /// kinds against a cluster: there is none.
     discovery: std::sync::OnceLock<Discovery>,
-    /// Where this host's storage migrations stand, per plugin.
-    storage_progress: StorageProgressBoard,
-    /// The `spec.conversion` this host's conversion webhook wants in the
-    /// CRDs of the plugins that implement `migration` (set by the webhook).
-    conversion_target: Mutex<Option<Value>>,
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
@@ -536,8 +123,6 @@ impl Registry {
                 changes: tokio::sync::Mutex::new(()),
                 listener: Mutex::new(None),
                 discovery: std::sync::OnceLock::new(),
-                storage_progress: StorageProgressBoard::default(),
-                conversion_target: Mutex::new(None),
             }),
         })
     }
@@ -558,25 +143,6 @@ impl Registry {
     /// Where plugin calls and versions are recorded.
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
-    }
-
-    /// Where the storage-version migrations of this host's plugins stand:
-    /// the webhook publishes, the WasmPlugin status shows it.
-    pub fn storage_progress(&self) -> &StorageProgressBoard {
-        &self.inner.storage_progress
-    }
-
-    /// Records the `spec.conversion` (strategy, client config, caBundle)
-    /// this host's conversion webhook serves, so that the WasmPlugin
-    /// controller can point a plugin's CRD at it *before* the plugin's
-    /// first version activates; `None` when no webhook serves.
-    pub fn set_conversion_target(&self, conversion: Option<Value>) {
-        *lock(&self.inner.conversion_target) = conversion;
-    }
-
-    /// See [`Registry::set_conversion_target`].
-    pub fn conversion_target(&self) -> Option<Value> {
-        lock(&self.inner.conversion_target).clone()
     }
 
     /// Checks every new version's kinds against `discovery` from now on
@@ -819,6 +385,11 @@ impl Registry {
     /// replaces a running candidate. With `canary` `None` this is
     /// [`Registry::activate`].
     ///
+    /// Three steps under the change lock: [`Registry::check_activation`]
+    /// (every refusal, nothing serves differently yet),
+    /// [`Registry::commit_activation`] (the swap) and
+    /// [`Registry::announce_activation`] (the audit line, then the listener).
+    ///
     /// # Errors
     ///
     /// Those of [`Registry::activate`] and [`Registry::activate_candidate`];
@@ -830,67 +401,85 @@ impl Registry {
         canary: Option<(Candidate, RolloutSettings, ActivationOptions)>,
     ) -> Result<LoadedVersion, RegistryError> {
         let _changes = self.inner.changes.lock().await;
-        let target = candidate.target().to_string();
-        let holder = self.plugins().get(&target).cloned();
+        let holder = self.versions(candidate.target());
         let previous = holder.as_ref().map(|h| h.current());
+        let checked = self.check_activation(candidate, options, canary, previous.as_deref())?;
+        let info = checked.active.info.clone();
+        let (versions, previous) = self.commit_activation(holder, previous.as_deref(), checked);
+        self.announce_activation(&info, versions, previous).await;
+        Ok(info)
+    }
+
+    /// The check step of [`Registry::activate_with`]: `candidate` against
+    /// `previous` (the set serving its target now), the other plugins'
+    /// primary kinds and its grant, then `canary` against the new stable
+    /// version ([`Registry::check_rollout`]). Returns what the change will
+    /// serve. Nothing serves differently afterwards; the accepted versions'
+    /// counters exist (see [`Registry::active_version`]).
+    ///
+    /// # Errors
+    ///
+    /// The refusals of [`Registry::prepare`] and [`Registry::check_rollout`].
+    fn check_activation(
+        &self,
+        candidate: Candidate,
+        options: ActivationOptions,
+        canary: Option<(Candidate, RolloutSettings, ActivationOptions)>,
+        previous: Option<&VersionSet>,
+    ) -> Result<CheckedActivation, RegistryError> {
         self.admit(
             &candidate,
-            previous.as_ref().map(|p| p.stable.as_ref()),
+            previous.map(|p| p.stable.as_ref()),
             Some(&options.grant),
         )?;
-
         let concurrency = options
             .concurrency
             .unwrap_or(self.inner.default_concurrency)
             .max(1);
         let active = self.active_version(candidate, options);
-        let info = active.info.clone();
         let rollout = match canary {
             None => None,
             Some((next, settings, next_options)) => {
-                if next.target() != info.name {
-                    return Err(RegistryError::PluginNameChanged {
-                        source_name: next.source().to_string(),
-                        expected: info.name.clone(),
-                        name: next.name().to_string(),
-                        version: next.manifest().version.clone(),
-                    });
-                }
-                self.admit(&next, Some(&active), Some(&next_options.grant))?;
-                irreversible(&info, next.manifest(), &settings)?;
-                let version = Arc::new(self.active_version(next, next_options));
-                self.inner
-                    .metrics
-                    .plugin_version_loaded(&version.info.name, &version.info.version);
-                let observations = Arc::new(CanaryObservations::new(
-                    info.clone(),
-                    version.info.clone(),
-                    settings.shadow_concurrency,
-                ));
-                tracing::info!(
-                    target: "audit", plugin = %info.name, stable = %info.version,
-                    candidate = %version.info.version, digest = %version.info.digest,
-                    source = %version.info.source, mode = settings.rollout.mode(),
-                    rollout = ?settings.rollout, "canary candidate set"
-                );
-                Some(RolloutCandidate {
-                    version,
-                    settings,
-                    observations,
-                })
+                Some(self.check_rollout(&active, next, settings, next_options)?)
             }
         };
+        Ok(CheckedActivation {
+            active,
+            concurrency,
+            rollout,
+        })
+    }
+
+    /// The commit step of [`Registry::activate_with`]: makes `checked`
+    /// serve in `holder` (a new holder for a plugin's first version). A
+    /// rollout candidate of `previous` survives the new stable version
+    /// (e.g. a config change) unless the change brings its own candidate
+    /// or the new stable version is that candidate; a candidate that does
+    /// not survive stops observing. Returns the holder and the set that
+    /// served before (`None` for a first version).
+    fn commit_activation(
+        &self,
+        holder: Option<Arc<ServingVersions>>,
+        previous: Option<&VersionSet>,
+        checked: CheckedActivation,
+    ) -> (Arc<ServingVersions>, Option<Arc<VersionSet>>) {
+        let CheckedActivation {
+            active,
+            concurrency,
+            rollout,
+        } = checked;
+        let info = active.info.clone();
+        if let Some(rollout) = &rollout {
+            self.record_candidate_set(&info, rollout);
+        }
         let mut set = VersionSet::stable(active, concurrency);
-        let running = previous.as_ref().and_then(|p| p.candidate.clone());
+        let running = previous.and_then(|p| p.candidate.clone());
         if rollout.is_some() {
             if let Some(running) = &running {
                 running.observations.stop();
             }
             set.candidate = rollout;
         } else if let Some(running) = running {
-            // A rollout candidate survives a new stable version (e.g. a
-            // config change), unless the new stable version is the
-            // candidate itself.
             if running.version.info.digest == info.digest {
                 running.observations.stop();
             } else {
@@ -900,7 +489,7 @@ impl Registry {
         self.inner
             .metrics
             .plugin_version_loaded(&info.name, &info.version);
-        let (versions, previous) = match holder {
+        match holder {
             Some(holder) => {
                 let previous = holder.replace(set);
                 (holder, Some(previous))
@@ -910,7 +499,18 @@ impl Registry {
                 self.plugins().insert(info.name.clone(), holder.clone());
                 (holder, None)
             }
-        };
+        }
+    }
+
+    /// The announce step of [`Registry::activate_with`]: the audit line
+    /// (`plugin loaded`, or `plugin version swapped` from `previous`), then
+    /// the [`VersionChange`] to the listener. Returns once it was applied.
+    async fn announce_activation(
+        &self,
+        info: &LoadedVersion,
+        versions: Arc<ServingVersions>,
+        previous: Option<Arc<VersionSet>>,
+    ) {
         match &previous {
             None => tracing::info!(
                 target: "audit", plugin = %info.name, version = %info.version,
@@ -925,7 +525,94 @@ impl Registry {
         }
         self.announce(VersionChange::Activated { versions, previous })
             .await;
-        Ok(info)
+    }
+
+    /// Checks `next` as a rollout candidate beside `stable` (the same
+    /// plugin name, the checks of [`Registry::prepare`] against `stable`,
+    /// its grant, and [`RegistryError::CanaryIrreversible`]) and builds it
+    /// with fresh observations.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::PluginNameChanged`], the refusals of
+    /// [`Registry::prepare`], [`RegistryError::PermissionDenied`] and
+    /// [`RegistryError::CanaryIrreversible`].
+    fn check_rollout(
+        &self,
+        stable: &ActiveVersion,
+        next: Candidate,
+        settings: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<RolloutCandidate, RegistryError> {
+        if next.target() != stable.info.name {
+            return Err(RegistryError::PluginNameChanged {
+                source_name: next.source().to_string(),
+                expected: stable.info.name.clone(),
+                name: next.name().to_string(),
+                version: next.manifest().version.clone(),
+            });
+        }
+        self.admit(&next, Some(stable), Some(&options.grant))?;
+        rollout::check_reversible(&stable.info, next.manifest(), &settings)?;
+        let version = Arc::new(self.active_version(next, options));
+        let observations = Arc::new(CanaryObservations::new(
+            stable.info.clone(),
+            version.info.clone(),
+            settings.shadow_concurrency,
+        ));
+        Ok(RolloutCandidate {
+            version,
+            settings,
+            observations,
+        })
+    }
+
+    /// Records that `rollout` is set beside `stable`: its version in the
+    /// metrics, the `canary candidate set` audit line.
+    fn record_candidate_set(&self, stable: &LoadedVersion, rollout: &RolloutCandidate) {
+        let (version, settings) = (&rollout.version.info, &rollout.settings);
+        self.inner
+            .metrics
+            .plugin_version_loaded(&version.name, &version.version);
+        tracing::info!(
+            target: "audit", plugin = %stable.name, stable = %stable.version,
+            candidate = %version.version, digest = %version.digest,
+            source = %version.source, mode = settings.rollout.mode(),
+            rollout = ?settings.rollout, "canary candidate set"
+        );
+    }
+
+    /// The one way a running plugin's version set changes: under the
+    /// change lock, `edit` looks at plugin `name`'s serving set and decides.
+    /// [`SetEdit::Replace`] makes its set serve and announces the change
+    /// (returning once it was applied); [`SetEdit::Keep`] changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::NotLoaded`] when no stable version serves `name`,
+    /// and `edit`'s own; nothing changes then.
+    async fn edit_versions<T>(
+        &self,
+        name: &str,
+        edit: impl FnOnce(&VersionSet) -> Result<SetEdit<T>, RegistryError>,
+    ) -> Result<T, RegistryError> {
+        let _changes = self.inner.changes.lock().await;
+        let holder = self
+            .versions(name)
+            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
+        let current = holder.current();
+        match edit(&current)? {
+            SetEdit::Keep(out) => Ok(out),
+            SetEdit::Replace(set, out) => {
+                let previous = holder.replace(set);
+                self.announce(VersionChange::Activated {
+                    versions: holder,
+                    previous: Some(previous),
+                })
+                .await;
+                Ok(out)
+            }
+        }
     }
 
     /// Checks `candidate` (prepared with [`Registry::prepare`], `replaces`
@@ -955,46 +642,19 @@ impl Registry {
         settings: RolloutSettings,
         options: ActivationOptions,
     ) -> Result<LoadedVersion, RegistryError> {
-        let _changes = self.inner.changes.lock().await;
         let target = candidate.target().to_string();
-        let holder = self
-            .versions(&target)
-            .ok_or_else(|| RegistryError::NotLoaded(target.clone()))?;
-        let previous = holder.current();
-        self.admit(&candidate, Some(&previous.stable), Some(&options.grant))?;
-        irreversible(&previous.stable.info, candidate.manifest(), &settings)?;
-        let active = Arc::new(self.active_version(candidate, options));
-        let info = active.info.clone();
-        let observations = Arc::new(CanaryObservations::new(
-            previous.stable.info.clone(),
-            info.clone(),
-            settings.shadow_concurrency,
-        ));
-        if let Some(old) = &previous.candidate {
-            old.observations.stop();
-        }
-        let mut set = (*previous).clone();
-        set.candidate = Some(RolloutCandidate {
-            version: active,
-            settings: settings.clone(),
-            observations,
-        });
-        self.inner
-            .metrics
-            .plugin_version_loaded(&info.name, &info.version);
-        tracing::info!(
-            target: "audit", plugin = %info.name, stable = %previous.stable.info.version,
-            candidate = %info.version, digest = %info.digest, source = %info.source,
-            mode = settings.rollout.mode(), rollout = ?settings.rollout,
-            "canary candidate set"
-        );
-        let previous = holder.replace(set);
-        self.announce(VersionChange::Activated {
-            versions: holder,
-            previous: Some(previous),
+        self.edit_versions(&target, |previous| {
+            let rollout = self.check_rollout(&previous.stable, candidate, settings, options)?;
+            let info = rollout.version.info.clone();
+            if let Some(old) = &previous.candidate {
+                old.observations.stop();
+            }
+            self.record_candidate_set(&previous.stable.info, &rollout);
+            let mut set = previous.clone();
+            set.candidate = Some(rollout);
+            Ok(SetEdit::Replace(set, info))
         })
-        .await;
-        Ok(info)
+        .await
     }
 
     /// Changes how plugin `name`'s candidate takes part (a weight step,
@@ -1013,42 +673,34 @@ impl Registry {
         name: &str,
         settings: RolloutSettings,
     ) -> Result<(), RegistryError> {
-        let _changes = self.inner.changes.lock().await;
-        let holder = self
-            .versions(name)
-            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
-        let previous = holder.current();
-        let Some(candidate) = &previous.candidate else {
-            return Err(RegistryError::NoCandidate(name.to_string()));
-        };
-        irreversible(
-            &previous.stable.info,
-            candidate.version.plugin.manifest(),
-            &settings,
-        )?;
-        if candidate.settings == settings {
-            return Ok(());
-        }
-        candidate
-            .observations
-            .set_concurrency(settings.shadow_concurrency);
-        tracing::info!(
-            target: "audit", plugin = %name, stable = %previous.stable.info.version,
-            candidate = %candidate.version.info.version, from = ?candidate.settings.rollout,
-            to = ?settings.rollout, rollout_rate = settings.effective_rate(),
-            "canary rollout changed"
-        );
-        let mut set = (*previous).clone();
-        if let Some(c) = set.candidate.as_mut() {
-            c.settings = settings;
-        }
-        let previous = holder.replace(set);
-        self.announce(VersionChange::Activated {
-            versions: holder,
-            previous: Some(previous),
+        self.edit_versions(name, |previous| {
+            let Some(candidate) = &previous.candidate else {
+                return Err(RegistryError::NoCandidate(name.to_string()));
+            };
+            rollout::check_reversible(
+                &previous.stable.info,
+                candidate.version.plugin.manifest(),
+                &settings,
+            )?;
+            if candidate.settings == settings {
+                return Ok(SetEdit::Keep(()));
+            }
+            candidate
+                .observations
+                .set_concurrency(settings.shadow_concurrency);
+            tracing::info!(
+                target: "audit", plugin = %name, stable = %previous.stable.info.version,
+                candidate = %candidate.version.info.version, from = ?candidate.settings.rollout,
+                to = ?settings.rollout, rollout_rate = settings.effective_rate(),
+                "canary rollout changed"
+            );
+            let mut set = previous.clone();
+            if let Some(c) = set.candidate.as_mut() {
+                c.settings = settings;
+            }
+            Ok(SetEdit::Replace(set, ()))
         })
-        .await;
-        Ok(())
+        .await
     }
 
     /// Rolls plugin `name`'s candidate back (analysis failed, abort, or it
@@ -1061,29 +713,21 @@ impl Registry {
     ///
     /// [`RegistryError::NotLoaded`] when the plugin does not serve.
     pub async fn drop_candidate(&self, name: &str) -> Result<Option<LoadedVersion>, RegistryError> {
-        let _changes = self.inner.changes.lock().await;
-        let holder = self
-            .versions(name)
-            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
-        let previous = holder.current();
-        let Some(candidate) = previous.candidate.clone() else {
-            return Ok(None);
-        };
-        candidate.observations.stop();
-        tracing::info!(
-            target: "audit", plugin = %name, stable = %previous.stable.info.version,
-            candidate = %candidate.version.info.version, digest = %candidate.version.info.digest,
-            "canary candidate dropped; the stable version serves every object"
-        );
-        let mut set = (*previous).clone();
-        set.candidate = None;
-        let previous = holder.replace(set);
-        self.announce(VersionChange::Activated {
-            versions: holder,
-            previous: Some(previous),
+        self.edit_versions(name, |previous| {
+            let Some(candidate) = previous.candidate.clone() else {
+                return Ok(SetEdit::Keep(None));
+            };
+            candidate.observations.stop();
+            tracing::info!(
+                target: "audit", plugin = %name, stable = %previous.stable.info.version,
+                candidate = %candidate.version.info.version, digest = %candidate.version.info.digest,
+                "canary candidate dropped; the stable version serves every object"
+            );
+            let mut set = previous.clone();
+            set.candidate = None;
+            Ok(SetEdit::Replace(set, Some(candidate.version.info.clone())))
         })
-        .await;
-        Ok(Some(candidate.version.info.clone()))
+        .await
     }
 
     /// Makes plugin `name`'s candidate its stable version: every object it
@@ -1095,34 +739,26 @@ impl Registry {
     ///
     /// [`RegistryError::NotLoaded`], [`RegistryError::NoCandidate`].
     pub async fn promote_candidate(&self, name: &str) -> Result<LoadedVersion, RegistryError> {
-        let _changes = self.inner.changes.lock().await;
-        let holder = self
-            .versions(name)
-            .ok_or_else(|| RegistryError::NotLoaded(name.to_string()))?;
-        let previous = holder.current();
-        let Some(candidate) = previous.candidate.clone() else {
-            return Err(RegistryError::NoCandidate(name.to_string()));
-        };
-        candidate.observations.stop();
-        let info = candidate.version.info.clone();
-        tracing::info!(
-            target: "audit", plugin = %name, from = %previous.stable.info.version,
-            to = %info.version, digest = %info.digest, source = %info.source,
-            transition = transition(&previous.stable.info.version, &info.version),
-            "canary candidate promoted"
-        );
-        let set = VersionSet {
-            stable: candidate.version,
-            candidate: None,
-            concurrency: previous.concurrency,
-        };
-        let previous = holder.replace(set);
-        self.announce(VersionChange::Activated {
-            versions: holder,
-            previous: Some(previous),
+        self.edit_versions(name, |previous| {
+            let Some(candidate) = previous.candidate.clone() else {
+                return Err(RegistryError::NoCandidate(name.to_string()));
+            };
+            candidate.observations.stop();
+            let info = candidate.version.info.clone();
+            tracing::info!(
+                target: "audit", plugin = %name, from = %previous.stable.info.version,
+                to = %info.version, digest = %info.digest, source = %info.source,
+                transition = transition(&previous.stable.info.version, &info.version),
+                "canary candidate promoted"
+            );
+            let set = VersionSet {
+                stable: candidate.version,
+                candidate: None,
+                concurrency: previous.concurrency,
+            };
+            Ok(SetEdit::Replace(set, info))
         })
-        .await;
-        Ok(info)
+        .await
     }
 
     /// The observations of plugin `name`'s rollout candidate; `None`
@@ -1253,125 +889,5 @@ impl Registry {
     /// The serving-state holder of plugin `name`.
     pub fn versions(&self, name: &str) -> Option<Arc<ServingVersions>> {
         self.plugins().get(name).cloned()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load_error(error: EngineError) -> RegistryError {
-        RegistryError::Load {
-            source_name: "file:/plugins/webapp.wasm".into(),
-            error,
-        }
-    }
-
-    fn kind_refusal(problems: Vec<KindProblem>) -> RegistryError {
-        RegistryError::Kinds(Box::new(KindRefusal {
-            name: "liar".into(),
-            version: "1.0.0".into(),
-            source_name: "file:/plugins/liar.wasm".into(),
-            problems,
-        }))
-    }
-
-    #[test]
-    fn a_kind_not_served_yet_passes_a_lie_does_not() {
-        use crate::cache::KindRole;
-        let not_served = KindProblem::NotServed {
-            role: KindRole::Primary,
-            kind: "example.com/v1 Widget".into(),
-            detail: "the cluster serves no group/version example.com/v1".into(),
-        };
-        let lie = KindProblem::Mismatch {
-            role: KindRole::Watches,
-            kind: "v1 ConfigMap".into(),
-            declared: "plural \"secrets\", namespaced".into(),
-            served: "plural \"configmaps\", namespaced".into(),
-        };
-        let waiting = kind_refusal(vec![not_served.clone()]);
-        assert_eq!(waiting.reason(), "KindNotServed");
-        assert!(waiting.is_rejection() && waiting.may_pass());
-        let text = waiting.to_string();
-        assert!(
-            text.contains("plugin liar 1.0.0 from file:/plugins/liar.wasm"),
-            "{text}"
-        );
-        assert!(text.contains("Install the CRDs"), "{text}");
-
-        let lying = kind_refusal(vec![not_served, lie]);
-        assert_eq!(lying.reason(), "KindMismatch");
-        assert!(lying.is_rejection() && !lying.may_pass());
-        let text = lying.to_string();
-        assert!(
-            text.contains("example.com/v1 Widget is not served"),
-            "{text}"
-        );
-        assert!(
-            text.contains("serves it as plural \"configmaps\""),
-            "{text}"
-        );
-        assert!(text.contains("kubectl api-resources"), "{text}");
-    }
-
-    #[test]
-    fn a_busy_engine_is_not_a_verdict_on_the_plugin() {
-        let busy = load_error(EngineError::InstancePoolFull {
-            digest: "sha256:00".into(),
-            max_instances: 4,
-        });
-        assert!(busy.is_transient());
-        assert!(!busy.is_rejection());
-        assert_eq!(busy.reason(), "InstancePoolFull");
-
-        let invalid = load_error(EngineError::InvalidManifest {
-            digest: "sha256:00".into(),
-            problem: "no version".into(),
-        });
-        assert!(!invalid.is_transient());
-        assert!(invalid.is_rejection());
-        assert_eq!(invalid.reason(), "InvalidPlugin");
-    }
-
-    #[test]
-    fn grant_and_kind_refusals_are_verdicts_that_name_everything() {
-        use crate::contract::{Access, ExcessKind, ResourceKind, Scope};
-        let denied = RegistryError::PermissionDenied(Box::new(PermissionDenial {
-            name: "hostile".into(),
-            version: "1.0.0".into(),
-            source_name: "file:/plugins/hostile.wasm".into(),
-            excesses: vec![Excess {
-                access: Access::Own,
-                kind: ResourceKind {
-                    group: String::new(),
-                    version: "v1".into(),
-                    kind: "Secret".into(),
-                    plural: "secrets".into(),
-                    scope: Scope::Namespaced,
-                },
-                problem: ExcessKind::Sensitive("Secrets hold credentials"),
-            }],
-            serving: Some("0.9.0".into()),
-        }));
-        assert!(denied.is_rejection() && !denied.is_transient());
-        assert_eq!(denied.reason(), "PermissionDenied");
-        let text = denied.to_string();
-        assert!(
-            text.contains("plugin hostile 1.0.0")
-                && text.contains("owns v1 Secret")
-                && text.contains("version 0.9.0 keeps serving"),
-            "{text}"
-        );
-        let conflict = RegistryError::PrimaryKindConflict {
-            name: "b".into(),
-            version: "1.0.0".into(),
-            source_name: "file:/b.wasm".into(),
-            kind: "example.com/WebApp".into(),
-            serving: "a".into(),
-        };
-        assert!(conflict.is_rejection());
-        assert_eq!(conflict.reason(), "PrimaryKindConflict");
-        assert!(conflict.to_string().contains("plugin a already serves"));
     }
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::LoadedVersion;
+use super::loaded_version::LoadedVersion;
 
 /// Objects whose agreement flag is kept.
 pub const MAX_OBJECTS: usize = 100_000;
@@ -140,7 +140,7 @@ pub enum ShadowOutcome {
     },
     /// The candidate failed: its reason and message.
     Error {
-        /// The reason, e.g. `PluginTimeout`.
+        /// The reason (a [`crate::contract::Reason`]), e.g. `PluginTimeout`.
         reason: String,
         /// What failed.
         message: String,
@@ -166,7 +166,8 @@ pub enum DryRunState {
 pub struct DryRunFailure {
     /// The primary.
     pub object: ObjectName,
-    /// The reason, e.g. `PluginTrap`, `ReconcileFailed`, `CapabilityDenied`.
+    /// The reason (a [`crate::contract::Reason`]), e.g. `PluginTrap`,
+    /// `ReconcileFailed`, `CapabilityDenied` or `UpgradeFailed`.
     pub reason: String,
     /// What failed, as the stable reconcile would have reported it.
     pub message: String,

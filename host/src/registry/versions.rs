@@ -7,10 +7,11 @@ use std::sync::{Arc, RwLock};
 use kube::Resource;
 use serde_json::Value;
 
-use super::LoadedVersion;
+use super::assign::serves_candidate;
+use super::loaded_version::LoadedVersion;
 use super::observations::CanaryObservations;
+use super::rollout::RolloutSettings;
 use super::stats::VersionCounters;
-use crate::cache::LabelSelector;
 use crate::contract::{Grant, ReconcileLimits};
 use crate::engine::LoadedPlugin;
 
@@ -31,98 +32,6 @@ pub struct ActiveVersion {
     /// checked against it. The controller serves primaries and answers
     /// reads only in its namespaces.
     pub grant: Arc<Grant>,
-}
-
-/// How a rollout candidate takes part next to the stable version.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rollout {
-    /// Pre-flight: the candidate computes over every existing primary once,
-    /// writes nothing and serves nothing; the report is in
-    /// [`CanaryObservations::dry_run`]. While in this mode the candidate also
-    /// shadows the stable version's reconciles.
-    DryRun,
-    /// The candidate computes for every reconcile the stable version serves,
-    /// never writes; its answers are compared with the stable version's.
-    Shadow,
-    /// The candidate serves a sticky share of the objects, picked by the
-    /// hash of their UID ([`super::assign::in_split`]).
-    Split {
-        /// Share of the objects the candidate serves, 0 to 100 (more is 100).
-        weight_percent: u8,
-    },
-    /// The candidate serves the objects whose labels match.
-    Selector(LabelSelector),
-}
-
-impl Rollout {
-    /// True when the candidate serves (and writes) some objects: a split or
-    /// a selector. Shadow and dry-run candidates never write.
-    pub fn serves(&self) -> bool {
-        matches!(self, Rollout::Split { .. } | Rollout::Selector(_))
-    }
-
-    /// True when the candidate computes beside the stable version's
-    /// reconciles (Shadow and DryRun).
-    pub fn shadows(&self) -> bool {
-        matches!(self, Rollout::DryRun | Rollout::Shadow)
-    }
-
-    /// `DryRun`, `Shadow`, `Split` or `Selector`, for logs and metrics.
-    pub fn mode(&self) -> &'static str {
-        match self {
-            Rollout::DryRun => "DryRun",
-            Rollout::Shadow => "Shadow",
-            Rollout::Split { .. } => "Split",
-            Rollout::Selector(_) => "Selector",
-        }
-    }
-}
-
-/// Default [`RolloutSettings::rollout_rate`]: objects per second.
-pub const DEFAULT_ROLLOUT_RATE: f64 = 20.0;
-/// Default [`RolloutSettings::shadow_concurrency`].
-pub const DEFAULT_SHADOW_CONCURRENCY: usize = 2;
-
-/// How a candidate is rolled out (a `WasmPlugin`'s `spec.canary`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RolloutSettings {
-    /// How the candidate takes part.
-    pub rollout: Rollout,
-    /// Objects per second re-reconciled after a change of serving version
-    /// (candidate set, weight or selector changed, dropped, promoted), so a
-    /// change never reconciles every object at once. Values that are not
-    /// positive and finite mean [`DEFAULT_ROLLOUT_RATE`].
-    pub rollout_rate: f64,
-    /// Candidate calls at once in Shadow and DryRun, apart from (and in
-    /// addition to) the plugin's reconcile concurrency. 0 means 1.
-    pub shadow_concurrency: usize,
-    /// Lets a split or selector candidate serve although its
-    /// `min_compatible_version` is above the stable version, so objects it
-    /// wrote cannot be served by the stable version again (see
-    /// [`super::RegistryError::CanaryIrreversible`]).
-    pub accept_irreversible: bool,
-}
-
-impl RolloutSettings {
-    /// `rollout` with the default rate and shadow concurrency, refusing
-    /// irreversible candidates.
-    pub fn new(rollout: Rollout) -> RolloutSettings {
-        RolloutSettings {
-            rollout,
-            rollout_rate: DEFAULT_ROLLOUT_RATE,
-            shadow_concurrency: DEFAULT_SHADOW_CONCURRENCY,
-            accept_irreversible: false,
-        }
-    }
-
-    /// The rate to pace re-reconciles at (the default when unusable).
-    pub fn effective_rate(&self) -> f64 {
-        if self.rollout_rate.is_finite() && self.rollout_rate > 0.0 {
-            self.rollout_rate
-        } else {
-            DEFAULT_ROLLOUT_RATE
-        }
-    }
 }
 
 /// A second version rolled out next to the stable one.
@@ -165,7 +74,7 @@ impl VersionSet {
         self.candidate.as_ref().is_some_and(|c| {
             let meta = object.meta();
             let labels = meta.labels.clone().unwrap_or_default();
-            super::assign::serves_candidate(&c.settings.rollout, meta.uid.as_deref(), &labels)
+            serves_candidate(&c.settings.rollout, meta.uid.as_deref(), &labels)
         })
     }
 

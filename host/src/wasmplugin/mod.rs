@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::lease::WriteGate;
 use crate::registry::Registry;
+use crate::webhook::WebhookBoard;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
 pub use canary_run::ACTION_ANNOTATION;
@@ -92,6 +93,11 @@ pub struct WasmPluginOptions {
     /// it is fetched: one file write or ConfigMap update arrives as several
     /// notifications.
     pub source_settle: std::time::Duration,
+    /// Where this host's conversion webhook posts its `spec.conversion`
+    /// and storage-migration progress (the manager's
+    /// [`crate::manager::Manager::webhook_board`]); the default is a board
+    /// of its own that no webhook posts on.
+    pub webhook: WebhookBoard,
 }
 
 impl Default for WasmPluginOptions {
@@ -99,6 +105,7 @@ impl Default for WasmPluginOptions {
         WasmPluginOptions {
             writes: WriteGate::always_open(),
             source_settle: std::time::Duration::from_millis(300),
+            webhook: WebhookBoard::new(),
         }
     }
 }

@@ -1186,11 +1186,11 @@ mod tests {
                 None,
                 &versions,
                 None,
-                Some(&crate::registry::StorageMigrationProgress {
+                Some(&crate::webhook::StorageMigrationProgress {
                     crd: "distributedkvs.kv.example.com".into(),
                     storage_version: "v1beta1".into(),
                     stored_versions: vec!["v1alpha1".into(), "v1beta1".into()],
-                    state: crate::registry::StorageMigrationState::ObjectsRefused,
+                    state: crate::webhook::StorageMigrationState::ObjectsRefused,
                     migrated: 4,
                     total: Some(4),
                     refused: vec!["default/kv: denied".into()],

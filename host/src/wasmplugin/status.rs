@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::spec::CanaryStatus;
 use crate::contract::Reason;
-use crate::registry::{StorageMigrationProgress, StorageMigrationState, VersionStats};
+use crate::registry::VersionStats;
 use crate::webhook::STORAGE_CHECK;
+use crate::webhook::{StorageMigrationProgress, StorageMigrationState};
 
 /// The condition type of a storage migration.
 pub const STORAGE_MIGRATION: &str = "StorageMigration";

@@ -24,10 +24,9 @@ use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::{CallLimits, EngineError};
 use crate::lease::WriteGate;
-use crate::registry::{
-    ActivationOptions, Candidate, Registry, RegistryError, StorageMigrationProgress,
-};
+use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
 use crate::webhook::gate::{self, GateError};
+use crate::webhook::{StorageMigrationProgress, WebhookBoard};
 
 /// How often a WasmPlugin waiting for another to let go of its plugin
 /// name checks again.
@@ -102,6 +101,8 @@ pub(super) struct Worker {
     pub(super) canary_restore_checked: bool,
     /// The storage migration progress the last status write saw.
     migration_shown: Option<StorageMigrationProgress>,
+    /// Where the webhook posts its conversion target and storage progress.
+    webhook: WebhookBoard,
 }
 
 impl Worker {
@@ -142,6 +143,7 @@ impl Worker {
             canary_tx: None,
             canary_restore_checked: false,
             migration_shown: None,
+            webhook: options.webhook.clone(),
         };
         tokio::spawn(worker.run(updates))
     }
@@ -151,8 +153,8 @@ impl Worker {
         let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
         self.canary_tx = Some(canary_tx);
         // A storage migration of the plugin's CRD publishes its progress
-        // on the registry (webhook/storage.rs); this status shows it.
-        let mut migration_updates = self.registry.storage_progress().updates();
+        // on the webhook's board (webhook/storage.rs); this status shows it.
+        let mut migration_updates = self.webhook.storage_progress().updates();
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
@@ -216,7 +218,7 @@ impl Worker {
                 Ok(()) = migration_updates.changed() => {
                     // Another plugin's migration is no news here.
                     let mine = self.loaded.as_ref().and_then(|l| {
-                        self.registry.storage_progress().get(&l.serving.plugin)
+                        self.webhook.storage_progress().get(&l.serving.plugin)
                     });
                     if mine != self.migration_shown {
                         self.write_status().await;
@@ -452,7 +454,7 @@ impl Worker {
     async fn point_conversion(&self, candidate: &Candidate) {
         let pointed = crate::webhook::point_before_activation(
             &self.client,
-            &self.registry,
+            &self.webhook,
             candidate.manifest(),
         )
         .await;
@@ -593,7 +595,7 @@ impl Worker {
                 status,
             }
         });
-        let migration = serving.and_then(|s| self.registry.storage_progress().get(&s.plugin));
+        let migration = serving.and_then(|s| self.webhook.storage_progress().get(&s.plugin));
         let status = status::build(
             serving,
             self.problem.as_ref(),

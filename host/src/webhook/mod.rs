@@ -32,12 +32,14 @@
 //! [`WebhookError`]: the address cannot be bound, the certificates cannot
 //! be made or read.
 
+mod board;
 pub mod certs;
 pub mod crd;
 pub mod gate;
 pub mod review;
 pub mod server;
 pub mod storage;
+mod storage_progress;
 
 use crate::util::lock;
 use std::collections::BTreeSet;
@@ -49,8 +51,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use board::WebhookBoard;
 pub use certs::{CertError, Certificates};
 pub use crd::ClientConfig;
+pub use storage_progress::{StorageMigrationProgress, StorageMigrationState, StorageProgressBoard};
 
 use crate::lease::WriteGate;
 use crate::registry::Registry;
@@ -134,6 +138,9 @@ pub enum WebhookError {
 struct Inner {
     client: kube::Client,
     registry: Registry,
+    /// Where the conversion target and storage progress are posted for the
+    /// WasmPlugin controller.
+    board: WebhookBoard,
     addr: SocketAddr,
     client_config: ClientConfig,
     certs: Certificates,
@@ -165,15 +172,62 @@ impl std::fmt::Debug for ConversionWebhook {
 }
 
 impl ConversionWebhook {
+    /// [`ConversionWebhook::start_with`] a board of its own: for a webhook
+    /// no WasmPlugin controller reads from (a bare registry, a benchmark).
+    /// A host's webhook posts on the manager's board
+    /// ([`crate::manager::Manager::webhook_board`]) instead.
+    ///
+    /// # Errors
+    ///
+    /// See [`ConversionWebhook::start_with`].
+    pub async fn start(
+        client: kube::Client,
+        registry: Registry,
+        options: WebhookOptions,
+    ) -> Result<ConversionWebhook, WebhookError> {
+        Self::start_with(client, registry, WebhookBoard::new(), options).await
+    }
+
     /// Gets the certificates, binds, serves, and starts keeping the CRDs of
-    /// the migrating plugins of `registry` pointed at this webhook.
+    /// the migrating plugins of `registry` pointed at this webhook. Posts
+    /// on `board` the `spec.conversion` it serves (until
+    /// [`ConversionWebhook::shutdown`]) and where its storage migrations
+    /// stand, for the WasmPlugin controller that reads the same board.
     ///
     /// # Errors
     ///
     /// [`WebhookError::Certs`] and [`WebhookError::Bind`].
-    pub async fn start(
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// # async fn example(client: kube::Client, manager: wasm_operator::manager::Manager)
+    /// # -> Result<(), Box<dyn std::error::Error>> {
+    /// use wasm_operator::webhook::{CertSource, ConversionWebhook, WebhookOptions};
+    ///
+    /// let webhook = ConversionWebhook::start_with(
+    ///     client,
+    ///     manager.registry().clone(),
+    ///     manager.webhook_board().clone(),
+    ///     WebhookOptions {
+    ///         addr: ([0, 0, 0, 0], 9443).into(),
+    ///         client_config: None,
+    ///         certs: CertSource::Secret {
+    ///             namespace: "default".into(),
+    ///             name: "wasm-operator-webhook-cert".into(),
+    ///         },
+    ///         migrate_storage: true,
+    ///     },
+    /// )
+    /// .await?;
+    /// webhook.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn start_with(
         client: kube::Client,
         registry: Registry,
+        board: WebhookBoard,
         options: WebhookOptions,
     ) -> Result<ConversionWebhook, WebhookError> {
         let listener = tokio::net::TcpListener::bind(options.addr)
@@ -213,6 +267,7 @@ impl ConversionWebhook {
             inner: Arc::new(Inner {
                 client,
                 registry: registry.clone(),
+                board: board.clone(),
                 addr: bound,
                 client_config,
                 certs,
@@ -225,8 +280,8 @@ impl ConversionWebhook {
             }),
         };
         // The WasmPlugin controller points a plugin's CRD here before its
-        // first version activates (see `Registry::set_conversion_target`).
-        registry.set_conversion_target(Some(webhook.desired_conversion()));
+        // first version activates (see `WebhookBoard::set_conversion_target`).
+        board.set_conversion_target(Some(webhook.desired_conversion()));
         let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
         let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
         *webhook.tasks() = vec![serving, keeper];
@@ -319,9 +374,9 @@ impl ConversionWebhook {
 
     /// Stops serving and keeping CRDs.
     pub async fn shutdown(&self) {
-        let registry = &self.inner.registry;
-        if registry.conversion_target() == Some(self.desired_conversion()) {
-            registry.set_conversion_target(None);
+        let board = &self.inner.board;
+        if board.conversion_target() == Some(self.desired_conversion()) {
+            board.set_conversion_target(None);
         }
         self.inner.cancel.cancel();
         let tasks = std::mem::take(&mut *self.tasks());
@@ -332,7 +387,7 @@ impl ConversionWebhook {
 }
 
 /// Points the CRD of `manifest`'s primary kind at the conversion webhook
-/// that serves for `registry` ([`Registry::conversion_target`]), when the
+/// that posts on `board` ([`WebhookBoard::conversion_target`]), when the
 /// plugin implements `migration` and a webhook serves; returns whether it
 /// wrote. Call it *before* the version activates: the plugin's watch opens
 /// on activation, and kube-apiserver keeps serving a watch opened before a
@@ -346,13 +401,13 @@ impl ConversionWebhook {
 /// [`WebhookError::Crd`] when the CRD cannot be read or patched.
 pub async fn point_before_activation(
     client: &kube::Client,
-    registry: &Registry,
+    board: &WebhookBoard,
     manifest: &crate::contract::Manifest,
 ) -> Result<bool, WebhookError> {
     if !manifest.implements.migration {
         return Ok(false);
     }
-    let Some(desired) = registry.conversion_target() else {
+    let Some(desired) = board.conversion_target() else {
         return Ok(false);
     };
     let name = format!("{}.{}", manifest.primary.plural, manifest.primary.group);
@@ -363,16 +418,16 @@ pub async fn point_before_activation(
 
 /// Starts a storage migration of every migrating plugin's CRD whose
 /// `storedVersions` lists more than its storage version, unless one runs.
-/// Where each stands is published on the registry's
-/// [`StorageProgressBoard`](crate::registry::StorageProgressBoard) under
-/// the plugin's name (the WasmPlugin status shows it).
+/// Where each stands is published on the webhook's [`StorageProgressBoard`]
+/// ([`WebhookBoard::storage_progress`]) under the plugin's name (the
+/// WasmPlugin status shows it).
 async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &CancellationToken) {
     if !lock(&webhook.inner.writes).may_write() {
         return;
     }
     let crds: kube::Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
         kube::Api::all(webhook.inner.client.clone());
-    let board = webhook.inner.registry.storage_progress();
+    let board = webhook.inner.board.storage_progress();
     for (name, plugin) in webhook.migrating_plugins() {
         if lock(&webhook.inner.migrating).contains(&name) {
             continue;
@@ -409,7 +464,7 @@ async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &Cancella
         let cancel = cancel.clone();
         let task = tokio::spawn(async move {
             let options = storage::StorageOptions::default();
-            let board = this.inner.registry.storage_progress();
+            let board = this.inner.board.storage_progress();
             let mut published = Instant::now();
             let run = storage::migrate(&client, &name, &options, |migrated, total| {
                 // Once a second at most: each publication may become a

@@ -31,7 +31,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use serde_json::{Value, json};
 
 use super::crd::FIELD_MANAGER;
-use crate::registry::{StorageMigrationProgress, StorageMigrationState};
+use super::storage_progress::{StorageMigrationProgress, StorageMigrationState};
 
 /// Objects per list page.
 pub const PAGE: u32 = 500;
@@ -130,7 +130,7 @@ pub fn write_interval(writes_per_second: u32) -> Option<Duration> {
 }
 
 /// What a host publishes about one run of a migration, from its start to
-/// its end (see [`crate::registry::StorageProgressBoard`]). Pure: each
+/// its end (see [`super::StorageProgressBoard`]). Pure: each
 /// step returns the value to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunProgress {

@@ -82,9 +82,14 @@ impl Fixture {
         .await
         .unwrap();
         let registry = manager.registry().clone();
-        let webhook = ConversionWebhook::start(client, registry.clone(), webhook_options())
-            .await
-            .unwrap();
+        let webhook = ConversionWebhook::start_with(
+            client,
+            registry.clone(),
+            manager.webhook_board().clone(),
+            webhook_options(),
+        )
+        .await
+        .unwrap();
         manager.serve_wasmplugins().await.unwrap();
         Fixture {
             cluster,

@@ -157,9 +157,10 @@ async fn the_host_migrates_storage_by_itself_when_asked_to() {
     }
     install_kv_crd(&client, "v1beta1").await;
     assert_eq!(stored_versions(&crd(&client).await).len(), 2);
-    let migrating = wasm_operator::webhook::ConversionWebhook::start(
+    let migrating = wasm_operator::webhook::ConversionWebhook::start_with(
         client.clone(),
         fx.registry.clone(),
+        fx.manager.webhook_board().clone(),
         wasm_operator::webhook::WebhookOptions {
             migrate_storage: true,
             ..crate::webhook_options()
@@ -224,9 +225,10 @@ async fn objects_the_api_server_refuses_to_rewrite_are_named_in_the_wasmplugin_s
     let denier = admission::DenyUpdates::install(&client).await;
     install_kv_crd(&client, "v1beta1").await;
 
-    let migrating = wasm_operator::webhook::ConversionWebhook::start(
+    let migrating = wasm_operator::webhook::ConversionWebhook::start_with(
         client.clone(),
         fx.registry.clone(),
+        fx.manager.webhook_board().clone(),
         wasm_operator::webhook::WebhookOptions {
             migrate_storage: true,
             ..crate::webhook_options()

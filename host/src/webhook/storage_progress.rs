@@ -1,9 +1,9 @@
 //! Where the storage-version migrations a host runs stand, per plugin.
 //!
-//! The webhook runs the migrations (`webhook::storage`), the WasmPlugin
-//! controller owns the status they show in; neither may import the other
-//! (the webhook comes first in the chain). The registry, which both already
-//! hold, is the board between them: the migration publishes a
+//! The webhook runs the migrations ([`super::storage`]), the WasmPlugin
+//! controller owns the status they show in. The [`StorageProgressBoard`]
+//! (part of the [`super::WebhookBoard`] the manager creates and hands to
+//! both) is between them: the migration publishes a
 //! [`StorageMigrationProgress`] under the plugin's name, the WasmPlugin
 //! worker reads it when it writes status and is woken by
 //! [`StorageProgressBoard::updates`]. A plugin without a WasmPlugin
@@ -14,6 +14,8 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 use tokio::sync::watch;
+
+use crate::util::lock;
 
 /// Where one CRD's storage migration stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -86,14 +88,14 @@ impl Default for StorageProgressBoard {
 impl StorageProgressBoard {
     /// Records where plugin `plugin`'s migration stands and wakes readers.
     pub fn publish(&self, plugin: &str, progress: StorageMigrationProgress) {
-        super::lock(&self.by_plugin).insert(plugin.to_string(), progress);
+        lock(&self.by_plugin).insert(plugin.to_string(), progress);
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// Where plugin `plugin`'s migration stands, when this host ran or
     /// checked one.
     pub fn get(&self, plugin: &str) -> Option<StorageMigrationProgress> {
-        super::lock(&self.by_plugin).get(plugin).cloned()
+        lock(&self.by_plugin).get(plugin).cloned()
     }
 
     /// Changes on every [`StorageProgressBoard::publish`].
