@@ -8,7 +8,8 @@ use kube::ResourceExt;
 use kube::api::{ApiResource, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{ApplyError, Executed, Writer};
+use super::writer::Writer;
+use super::{ApplyError, Executed};
 use crate::cache::CacheLease;
 use crate::plan::unchanged::{LastApplied, digest};
 use crate::plan::{ChildApply, ChildKey, OwnedChild, children::is_owned_child, field_manager};

@@ -12,13 +12,19 @@ pub mod finalizer;
 mod impersonation;
 mod metadata;
 mod primary_writes;
+#[cfg(test)]
+mod recording;
 mod status;
+mod writer;
 
 pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
-pub use execute::{Executed, Writer, execute};
+pub use execute::{Executed, WritePlan, execute};
+pub use writer::Writer;
 pub use impersonation::impersonating;
 pub use primary_writes::{Hold, PrimaryWrites};
+#[cfg(test)]
+pub use recording::{Recorded, Recording};
 
 use crate::contract::Reason;
 
