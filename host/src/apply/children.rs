@@ -20,7 +20,7 @@ const APPLIED_KEPT: usize = 4096;
 
 /// What the host last applied to each child of one plugin: the memory
 /// [`crate::plan::unchanged::skip`] decides with, filled from what
-/// [`execute`](super::execute) reports.
+/// [`execute`](super::execute::execute) reports.
 ///
 /// Losing an entry is always safe (the child is applied once more), so the
 /// memory lives only in the process and is bounded: once it holds more than

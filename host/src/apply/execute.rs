@@ -231,9 +231,12 @@ impl WritePlan for Writer<'_> {
 
 #[cfg(test)]
 mod tests {
-    use kube::api::GroupVersionKind;
+    use kube::Client;
+    use kube::api::{ApiResource, GroupVersionKind};
 
     use super::*;
+    use crate::apply::EventSink;
+    use crate::lease::WriteGate;
     use crate::plan::Requeue;
 
     /// A client of an address nobody listens on: any request it sent

@@ -2,7 +2,7 @@
 //! pruning, the finalizer, status, annotations and events.
 //!
 //! What to write is decided in [`crate::plan`]; this module only writes, in
-//! the order [`execute`] documents, and skips every part the plan leaves
+//! the order [`execute::execute`] documents, and skips every part the plan leaves
 //! empty, so a plan that changes nothing makes no API write.
 
 mod children;
@@ -19,12 +19,12 @@ mod writer;
 
 pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
-pub use execute::{Executed, WritePlan, execute};
+pub use execute::{Executed, WritePlan};
 pub use writer::Writer;
 pub use impersonation::impersonating;
 pub use primary_writes::{Hold, PrimaryWrites};
 #[cfg(test)]
-pub use recording::{Recorded, Recording};
+pub use recording::Recording;
 
 use crate::contract::Reason;
 

@@ -59,7 +59,7 @@ impl WritePlan for Recording {
     }
 }
 
-/// What [`super::execute`] reports when every write of `plan` succeeds.
+/// What [`super::execute::execute`] reports when every write of `plan` succeeds.
 fn all_written(plan: &Plan) -> Executed {
     let metadata = plan.metadata_writes();
     let first = metadata.first.iter();

@@ -388,7 +388,7 @@ mod tests {
     fn deleting_with_the_finalizer() -> DynamicObject {
         let mut obj = primary();
         obj.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
-        obj.metadata.deletion_timestamp = Some(Time(Utc::now()));
+        obj.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
         obj
     }
 

@@ -70,6 +70,8 @@ pub fn outside_grant(primary: &DynamicObject) -> Plan {
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
     use super::*;
     use crate::plan::FINALIZER;
     use crate::plan::test_support::{manifest, primary, with_finalizers};
@@ -123,9 +125,7 @@ mod tests {
     #[test]
     fn outside_the_grant_only_a_deleting_primary_holding_the_finalizer_is_released() {
         let deleting = |mut obj: DynamicObject| {
-            obj.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                chrono::Utc::now(),
-            ));
+            obj.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
             obj
         };
         let held = deleting(with_finalizers(primary(), &[FINALIZER]));
