@@ -20,11 +20,11 @@ mod writer;
 pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
 pub use execute::{Executed, WritePlan};
-pub use writer::Writer;
 pub use impersonation::impersonating;
 pub use primary_writes::{Hold, PrimaryWrites};
 #[cfg(test)]
 pub use recording::Recording;
+pub use writer::Writer;
 
 use crate::contract::Reason;
 

@@ -143,8 +143,7 @@ pub(super) async fn reconcile(
             } else {
                 ReconcileResult::Error
             };
-            ctx.metrics
-                .reconcile_finished(&ctx.plugin, result, seconds);
+            ctx.metrics.reconcile_finished(&ctx.plugin, result, seconds);
             if !fenced {
                 active.counters.record(true, call);
             }
@@ -247,15 +246,16 @@ async fn run(
     // Planned on a copy, outside the lock (kube-runtime never reconciles
     // one object twice at once, so nothing else changes this entry).
     let mut rates = ctx.with_rates(&key, &limits, |r| r.clone());
-    let mut plan = plan_answer(&observed, &desired, &plan_ctx, &mut rates, &ctx.gate)
-        .inspect_err(|error| {
+    let mut plan = plan_answer(&observed, &desired, &plan_ctx, &mut rates, &ctx.gate).inspect_err(
+        |error| {
             if let ReconcileError::Plan(error) = error {
                 ctx.metrics.refusal(&ctx.plugin, error.reason());
                 if let Some(limit) = error.limit() {
                     ctx.metrics.limit_breach(&ctx.plugin, limit.as_str());
                 }
             }
-        })?;
+        },
+    )?;
     ctx.with_rates(&key, &limits, |r| *r = rates);
     let unchanged = plan::unchanged::skip(&mut plan, &owned, |child| ctx.applied.get(child));
     if !unchanged.is_empty() {
@@ -495,7 +495,10 @@ mod tests {
             .iter()
             .find(|c| c.kind == "Ready")
             .expect("a Ready condition");
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "CapabilityDenied"));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "CapabilityDenied")
+        );
     }
 
     #[test]

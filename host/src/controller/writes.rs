@@ -337,8 +337,7 @@ impl<W: WritePlan> Shell<'_, W> {
         );
         // API write failures are not the plugin's; everything else is.
         if !matches!(error, ReconcileError::Apply(ApplyError::Api { .. })) {
-            self.metrics
-                .plugin_failure(plugin, version, error.reason());
+            self.metrics.plugin_failure(plugin, version, error.reason());
         }
         // The API server refused the plugin's output: a refusal like the plan's.
         if let ReconcileError::Apply(
@@ -400,6 +399,23 @@ mod tests {
         }
     }
 
+    /// `action` is the retry after `failures` failures: the backoff's delay,
+    /// within its ±10 % jitter.
+    fn assert_backs_off(action: &Action, failures: u32) {
+        let nominal = backoff::BASE.as_secs_f64() * f64::from(1u32 << (failures - 1));
+        let debug = format!("{action:?}");
+        let seconds: f64 = debug
+            .split("Some(")
+            .nth(1)
+            .and_then(|rest| rest.split("s)").next())
+            .and_then(|secs| secs.parse().ok())
+            .unwrap_or_else(|| panic!("a requeue in seconds, got {debug}"));
+        assert!(
+            (nominal * 0.9..=nominal * 1.1).contains(&seconds),
+            "{seconds} s is not the backoff after {failures} failures"
+        );
+    }
+
     /// Lets every event through, dropping none.
     fn no_rate(events: Vec<PlannedEvent>) -> (Vec<PlannedEvent>, usize) {
         (events, 0)
@@ -433,7 +449,11 @@ mod tests {
         assert_eq!(plan.finalizer, FinalizerChange::Remove);
         assert!(plan.events.is_empty() && plan.status.is_none() && plan.apply.is_empty());
         // Not one of the plugin's writes.
-        assert!(!metrics.encode().contains("wasm_operator_writes_total{plugin"));
+        assert!(
+            !metrics
+                .encode()
+                .contains("wasm_operator_writes_total{plugin")
+        );
     }
 
     #[tokio::test]
@@ -443,7 +463,7 @@ mod tests {
         let action = shell
             .outside_grant(&deleting_with_the_finalizer(), "team-a")
             .await;
-        assert_eq!(action, Action::requeue(backoff::delay(1)));
+        assert_backs_off(&action, 1);
         assert_eq!(shell.writer.written().len(), 1);
     }
 
@@ -583,17 +603,11 @@ mod tests {
             .await
             .expect_err("the upgrade failed");
         assert_eq!(error.reason(), "UpgradeFailed");
-        assert_eq!(after_failure(&error, 2), Action::requeue(backoff::delay(2)));
+        assert_backs_off(&after_failure(&error, 2), 2);
         assert!(shell.writer.written().is_empty());
         // Its report is the one write of the failure.
         let failed = shell
-            .fail(
-                &primary(),
-                ("webapp", "1.2.0"),
-                &limits(),
-                error,
-                no_rate,
-            )
+            .fail(&primary(), ("webapp", "1.2.0"), &limits(), error, no_rate)
             .await;
         assert!(matches!(failed, Err(ReconcileError::Upgrade(_))));
         let written = shell.writer.written();
@@ -659,7 +673,7 @@ mod tests {
             )
             .await;
         let error = failed.expect_err("a failure");
-        assert_eq!(after_failure(&error, 1), Action::requeue(backoff::delay(1)));
+        assert_backs_off(&after_failure(&error, 1), 1);
         let written = shell.writer.written();
         assert_eq!(written.len(), 1);
         let plan = &written[0].plan;

@@ -157,9 +157,9 @@ pub(super) fn hot_loop(
         return (requeue, None);
     }
     let requeue = match requeue {
-        Requeue::Resync => Requeue::AfterMs(
-            u64::try_from(limits.reconcile_refill.as_millis()).unwrap_or(u64::MAX),
-        ),
+        Requeue::Resync => {
+            Requeue::AfterMs(u64::try_from(limits.reconcile_refill.as_millis()).unwrap_or(u64::MAX))
+        }
         other => other,
     };
     let breach = Breach {
@@ -372,14 +372,20 @@ mod tests {
 
     #[test]
     fn a_hot_loop_is_reported_and_looked_at_again_once_a_token_is_back() {
-        assert_eq!(hot_loop(0, Requeue::Resync, &limits()), (Requeue::Resync, None));
+        assert_eq!(
+            hot_loop(0, Requeue::Resync, &limits()),
+            (Requeue::Resync, None)
+        );
         let (requeue, breach) = hot_loop(3, Requeue::Resync, &limits());
         assert_eq!(requeue, Requeue::AfterMs(200));
         let breach = breach.expect("a breach");
         assert_eq!(breach.limit, Limit::ReconcileRate);
         assert!(breach.detail.contains("3 more times"), "{}", breach.detail);
         // The plugin's own requeue stands.
-        assert_eq!(hot_loop(3, Requeue::AfterMs(50), &limits()).0, Requeue::AfterMs(50));
+        assert_eq!(
+            hot_loop(3, Requeue::AfterMs(50), &limits()).0,
+            Requeue::AfterMs(50)
+        );
     }
 
     #[test]
@@ -404,7 +410,11 @@ mod tests {
         assert_eq!(own.len(), 2);
         assert_eq!(own[0].reason, "Waiting");
         assert_eq!(
-            (own[1].kind.as_str(), own[1].status.as_str(), own[1].reason.as_str()),
+            (
+                own[1].kind.as_str(),
+                own[1].status.as_str(),
+                own[1].reason.as_str()
+            ),
             ("Degraded", "True", "LimitExceeded")
         );
     }
@@ -416,7 +426,11 @@ mod tests {
             status_size(Some(&json!({"a": 1})), &manifest(), &limits()),
             Ok(())
         );
-        match status_size(Some(&json!({"a": "0123456789abcdef"})), &manifest(), &limits()) {
+        match status_size(
+            Some(&json!({"a": "0123456789abcdef"})),
+            &manifest(),
+            &limits(),
+        ) {
             Err(PlanError::StatusTooLarge { size, limit, .. }) => {
                 assert_eq!((size, limit), (24, 16));
             }
