@@ -2,13 +2,14 @@
 //! pruning.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DeleteParams, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 
-use super::{ApplyError, Executed, Writer};
+use super::writer::Writer;
+use super::{ApplyError, Executed};
 use crate::cache::CacheLease;
 use crate::plan::unchanged::{LastApplied, digest};
 use crate::plan::{ChildApply, ChildKey, OwnedChild, children::is_owned_child, field_manager};
@@ -19,7 +20,7 @@ const APPLIED_KEPT: usize = 4096;
 
 /// What the host last applied to each child of one plugin: the memory
 /// [`crate::plan::unchanged::skip`] decides with, filled from what
-/// [`execute`](super::execute) reports.
+/// [`execute`](super::execute::execute) reports.
 ///
 /// Losing an entry is always safe (the child is applied once more), so the
 /// memory lives only in the process and is bounded: once it holds more than
@@ -41,7 +42,7 @@ struct Memory {
 impl AppliedChildren {
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
         // Plain values: a panic elsewhere cannot leave them half-written.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::util::lock(&self.inner)
     }
 
     /// What the host last applied to `key`, if it remembers.

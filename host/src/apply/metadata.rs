@@ -9,8 +9,8 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
 
-use super::execute::Answer;
-use super::{ApplyError, Writer, finalizer};
+use super::writer::{Answer, Writer};
+use super::{ApplyError, finalizer};
 use crate::plan::{AnnotationChanges, FINALIZER, FinalizerChange, MetadataWrite, field_manager};
 
 /// Merge-patches `changes` into the annotations of the primary `name` in

@@ -2,7 +2,7 @@
 //! pruning, the finalizer, status, annotations and events.
 //!
 //! What to write is decided in [`crate::plan`]; this module only writes, in
-//! the order [`execute`] documents, and skips every part the plan leaves
+//! the order [`execute::execute`] documents, and skips every part the plan leaves
 //! empty, so a plan that changes nothing makes no API write.
 
 mod children;
@@ -12,13 +12,19 @@ pub mod finalizer;
 mod impersonation;
 mod metadata;
 mod primary_writes;
+#[cfg(test)]
+mod recording;
 mod status;
+mod writer;
 
 pub use children::{AppliedChildren, owned_children};
 pub use events::EventSink;
-pub use execute::{Executed, Writer, execute};
+pub use execute::{Executed, WritePlan};
 pub use impersonation::impersonating;
 pub use primary_writes::{Hold, PrimaryWrites};
+#[cfg(test)]
+pub use recording::Recording;
+pub use writer::Writer;
 
 use crate::contract::Reason;
 

@@ -3,8 +3,8 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::execute::Answer;
-use super::{ApplyError, Writer};
+use super::ApplyError;
+use super::writer::{Answer, Writer};
 
 /// Writes a status merge patch (from [`crate::plan::build_status`]) to the
 /// primary `name` in `namespace`. Returns the write's answer, `None` when

@@ -30,9 +30,7 @@ pub struct Failures {
 
 impl Failures {
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.counts)
     }
 
     /// Consecutive failures of `key` so far.

@@ -14,9 +14,12 @@
 //! the shared cache, and a Namespace change re-triggers its primaries.
 
 mod backoff;
+mod context;
+mod error;
 mod reconcile;
 mod shadow;
 mod trigger;
+mod writes;
 
 use std::sync::Arc;
 
@@ -70,7 +73,7 @@ pub struct ControllerHandle {
     reconcile_all: mpsc::UnboundedSender<()>,
     /// Batches of objects to reconcile again, paced by [`pace`].
     paced: tokio::sync::mpsc::UnboundedSender<Paced>,
-    ctx: Arc<reconcile::Context>,
+    ctx: Arc<context::Context>,
     primary: Store<CachedObject>,
     primary_ar: ApiResource,
 }
@@ -217,7 +220,7 @@ impl ControllerHandle {
 
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
-        let ctx = Arc::new(reconcile::Context {
+        let ctx = Arc::new(context::Context {
             client: client.clone(),
             host_client,
             plugin: manifest.name.clone(),

@@ -27,9 +27,8 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::reconcile::{
-    Context, ReconcileError, call_context, children_outside, existing, observe,
-};
+use super::context::{Context, call_context, children_outside, existing, observe};
+use super::error::ReconcileError;
 use crate::cache::{CachedObject, object_json, object_text};
 use crate::contract::{Desired, Reason};
 use crate::migration;

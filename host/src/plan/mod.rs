@@ -7,24 +7,29 @@
 //! object in shadow mode): every part of a [`Plan`] is keyed or ordered
 //! deterministically, so `==` and `Debug` diffs are meaningful.
 //!
-//! Three plans exist:
+//! Three plans answer a plugin call or its failure:
 //! - [`reconcile`]: the plugin answered `reconcile`: children to apply and to
 //!   prune, status, events, version marks, the finalizer, the requeue;
 //! - [`finalize`]: the primary is being deleted ([`finalizer`] documents the
 //!   contract);
 //! - [`failure`]: a reconcile failed: `Degraded=True`, `Ready=False` and a
 //!   Warning event with the failure's reason.
+//!
+//! The host's own plans ([`host`]: the hot-loop and upgrade reports, the
+//! release of a primary outside the grant) and the limits [`reconcile`]
+//! applies (`clamps`, one function each) live in their own files.
 
 pub mod annotations;
 pub mod children;
+mod clamps;
 pub mod finalizer;
+pub mod host;
 pub mod limits;
 pub mod names;
 pub mod status;
 pub mod unchanged;
 pub mod validate;
 
-use crate::util::truncate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -382,7 +387,8 @@ fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Condition
 /// `Degraded=False` defaults unless it set them, and the status, version
 /// marks and finalizer are written only when they change.
 ///
-/// The limits ([`ReconcileLimits`] states the rule) are applied here:
+/// The limits ([`ReconcileLimits`] states the rule) are applied here, one
+/// clamp at a time:
 /// refusals are errors, clamps are [`Plan::breaches`] and a
 /// `Degraded=True`/`LimitExceeded` condition. `rates` is the object's
 /// per-object state (events are correlated through it; a hot loop it
@@ -402,15 +408,70 @@ pub fn reconcile(
     let manifest = ctx.manifest;
     let limits = &ctx.limits;
     let primary = observed.primary;
-    if desired.children.len() > limits.max_children {
-        return Err(PlanError::TooManyChildren {
-            plugin: manifest.name.clone(),
-            version: manifest.version.clone(),
-            count: desired.children.len(),
-            limit: limits.max_children,
-        });
-    }
-    let mut apply = children::complete(manifest, primary, &desired.children)?;
+    clamps::children_count(manifest, limits, desired.children.len())?;
+    let apply = planned_children(observed, manifest, &desired.children)?;
+    let prune = children::unwanted(observed.children, &apply);
+    let mut breaches = Vec::new();
+    // Rate state changes only with a plan: a refused answer records nothing
+    // and takes no event tokens.
+    let mut next = rates.clone();
+
+    let mut events = clamps::prune_events(&prune, manifest);
+    let (asked, breach) = clamps::plugin_events(&desired.events, limits);
+    breaches.extend(breach);
+    events.extend(asked);
+    let (events, dropped, breach) = clamps::event_rate(events, &mut next, limits, ctx.now);
+    breaches.extend(breach);
+    let events_dropped = dropped
+        + desired
+            .events
+            .len()
+            .saturating_sub(limits.max_events_per_reconcile);
+
+    let mut conditions = desired.conditions.clone();
+    breaches.extend(clamps::condition_messages(&mut conditions, limits));
+    let (requeue, breach) = clamps::requeue_after(desired.requeue_after_ms, limits);
+    breaches.extend(breach);
+    let (requeue, breach) = clamps::hot_loop(next.take_throttled(), requeue, limits);
+    breaches.extend(breach);
+    clamps::host_conditions(&mut conditions, &breaches, manifest);
+    let status = build_status(
+        primary,
+        desired.status.as_ref(),
+        &conditions,
+        &ctx.timestamp(),
+    );
+    clamps::status_size(status.as_ref(), manifest, limits)?;
+
+    *rates = next;
+    Ok(Plan {
+        apply,
+        prune,
+        status,
+        conditions,
+        events,
+        annotations: {
+            let mut marks = annotations::version_marks(primary, manifest);
+            marks.extend(annotations::fencing_mark(primary, ctx.fencing_token));
+            marks
+        },
+        finalizer: finalizer::on_reconcile(primary, manifest),
+        requeue,
+        breaches,
+        events_dropped,
+    })
+}
+
+/// The desired children completed and checked: refused when one is not
+/// this primary's to write ([`PlanError::ChildConflict`]), each marked
+/// whether it exists (the caches show it, owned or not).
+fn planned_children(
+    observed: &Observed<'_>,
+    manifest: &Manifest,
+    desired: &[serde_json::Value],
+) -> Result<BTreeMap<ChildKey, ChildApply>, PlanError> {
+    let primary = observed.primary;
+    let mut apply = children::complete(manifest, primary, desired)?;
     let conflicts = children::conflicts(
         &apply,
         observed.existing,
@@ -431,187 +492,7 @@ pub fn reconcile(
     for (key, child) in &mut apply {
         child.exists = observed.existing.contains_key(key) || owned.contains(key);
     }
-    let prune = children::unwanted(observed.children, &apply);
-    let mut breaches = Vec::new();
-    // Rate state changes only with a plan: a refused answer records nothing
-    // and takes no event tokens.
-    let mut next = rates.clone();
-
-    let mut events: Vec<PlannedEvent> = prune
-        .keys()
-        .map(|key| PlannedEvent {
-            only_if_pruned: Some(key.clone()),
-            ..PlannedEvent::new(
-                false,
-                Reason::ChildPruned.as_str(),
-                format!(
-                    "deleted {key}: no longer desired by plugin {}",
-                    manifest.name
-                ),
-                EventAction::Prune,
-            )
-        })
-        .collect();
-    if desired.events.len() > limits.max_events_per_reconcile {
-        breaches.push(Breach {
-            limit: Limit::EventsPerReconcile,
-            detail: format!(
-                "the plugin asked for {} events, the first {} were recorded",
-                desired.events.len(),
-                limits.max_events_per_reconcile
-            ),
-        });
-    }
-    events.extend(
-        desired
-            .events
-            .iter()
-            .take(limits.max_events_per_reconcile)
-            .map(|event| {
-                PlannedEvent::new(
-                    event.warning,
-                    &event.reason,
-                    event.message.clone(),
-                    EventAction::Reconcile,
-                )
-            }),
-    );
-    let (events, dropped) = next.correlate(events, limits, ctx.now);
-    let events_dropped = dropped
-        + desired
-            .events
-            .len()
-            .saturating_sub(limits.max_events_per_reconcile);
-    if dropped > 0 {
-        breaches.push(Breach {
-            limit: Limit::EventRate,
-            detail: format!(
-                "{dropped} events dropped: the object may receive {} events at once and one more every {} s",
-                limits.event_burst,
-                limits.event_refill.as_secs()
-            ),
-        });
-    }
-
-    let mut conditions = desired.conditions.clone();
-    let mut truncated = 0;
-    for c in &mut conditions {
-        if c.message.len() > limits.max_condition_message_bytes {
-            c.message = truncate(&c.message, limits.max_condition_message_bytes);
-            truncated += 1;
-        }
-    }
-    if truncated > 0 {
-        breaches.push(Breach {
-            limit: Limit::ConditionMessage,
-            detail: format!(
-                "{truncated} condition messages truncated to {} bytes",
-                limits.max_condition_message_bytes
-            ),
-        });
-    }
-    let min_requeue_ms = u64::try_from(limits.min_requeue.as_millis()).unwrap_or(u64::MAX);
-    let mut requeue = match desired.requeue_after_ms {
-        Some(ms) if ms < min_requeue_ms => {
-            breaches.push(Breach {
-                limit: Limit::RequeueAfter,
-                detail: format!("requeue-after {ms} ms raised to {min_requeue_ms} ms"),
-            });
-            Requeue::AfterMs(min_requeue_ms)
-        }
-        Some(ms) => Requeue::AfterMs(ms),
-        None => Requeue::Resync,
-    };
-    let throttled = next.take_throttled();
-    if throttled > 0 {
-        // Look again once a token is back: a loop that stopped meanwhile
-        // then clears the report instead of leaving it until the resync.
-        if requeue == Requeue::Resync {
-            requeue = Requeue::AfterMs(
-                u64::try_from(limits.reconcile_refill.as_millis()).unwrap_or(u64::MAX),
-            );
-        }
-        breaches.push(Breach {
-            limit: Limit::ReconcileRate,
-            detail: format!(
-                "hot loop: the object was due for reconciling {throttled} more times than its limit ({} at once, one more every {} ms); those reconciles were delayed",
-                limits.reconcile_burst,
-                limits.reconcile_refill.as_millis()
-            ),
-        });
-    }
-
-    let ok_message = format!(
-        "plugin {} {} reconciled the object",
-        manifest.name, manifest.version
-    );
-    if !breaches.is_empty() {
-        // A breach is never silent: it replaces the plugin's own Degraded.
-        conditions.retain(|c| c.kind != "Degraded");
-        let list: Vec<String> = breaches.iter().map(ToString::to_string).collect();
-        conditions.push(condition(
-            "Degraded",
-            "True",
-            Reason::LimitExceeded.as_str(),
-            &format!(
-                "plugin {} {} exceeded its limits per reconcile, the host clamped the answer and wrote it: {}. Fix the plugin or raise spec.limits of its WasmPlugin",
-                manifest.name,
-                manifest.version,
-                list.join("; ")
-            ),
-        ));
-    }
-    if !conditions.iter().any(|c| c.kind == "Ready") {
-        conditions.push(condition(
-            "Ready",
-            "True",
-            Reason::ReconcileSucceeded.as_str(),
-            &ok_message,
-        ));
-    }
-    if !conditions.iter().any(|c| c.kind == "Degraded") {
-        conditions.push(condition(
-            "Degraded",
-            "False",
-            Reason::ReconcileSucceeded.as_str(),
-            &ok_message,
-        ));
-    }
-    let status = build_status(
-        primary,
-        desired.status.as_ref(),
-        &conditions,
-        &ctx.timestamp(),
-    );
-    if let Some(body) = &status {
-        let size = json_size(body);
-        if size > limits.max_status_bytes {
-            return Err(PlanError::StatusTooLarge {
-                plugin: manifest.name.clone(),
-                version: manifest.version.clone(),
-                size,
-                limit: limits.max_status_bytes,
-            });
-        }
-    }
-
-    *rates = next;
-    Ok(Plan {
-        apply,
-        prune,
-        status,
-        conditions,
-        events,
-        annotations: {
-            let mut marks = annotations::version_marks(primary, manifest);
-            marks.extend(annotations::fencing_mark(primary, ctx.fencing_token));
-            marks
-        },
-        finalizer: finalizer::on_reconcile(primary, manifest),
-        requeue,
-        breaches,
-        events_dropped,
-    })
+    Ok(apply)
 }
 
 /// The size in bytes of `value` as compact JSON, counted without building

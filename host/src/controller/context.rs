@@ -1,0 +1,208 @@
+//! What every reconcile of one plugin shares ([`Context`]), and what it
+//! reads from it: the observed children, the call context, what the caches
+//! show at the desired keys. The reconcile shell ([`super::reconcile`]) and
+//! the shadow computation ([`super::shadow`]) both build on it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use chrono::Utc;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+
+use super::backoff::Failures;
+use crate::apply::{self, EventSink, Writer};
+use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
+use crate::contract::{CallContext, ReconcileLimits};
+use crate::engine::CacheReader;
+use crate::lease::{ShardGates, WriteGate};
+use crate::plan::{self, ChildKey, MANAGED_BY_VERSION_ANNOTATION, ObjectRates, OwnedChild};
+use crate::registry::{ActiveVersion, ServingVersions};
+use crate::telemetry::Metrics;
+
+/// Everything a reconcile of one plugin needs; shared by its calls.
+pub(super) struct Context {
+    /// Writes as the plugin (impersonating its grant's ServiceAccount, if any).
+    pub client: Client,
+    /// The host's own identity: releases its finalizer from primaries
+    /// outside the grant.
+    pub host_client: Client,
+    pub plugin: String,
+    pub versions: Arc<ServingVersions>,
+    pub primary: ApiResource,
+    pub owned: Vec<CacheLease>,
+    pub cache: Arc<dyn CacheReader>,
+    /// The namespaces of the plugin's grant.
+    pub gate: NamespaceGate,
+    pub events: EventSink,
+    pub metrics: Metrics,
+    /// Whether this replica may write now, and its fencing token: one
+    /// gate per shard (one in all without sharding).
+    pub writes: ShardGates,
+    pub failures: Failures,
+    /// Per-object rate-limit state (reconciles, events), by object key.
+    pub rates: Mutex<HashMap<String, ObjectRates>>,
+    /// What the host last applied to each child: unchanged children are
+    /// not applied again ([`plan::unchanged`]).
+    pub applied: apply::AppliedChildren,
+    /// The host's last write to each primary: a reconcile waits for the
+    /// cache to show it ([`apply::PrimaryWrites`]).
+    pub primary_writes: apply::PrimaryWrites,
+}
+
+/// Objects whose rate state is kept before idle entries are forgotten.
+const RATES_KEPT: usize = 1024;
+
+impl Context {
+    /// The gate guarding writes to `obj`: its shard's.
+    pub(super) fn writes_for(&self, obj: &DynamicObject) -> &WriteGate {
+        self.writes.for_uid(obj.metadata.uid.as_deref())
+    }
+
+    /// Runs `f` on the rate state of the object `key` (created full).
+    pub(super) fn with_rates<R>(
+        &self,
+        key: &str,
+        limits: &ReconcileLimits,
+        f: impl FnOnce(&mut ObjectRates) -> R,
+    ) -> R {
+        let now = Utc::now();
+        // The map holds plain values; a poisoned lock still holds valid ones.
+        let mut rates = crate::util::lock(&self.rates);
+        if rates.len() > RATES_KEPT {
+            rates.retain(|_, r| !r.is_idle(limits, now));
+        }
+        let entry = rates
+            .entry(key.to_string())
+            .or_insert_with(|| ObjectRates::new(limits, now));
+        f(entry)
+    }
+}
+
+/// The writer of this controller's plans for `obj`: as the plugin, behind
+/// the gate of `obj`'s shard.
+pub(super) fn writer<'a>(ctx: &'a Context, obj: &DynamicObject) -> Writer<'a> {
+    Writer {
+        client: &ctx.client,
+        primary: &ctx.primary,
+        plugin: &ctx.plugin,
+        events: &ctx.events,
+        gate: ctx.writes_for(obj),
+    }
+}
+
+/// What the host observed for one call: the owned children (for the plan)
+/// and what the plugin gets to see, as JSON.
+pub(super) struct Observation {
+    pub owned: Vec<OwnedChild>,
+    pub children: Vec<String>,
+    pub object: String,
+}
+
+pub(super) fn observe(obj: &DynamicObject, ctx: &Context, active: &ActiveVersion) -> Observation {
+    let uid = obj.uid().unwrap_or_default();
+    let manifest = active.plugin.manifest();
+    // The controller watches the owned kinds of both versions of a canary;
+    // each version sees (and may prune) only children of kinds it owns.
+    let owns = |lease: &CacheLease| {
+        let ar = lease.api_resource();
+        manifest
+            .owns
+            .iter()
+            .any(|k| k.matches(&ar.api_version, &ar.kind))
+    };
+    let owned = if ctx.owned.iter().all(owns) {
+        // Without a candidate of other kinds: no copy on the stable path.
+        apply::owned_children(&ctx.owned, &manifest.name, &uid)
+    } else {
+        let leases: Vec<CacheLease> = ctx.owned.iter().filter(|l| owns(l)).cloned().collect();
+        apply::owned_children(&leases, &manifest.name, &uid)
+    };
+    let children = owned.iter().map(|c| c.object.text(&c.resource)).collect();
+    Observation {
+        owned,
+        children,
+        object: object_text(obj, &ctx.primary),
+    }
+}
+
+/// The writer of the host's own release of a deleting primary outside the
+/// plugin's grant ([`crate::plan::host::outside_grant`]): as the host, since
+/// the plugin's identity may no longer act there.
+pub(super) fn host_writer<'a>(ctx: &'a Context, obj: &DynamicObject) -> Writer<'a> {
+    Writer {
+        client: &ctx.host_client,
+        ..writer(ctx, obj)
+    }
+}
+
+/// What the owned kinds' caches show at `keys` (the takeover check of
+/// [`plan::reconcile`]): lookups by key, no list.
+pub(super) fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<CachedObject>> {
+    keys.iter()
+        .filter_map(|key| {
+            let lease = ctx.owned.iter().find(|l| {
+                let ar = l.api_resource();
+                ar.api_version == key.api_version && ar.kind == key.kind
+            })?;
+            let mut reference = ObjectRef::new_with(&key.name, lease.api_resource().clone());
+            if let Some(ns) = &key.namespace {
+                reference = reference.within(ns);
+            }
+            lease.store().get(&reference).map(|obj| (key.clone(), obj))
+        })
+        .collect()
+}
+
+/// The children (as `Kind namespace/name`) in namespaces `gate` does not allow.
+pub(super) fn children_outside<'a>(
+    keys: impl Iterator<Item = &'a plan::ChildKey>,
+    gate: &NamespaceGate,
+) -> Vec<String> {
+    keys.filter(|key| key.namespace.as_deref().is_some_and(|ns| !gate.allows(ns)))
+        .map(ToString::to_string)
+        .collect()
+}
+
+/// The context of a plugin call on `obj` by `active`, its `attempt`th.
+pub(super) fn call_context(
+    obj: &DynamicObject,
+    active: &ActiveVersion,
+    attempt: u32,
+) -> CallContext {
+    CallContext {
+        plugin_version: active.plugin.manifest().version.clone(),
+        attempt,
+        managed_by_version: obj
+            .annotations()
+            .get(MANAGED_BY_VERSION_ANNOTATION)
+            .cloned(),
+        config: active.config.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_outside_the_granted_namespaces_are_named() {
+        let key = |ns: Option<&str>, name: &str| plan::ChildKey {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: ns.map(str::to_string),
+            name: name.into(),
+        };
+        let keys = [
+            key(Some("team-a"), "fine"),
+            key(Some("kube-system"), "sneaky"),
+            key(None, "cluster-wide"),
+        ];
+        let gate = NamespaceGate::new(Arc::default(), None);
+        assert_eq!(
+            children_outside(keys.iter(), &gate),
+            ["ConfigMap kube-system/sneaky"]
+        );
+    }
+}
