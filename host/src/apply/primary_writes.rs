@@ -27,7 +27,7 @@
 //!   costs at most the redundant write it exists to avoid.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kube::Resource;
@@ -69,7 +69,7 @@ pub enum Hold {
 impl PrimaryWrites {
     fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
         // Plain values: a panic elsewhere cannot leave them half-written.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::util::lock(&self.inner)
     }
 
     /// Remembers that the host's write to the primary `uid` answered

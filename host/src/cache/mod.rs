@@ -135,9 +135,7 @@ impl SharedCache {
     fn entries(&self) -> MutexGuard<'_, HashMap<CacheKey, Entry>> {
         // A panic while holding this lock cannot leave the map half-updated
         // (every update is a single insert/remove), so poisoning is ignored.
-        self.entries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.entries)
     }
 
     /// A lease on the reflector for `kind` in `namespace` (`None`: all

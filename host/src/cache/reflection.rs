@@ -95,9 +95,7 @@ impl Reflection {
                 while let Some(event) = events.next().await {
                     let event = match event {
                         Ok(event) => {
-                            *unserved
-                                .lock()
-                                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                            *crate::util::lock(&unserved) = None;
                             event
                         }
                         Err(error) => {
@@ -106,17 +104,12 @@ impl Reflection {
                             // unless the kind is not served any more.
                             tracing::warn!(kind = %kind, %error, "watch failed; retrying");
                             if not_served(&error) {
-                                *unserved
-                                    .lock()
-                                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                                    Some(error.to_string());
+                                *crate::util::lock(&unserved) = Some(error.to_string());
                             }
                             continue;
                         }
                     };
-                    let _guard = gate
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let _guard = crate::util::lock(&gate);
                     // The store and the index change together under the
                     // index's lock: a lookup waits for the event being
                     // applied, never sees the index behind the store by more.

@@ -20,9 +20,10 @@ pub enum ReconcileError {
     /// Writing the plan failed.
     #[error("{0}")]
     Apply(#[from] ApplyError),
-    /// Upgrading the object written by an older version failed.
+    /// Upgrading the object written by an older version failed (boxed: it
+    /// is the largest variant, and every reconcile returns this type).
     #[error("{0}")]
-    Upgrade(#[from] MigrationError),
+    Upgrade(Box<MigrationError>),
     /// The plan would write a child in a namespace outside the plugin's
     /// grant (possible under a cluster-scoped primary); nothing was written.
     #[error(
@@ -58,6 +59,12 @@ pub enum ReconcileError {
     },
 }
 
+impl From<MigrationError> for ReconcileError {
+    fn from(error: MigrationError) -> Self {
+        ReconcileError::Upgrade(Box::new(error))
+    }
+}
+
 impl ReconcileError {
     /// True when the reconcile was stopped by fencing: nothing may be
     /// written for it, not even its failure.
@@ -74,7 +81,9 @@ impl ReconcileError {
             ReconcileError::Call(e) => e.reason(),
             ReconcileError::Plan(e) => e.reason(),
             ReconcileError::Apply(e) => e.reason(),
-            ReconcileError::Upgrade(MigrationError::Api { .. }) => Reason::ApplyFailed.as_str(),
+            ReconcileError::Upgrade(error) if matches!(**error, MigrationError::Api { .. }) => {
+                Reason::ApplyFailed.as_str()
+            }
             ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
             ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
             ReconcileError::ChildOutsideGrant { .. } => Reason::CapabilityDenied.as_str(),

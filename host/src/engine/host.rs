@@ -45,9 +45,7 @@ impl CappedPipe {
 
     fn state(&self) -> std::sync::MutexGuard<'_, CappedState> {
         // Plain bytes: a poisoned lock still holds valid ones.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::util::lock(&self.state)
     }
 
     fn push(&self, bytes: &[u8]) {
