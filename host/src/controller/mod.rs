@@ -16,6 +16,7 @@
 mod backoff;
 mod reconcile;
 mod shadow;
+mod shadow_diff;
 mod trigger;
 
 use std::sync::Arc;
