@@ -36,11 +36,13 @@ pub struct Serving {
 
 /// What the worker loaded last, to tell a real change from a repeat.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Loaded {
-    pub(super) serving: Serving,
+pub(crate) struct Loaded {
+    /// The version that serves.
+    pub(crate) serving: Serving,
     /// Config, limits and concurrency it was activated with.
-    pub(super) options: ActivationOptions,
-    pub(super) revision: Option<String>,
+    pub(crate) options: ActivationOptions,
+    /// For OCI: the manifest digest pulled.
+    pub(crate) revision: Option<String>,
 }
 
 /// Why the latest source content was not (or could not be) loaded.

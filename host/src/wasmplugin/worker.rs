@@ -358,6 +358,7 @@ impl Worker {
         // serves one plugin, so a new version must be the serving plugin.
         let serving_plugin = self.loaded.as_ref().map(|l| l.serving.plugin.clone());
         let candidate = match self
+            .cluster
             .registry
             .prepare(&source, fetched.bytes, serving_plugin.as_deref())
             .await
@@ -604,6 +605,7 @@ impl Worker {
         }
         let patch = json!({ "status": status });
         match self
+            .cluster
             .api
             .patch_status(
                 &self.cluster.name,
@@ -703,6 +705,7 @@ impl Worker {
         let s = &loaded.serving;
         // Read before unloading: whether the plugin holds its primaries.
         let manifest = self
+            .cluster
             .registry
             .current(&s.plugin)
             .map(|active| active.plugin.manifest().clone());

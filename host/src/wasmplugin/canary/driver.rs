@@ -75,6 +75,7 @@ impl CanaryDriver {
     }
 
     /// The canary, if `spec.canary` is set.
+    #[cfg(test)]
     pub(crate) fn run(&self) -> Option<&CanaryRun> {
         self.run.as_ref()
     }

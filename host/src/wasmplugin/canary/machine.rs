@@ -31,13 +31,14 @@
 //! - `Promoted`, `RolledBack` and `Failed` are final: every input is
 //!   ignored.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::analysis::Verdict;
 use super::settings::{Plan, Settings};
 use crate::contract::Reason;
 use crate::wasmplugin::spec::Promotion;
 
+/// Where a canary stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Runs over every existing primary, writing nothing; or failed that
@@ -531,7 +532,9 @@ mod tests {
     use super::super::analysis::Figures;
     use super::super::settings::test_spec as spec;
     use super::*;
-    use crate::wasmplugin::spec::CanaryMode;
+    use std::time::Duration;
+
+    use crate::wasmplugin::spec::{CanaryMode, CanarySelector};
 
     fn settings(plan: Plan, promotion: Promotion, failure_limit: u32) -> Settings {
         let mut s = Settings::from_spec(&spec(CanaryMode::Shadow)).unwrap();

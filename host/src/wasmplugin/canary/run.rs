@@ -8,8 +8,6 @@
 
 use std::time::Instant;
 
-use serde_json::Value;
-
 use super::analysis::{ShadowFigures, Verdict, WindowFigures};
 use super::machine::{Phase, State};
 use super::settings::{Plan, Settings};

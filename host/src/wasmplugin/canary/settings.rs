@@ -331,6 +331,7 @@ pub(crate) fn test_spec(mode: CanaryMode) -> CanarySpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wasmplugin::spec::{AnalysisSpec, SelectorRequirement};
 
     fn spec(mode: CanaryMode) -> CanarySpec {
         test_spec(mode)
@@ -402,7 +403,7 @@ mod tests {
         check(
             &|s| {
                 s.selector = Some(CanarySelector {
-                    match_expressions: Some(vec![super::super::spec::SelectorRequirement {
+                    match_expressions: Some(vec![SelectorRequirement {
                         key: "a".into(),
                         operator: "In".into(),
                         values: None,

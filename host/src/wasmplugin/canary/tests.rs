@@ -683,7 +683,11 @@ async fn a_canary_running_before_a_restart_resumes_with_its_candidate() {
             Some(1),
         )
         .await;
-    assert_eq!(io.take(), Vec::<Call>::new(), "restoring reads the status only");
+    assert_eq!(
+        io.take(),
+        Vec::<Call>::new(),
+        "restoring reads the status only"
+    );
     assert_eq!(phase(&driver), Some(Phase::Shadowing));
     let options = ActivationOptions::default();
     let result = driver
