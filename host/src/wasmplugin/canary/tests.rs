@@ -59,8 +59,10 @@ enum Call {
 /// The recording handle: records every call, answers from its script.
 struct Recording {
     calls: Vec<Call>,
-    /// Every recorded transition in full.
+    /// Every transition recorded since the last [`Recording::take`], in full.
     transitions: Vec<Transition>,
+    /// Those of the calls the last [`Recording::take`] returned.
+    seen: Vec<Transition>,
     clock: Instant,
     /// Fetch answers by source path (absent: the candidate's bytes).
     sources: HashMap<String, Result<Vec<u8>, Problem>>,
@@ -76,6 +78,7 @@ impl Recording {
         Recording {
             calls: Vec::new(),
             transitions: Vec::new(),
+            seen: Vec::new(),
             clock: Instant::now(),
             sources: HashMap::new(),
             observations: None,
@@ -84,8 +87,10 @@ impl Recording {
         }
     }
 
-    /// The calls since the last look, forgetting them.
+    /// The calls since the last look, forgetting them; the transitions
+    /// recorded with them move to `seen`.
     fn take(&mut self) -> Vec<Call> {
+        self.seen = std::mem::take(&mut self.transitions);
         std::mem::take(&mut self.calls)
     }
 
@@ -381,11 +386,11 @@ async fn a_failed_dry_run_drops_the_candidate_and_serves_nothing() {
     assert_eq!(state.dry_run_failures.len(), 1);
     assert_eq!(state.dry_run_failures[0].object, "team-a/web");
     assert!(
-        io.transitions[0]
+        io.seen[0]
             .message
             .starts_with("dry run: 1 of 2 primaries would fail (e.g. team-a/web)"),
         "{}",
-        io.transitions[0].message
+        io.seen[0].message
     );
     assert!(!driver.ticking(), "a failed dry run needs no more ticks");
     // The stable version is untouched.
@@ -458,7 +463,7 @@ async fn an_abort_drops_the_candidate_and_removing_the_spec_ends_the_canary() {
     assert_eq!(phase(&driver), Some(Phase::RolledBack));
     assert_eq!(loaded, stable(), "the stable version keeps serving");
     assert!(
-        io.transitions[0]
+        io.seen[0]
             .message
             .contains("aborted by the annotation wasm-operator.dev/canary-action")
     );
@@ -495,7 +500,7 @@ async fn removing_the_spec_of_a_live_canary_aborts_it() {
         io.take(),
         vec![Call::Drop, record(Reason::CanaryAborted, false)]
     );
-    assert!(io.transitions[0].message.contains("removing spec.canary"));
+    assert!(io.seen[0].message.contains("removing spec.canary"));
     assert!(driver.run().is_none());
 }
 
@@ -605,7 +610,7 @@ async fn a_registry_refusal_fails_the_canary_and_drops_the_candidate() {
         Some(RegistryError::NotLoaded(PLUGIN.into()).reason())
     );
     assert!(
-        io.transitions[0]
+        io.seen[0]
             .message
             .starts_with("the registry refused the canary: ")
     );
@@ -640,7 +645,7 @@ async fn a_broken_canary_source_rolls_the_live_candidate_back() {
     );
     assert_eq!(phase(&driver), Some(Phase::RolledBack));
     assert!(
-        io.transitions[0]
+        io.seen[0]
             .message
             .contains("(SourceNotFound: no such file)")
     );
