@@ -291,7 +291,7 @@ fn stable() -> Option<Loaded> {
 }
 
 fn phase(driver: &CanaryDriver) -> Option<Phase> {
-    driver.run().and_then(|run| run.phase())
+    driver.run().and_then(super::run::CanaryRun::phase)
 }
 
 fn record(reason: Reason, warning: bool) -> Call {
