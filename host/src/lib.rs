@@ -86,7 +86,6 @@ pub(crate) mod migration;
 pub mod oci;
 pub(crate) mod plan;
 pub mod registry;
-pub(crate) mod rollout;
 pub mod telemetry;
 pub mod util;
 pub mod wasmplugin;

@@ -46,10 +46,6 @@ const LAYERS: &[(&str, &str)] = &[
         "pure: a plugin's answer plus observed state becomes a plan of writes",
     ),
     (
-        "rollout",
-        "pure: canary comparisons (normalised answers, field diffs, kinds of difference)",
-    ),
-    (
         "apply",
         "write: executes a plan (SSA, prune, status, events, finalizers)",
     ),

@@ -18,6 +18,7 @@ mod context;
 mod error;
 mod reconcile;
 mod shadow;
+mod shadow_diff;
 mod trigger;
 mod writes;
 

@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{Context, call_context, children_outside, existing, observe};
 use super::error::ReconcileError;
+use super::shadow_diff as diff;
 use crate::cache::{CachedObject, object_json, object_text};
 use crate::contract::{Desired, Reason};
 use crate::migration;
@@ -39,7 +40,6 @@ use crate::plan::{
 use crate::registry::{
     ActiveVersion, CanaryObservations, DryRunFailure, ObjectName, RolloutCandidate, ShadowOutcome,
 };
-use crate::rollout::diff;
 use crate::telemetry::ShadowResult;
 
 /// Why the candidate would fail on an object: the reason and message the

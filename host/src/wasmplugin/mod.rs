@@ -10,12 +10,11 @@
 //! swapped in. A bad new version never replaces a good one; it shows as a
 //! `Degraded` condition and a Warning event. See docs/deploying-plugins.md.
 
-pub mod analysis;
 mod audit;
 pub mod canary;
-pub mod canary_run;
-mod canary_worker;
+mod cluster;
 mod oci_source;
+mod refusal;
 mod release;
 pub mod source;
 pub mod spec;
@@ -38,8 +37,7 @@ use crate::registry::Registry;
 use crate::webhook::WebhookBoard;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
-pub use canary_run::ACTION_ANNOTATION;
-pub use canary_worker::{DIFFS_KEY, diffs_config_map_name};
+pub use canary::{ACTION_ANNOTATION, DIFFS_KEY, diffs_config_map_name};
 pub use spec::{
     OciSpec, Source, StorageMigrationStatus, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml,
 };

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::spec::CanaryStatus;
 use crate::contract::Reason;
-use crate::registry::VersionStats;
+use crate::registry::{ActivationOptions, VersionStats};
 use crate::webhook::STORAGE_CHECK;
 use crate::webhook::{StorageMigrationProgress, StorageMigrationState};
 
@@ -33,6 +33,17 @@ pub struct Serving {
     pub loaded_at: String,
 }
 
+/// What the worker loaded last, to tell a real change from a repeat.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Loaded {
+    /// The version that serves.
+    pub(crate) serving: Serving,
+    /// Config, limits and concurrency it was activated with.
+    pub(crate) options: ActivationOptions,
+    /// For OCI: the manifest digest pulled.
+    pub(crate) revision: Option<String>,
+}
+
 /// Why the latest source content was not (or could not be) loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -49,6 +60,19 @@ pub struct CanaryPart {
     pub conditions: Vec<Condition>,
     /// `status.canary`.
     pub status: CanaryStatus,
+}
+
+/// A [`Problem`] of condition reason `reason`.
+pub(super) fn problem(reason: &str, message: String) -> Problem {
+    Problem {
+        reason: reason.to_string(),
+        message,
+    }
+}
+
+/// The wall-clock time as status and events show it (RFC 3339, seconds).
+pub(super) fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 /// Builds the status from what serves, the current problem, the counts,
@@ -103,7 +127,9 @@ pub fn build(
         "versions": versions,
     });
     match canary {
-        Some(canary) => status["canary"] = super::canary_run::status_json(&canary.status),
+        Some(canary) => {
+            status["canary"] = serde_json::to_value(&canary.status).unwrap_or(Value::Null);
+        }
         // A merge patch removes `canary` only when told to.
         None if previous.get("canary").is_some() => status["canary"] = Value::Null,
         None => {}

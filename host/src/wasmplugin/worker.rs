@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Resource;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -13,17 +12,17 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::audit::{AuditTrail, Transition};
-use super::canary_run::CanaryRun;
-use super::canary_worker::CANARY_TICK;
+use super::canary::{CANARY_TICK, CanaryDriver, run::requested_action};
+use super::cluster::Cluster;
+use super::refusal::{condition_reason, refusal_message};
 use super::release;
 use super::spec::WasmPluginSpec;
-use super::status::{self, Problem, Serving};
+use super::status::{self, Loaded, Problem, Serving, now, problem};
 use super::watch::{self as source_watch, Trigger};
 use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
-use crate::engine::{CallLimits, EngineError};
-use crate::lease::WriteGate;
+use crate::engine::CallLimits;
 use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
 use crate::webhook::gate::{self, GateError};
 use crate::webhook::{StorageMigrationProgress, WebhookBoard};
@@ -56,23 +55,13 @@ fn next_retry(previous: Duration, same_problem: bool) -> Duration {
 /// How often the per-version counts in status are refreshed.
 const STATS_REFRESH: Duration = Duration::from_secs(15);
 
-/// What the worker loaded last, to tell a real change from a repeat.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct Loaded {
-    pub(super) serving: Serving,
-    /// Config, limits and concurrency it was activated with.
-    pub(super) options: ActivationOptions,
-    pub(super) revision: Option<String>,
-}
-
+/// One WasmPlugin's worker: what it loaded, what went wrong, and its
+/// canary (driven by [`CanaryDriver`]).
 pub(super) struct Worker {
-    pub(super) name: String,
-    pub(super) client: kube::Client,
-    pub(super) registry: Registry,
-    pub(super) audit: AuditTrail,
+    /// The object, the client, the registry, the audit trail, the write
+    /// gate.
+    cluster: Cluster,
     claims: Claims,
-    /// This replica writes finalizers and status (see [`WasmPluginOptions`]).
-    pub(super) writes: WriteGate,
     /// Several notifications arrive for one file write or ConfigMap update;
     /// wait this long for them to settle before fetching.
     settle: Duration,
@@ -83,22 +72,13 @@ pub(super) struct Worker {
     /// The pause before that retry (see [`next_retry`]).
     retry_delay: Duration,
     default_limits: CallLimits,
-    pub(super) api: Api<DynamicObject>,
-    pub(super) object: Arc<DynamicObject>,
-    pub(super) spec: Option<WasmPluginSpec>,
-    pub(super) loaded: Option<Loaded>,
+    spec: Option<WasmPluginSpec>,
+    loaded: Option<Loaded>,
     problem: Option<Problem>,
-    pub(super) last_status: Value,
+    last_status: Value,
     source_watch: Option<JoinHandle<()>>,
-    /// The canary of `spec.canary` (see canary_worker.rs).
-    pub(super) canary: Option<CanaryRun>,
-    /// The watch of `spec.canary.source`.
-    pub(super) canary_watch: Option<JoinHandle<()>>,
-    /// Where that watch sends its triggers.
-    pub(super) canary_tx: Option<mpsc::Sender<Trigger>>,
-    /// The status written before this worker started was looked at for a
-    /// canary that had ended (see canary_worker.rs `restore`).
-    pub(super) canary_restore_checked: bool,
+    /// The canary of `spec.canary`.
+    canary: CanaryDriver,
     /// The storage migration progress the last status write saw.
     migration_shown: Option<StorageMigrationProgress>,
     /// Where the webhook posts its conversion target and storage progress.
@@ -120,28 +100,27 @@ impl Worker {
         let default_limits = registry.engine().config().limits;
         let api = Api::all_with(client.clone(), &api_resource());
         let worker = Worker {
-            name: object.metadata.name.clone().unwrap_or_default(),
             last_status: object.data.get("status").cloned().unwrap_or(Value::Null),
-            client,
-            registry,
-            audit,
+            cluster: Cluster {
+                name: object.metadata.name.clone().unwrap_or_default(),
+                client,
+                registry,
+                audit,
+                writes: options.writes.clone(),
+                api,
+                object,
+            },
             claims,
-            writes: options.writes.clone(),
             settle: options.source_settle,
             blocked_on: None,
             retry_load: false,
             retry_delay: LOAD_RETRY,
             default_limits,
-            api,
-            object,
             spec: None,
             loaded: None,
             problem: None,
             source_watch: None,
-            canary: None,
-            canary_watch: None,
-            canary_tx: None,
-            canary_restore_checked: false,
+            canary: CanaryDriver::default(),
             migration_shown: None,
             webhook: options.webhook.clone(),
         };
@@ -151,7 +130,7 @@ impl Worker {
     async fn run(mut self, mut updates: watch::Receiver<Arc<DynamicObject>>) {
         let (tx, mut triggers) = mpsc::channel::<Trigger>(16);
         let (canary_tx, mut canary_triggers) = mpsc::channel::<Trigger>(16);
-        self.canary_tx = Some(canary_tx);
+        self.canary.listen(canary_tx);
         // A storage migration of the plugin's CRD publishes its progress
         // on the webhook's board (webhook/storage.rs); this status shows it.
         let mut migration_updates = self.webhook.storage_progress().updates();
@@ -160,10 +139,10 @@ impl Worker {
         self.on_object(&tx).await;
         // A standby that becomes the leader writes what it skipped (the
         // finalizer, the status) at once, not at the next change.
-        let mut leadership = self.writes.subscribe();
+        let mut leadership = self.cluster.writes.subscribe();
         let mut follows_leadership = true;
         loop {
-            if self.object.metadata.deletion_timestamp.is_some() {
+            if self.cluster.object.metadata.deletion_timestamp.is_some() {
                 self.finalize().await;
                 return;
             }
@@ -175,7 +154,7 @@ impl Worker {
                         self.unload().await;
                         return;
                     }
-                    self.object = updates.borrow_and_update().clone();
+                    self.cluster.object = updates.borrow_and_update().clone();
                     self.on_object(&tx).await;
                 }
                 Some(trigger) = triggers.recv() => {
@@ -204,14 +183,18 @@ impl Worker {
                 Some(_) = canary_triggers.recv() => {
                     tokio::time::sleep(self.settle).await;
                     while canary_triggers.try_recv().is_ok() {}
-                    self.canary_source_changed().await;
+                    self.canary.source_changed(&mut self.cluster, &mut self.loaded).await;
+                    self.write_status().await;
                 }
-                _ = tokio::time::sleep(CANARY_TICK), if self.canary_ticking() => self.canary_tick().await,
+                _ = tokio::time::sleep(CANARY_TICK), if self.canary.ticking() => {
+                    self.canary.tick(&mut self.cluster, &mut self.loaded).await;
+                    self.write_status().await;
+                }
                 _ = refresh.tick() => self.write_status().await,
                 changed = leadership.changed(), if follows_leadership => {
                     if changed.is_err() {
                         follows_leadership = false;
-                    } else if leadership.borrow_and_update().leading && self.writes.may_write() {
+                    } else if leadership.borrow_and_update().leading && self.cluster.writes.may_write() {
                         self.on_object(&tx).await;
                     }
                 }
@@ -231,11 +214,11 @@ impl Worker {
     /// A new version of the object: ensure the finalizer, and reload when the
     /// spec changed.
     async fn on_object(&mut self, tx: &mpsc::Sender<Trigger>) {
-        if self.object.metadata.deletion_timestamp.is_some() {
+        if self.cluster.object.metadata.deletion_timestamp.is_some() {
             return;
         }
         self.ensure_finalizer().await;
-        let spec = match WasmPluginSpec::from_object(&self.object.data) {
+        let spec = match WasmPluginSpec::from_object(&self.cluster.object.data) {
             Ok(spec) => spec,
             Err(error) => {
                 self.reject(
@@ -262,7 +245,7 @@ impl Worker {
                 task.abort();
             }
             self.source_watch = Some(source_watch::spawn(
-                self.client.clone(),
+                self.cluster.client.clone(),
                 spec.source.clone(),
                 tx.clone(),
             ));
@@ -270,10 +253,34 @@ impl Worker {
         // The canary first: a removed one is over (an abort, or nothing
         // after a promotion) before spec.source is looked at, so a promoted
         // candidate moved into spec.source is the version that serves.
-        self.sync_canary().await;
+        let generation = self.cluster.object.metadata.generation;
+        self.canary
+            .sync(
+                &mut self.cluster,
+                self.spec.as_ref(),
+                &mut self.loaded,
+                &self.last_status,
+                generation,
+            )
+            .await;
         self.sync().await;
-        self.load_candidate().await;
+        self.canary
+            .load_candidate(&mut self.cluster, &mut self.loaded)
+            .await;
         self.canary_action().await;
+        self.write_status().await;
+    }
+
+    /// Acts on the `canary-action` annotation (see
+    /// [`CanaryDriver::act`]), then writes status.
+    async fn canary_action(&mut self) {
+        let annotations = self.cluster.object.metadata.annotations.as_ref();
+        let Some(action) = requested_action(annotations) else {
+            return;
+        };
+        self.canary
+            .act(&mut self.cluster, action, &mut self.loaded)
+            .await;
         self.write_status().await;
     }
 
@@ -287,11 +294,7 @@ impl Worker {
         // promotion never rewrites the spec, and spec.source (still the old
         // version) must not swap it back meanwhile. After a host restart it
         // is loaded from spec.canary.source.
-        let promoted = self
-            .canary
-            .as_ref()
-            .filter(|run| run.promoted())
-            .map(|run| (run.spec.source.clone(), run.candidate.clone()));
+        let promoted = self.canary.promoted();
         if let Some((_, Some(candidate))) = &promoted
             && self
                 .loaded
@@ -329,7 +332,7 @@ impl Worker {
             }
         };
         self.revoke_if_no_longer_granted(&options).await;
-        let fetched = match super::source::fetch(&self.client, &spec_source).await {
+        let fetched = match super::source::fetch(&self.cluster.client, &spec_source).await {
             Ok(fetched) => fetched,
             Err(error) => {
                 self.reject(problem(error.reason(), error.to_string()), false, None)
@@ -357,6 +360,7 @@ impl Worker {
         // serves one plugin, so a new version must be the serving plugin.
         let serving_plugin = self.loaded.as_ref().map(|l| l.serving.plugin.clone());
         let candidate = match self
+            .cluster
             .registry
             .prepare(&source, fetched.bytes, serving_plugin.as_deref())
             .await
@@ -393,9 +397,18 @@ impl Worker {
             self.write_status().await;
             return;
         }
-        let activated = match self.resume(candidate, &options).await {
+        let activated = match self
+            .canary
+            .resume(&mut self.cluster, candidate, &plugin_name, &options)
+            .await
+        {
             Ok(result) => result,
-            Err(candidate) => self.registry.activate(candidate, options.clone()).await,
+            Err(candidate) => {
+                self.cluster
+                    .registry
+                    .activate(candidate, options.clone())
+                    .await
+            }
         };
         match activated {
             Ok(info) => {
@@ -414,9 +427,7 @@ impl Worker {
                 });
                 self.problem = None;
                 let transition = transition(previous.as_ref().map(|l| &l.serving), &serving);
-                self.audit
-                    .record(&self.name, &self.object_ref(), &transition)
-                    .await;
+                self.cluster.record(&transition).await;
             }
             Err(error) => {
                 if self.loaded.is_none() {
@@ -440,9 +451,9 @@ impl Worker {
             .plugin()
             .with_limits(options.limits.unwrap_or(self.default_limits));
         let allow_lossy = spec.allow_lossy_conversion.unwrap_or(false);
-        let report = gate::check(&self.client, &plugin, allow_lossy).await?;
+        let report = gate::check(&self.cluster.client, &plugin, allow_lossy).await?;
         for loss in &report.accepted_losses {
-            tracing::warn!(wasmplugin = %self.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
+            tracing::warn!(wasmplugin = %self.cluster.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
         }
         Ok(())
     }
@@ -453,18 +464,18 @@ impl Worker {
     /// webhook's own sync points it too, shortly after.
     async fn point_conversion(&self, candidate: &Candidate) {
         let pointed = crate::webhook::point_before_activation(
-            &self.client,
+            &self.cluster.client,
             &self.webhook,
             candidate.manifest(),
         )
         .await;
         match pointed {
             Ok(true) => {
-                tracing::info!(wasmplugin = %self.name, plugin = %candidate.name(), "pointed the CRD's conversion at this host's webhook before activating the plugin");
+                tracing::info!(wasmplugin = %self.cluster.name, plugin = %candidate.name(), "pointed the CRD's conversion at this host's webhook before activating the plugin");
             }
             Ok(false) => {}
             Err(error) => {
-                tracing::warn!(wasmplugin = %self.name, %error, "the webhook points the CRD shortly after activation instead");
+                tracing::warn!(wasmplugin = %self.cluster.name, %error, "the webhook points the CRD shortly after activation instead");
             }
         }
     }
@@ -474,13 +485,10 @@ impl Worker {
     /// to let go). Loading it into the registry would otherwise swap another
     /// WasmPlugin's plugin.
     fn claim(&mut self, name: &str) -> Result<(), Problem> {
-        let mut claims = self
-            .claims
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut claims = crate::util::lock(&self.claims);
         self.blocked_on = None;
         match claims.get(name) {
-            Some(owner) if *owner != self.name => {
+            Some(owner) if *owner != self.cluster.name => {
                 self.blocked_on = Some(name.to_string());
                 Err(problem(
                     Reason::PluginNameConflict.as_str(),
@@ -491,7 +499,7 @@ impl Worker {
             }
             Some(_) => Ok(()),
             None => {
-                claims.insert(name.to_string(), self.name.clone());
+                claims.insert(name.to_string(), self.cluster.name.clone());
                 Ok(())
             }
         }
@@ -507,20 +515,16 @@ impl Worker {
 
     /// True when some WasmPlugin other than this one serves plugin `name`.
     fn claimed(&self, name: &str) -> bool {
-        let claims = self
-            .claims
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        claims.get(name).is_some_and(|owner| *owner != self.name)
+        let claims = crate::util::lock(&self.claims);
+        claims
+            .get(name)
+            .is_some_and(|owner| *owner != self.cluster.name)
     }
 
     /// Gives up this WasmPlugin's claim on plugin `name`.
     fn release(&self, name: &str) {
-        let mut claims = self
-            .claims
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if claims.get(name) == Some(&self.name) {
+        let mut claims = crate::util::lock(&self.claims);
+        if claims.get(name) == Some(&self.cluster.name) {
             claims.remove(name);
         }
     }
@@ -563,38 +567,19 @@ impl Worker {
             },
         };
         self.problem = Some(problem);
-        self.audit
-            .record(&self.name, &self.object_ref(), &transition)
-            .await;
+        self.cluster.record(&transition).await;
     }
 
     /// Writes status when it differs from what was written last.
-    pub(super) async fn write_status(&mut self) {
-        if !self.writes.may_write() {
+    async fn write_status(&mut self) {
+        if !self.cluster.writes.may_write() {
             return;
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
         let versions = serving
-            .map(|s| self.registry.stats(&s.plugin))
+            .map(|s| self.cluster.registry.stats(&s.plugin))
             .unwrap_or_default();
-        let canary = self.canary.as_mut().map(|run| {
-            // The registry's figures belong to this canary only while its
-            // candidate is the registry's.
-            let observations = self.registry.canary(&run.plugin).filter(|o| {
-                Some(&o.candidate().digest) == run.candidate.as_ref().map(|c| &c.digest)
-            });
-            let counters = observations
-                .as_ref()
-                .and_then(|_| self.registry.counters(&run.plugin));
-            let status = run.status(observations.as_deref(), counters.as_ref());
-            if observations.is_some() {
-                run.last_figures = Some(status.clone());
-            }
-            status::CanaryPart {
-                conditions: run.conditions(),
-                status,
-            }
-        });
+        let canary = self.canary.status_part(&self.cluster);
         let migration = serving.and_then(|s| self.webhook.storage_progress().get(&s.plugin));
         let status = status::build(
             serving,
@@ -602,7 +587,7 @@ impl Worker {
             &versions,
             canary.as_ref(),
             migration.as_ref(),
-            self.object.metadata.generation,
+            self.cluster.object.metadata.generation,
             &self.last_status,
             &now(),
         );
@@ -612,33 +597,42 @@ impl Worker {
         }
         let patch = json!({ "status": status });
         match self
+            .cluster
             .api
-            .patch_status(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &self.cluster.name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
         {
             Ok(_) => self.last_status = status,
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(error) => {
-                tracing::warn!(%error, wasmplugin = %self.name, "cannot write WasmPlugin status; retrying on the next change");
+                tracing::warn!(%error, wasmplugin = %self.cluster.name, "cannot write WasmPlugin status; retrying on the next change");
             }
         }
     }
 
     async fn ensure_finalizer(&self) {
-        if !self.writes.may_write() {
+        if !self.cluster.writes.may_write() {
             return;
         }
-        if let Err(error) = finalizer::add(&self.api, &*self.object, FINALIZER).await {
-            tracing::debug!(%error, wasmplugin = %self.name, "finalizer update conflicted; retrying on the next change");
+        if let Err(error) =
+            finalizer::add(&self.cluster.api, &*self.cluster.object, FINALIZER).await
+        {
+            tracing::debug!(%error, wasmplugin = %self.cluster.name, "finalizer update conflicted; retrying on the next change");
         }
     }
 
     async fn remove_finalizer(&self) {
-        if !self.writes.may_write() {
+        if !self.cluster.writes.may_write() {
             return;
         }
-        if let Err(error) = finalizer::remove(&self.api, &*self.object, FINALIZER).await {
-            tracing::debug!(%error, wasmplugin = %self.name, "finalizer update conflicted; retrying on the next change");
+        if let Err(error) =
+            finalizer::remove(&self.cluster.api, &*self.cluster.object, FINALIZER).await
+        {
+            tracing::debug!(%error, wasmplugin = %self.cluster.name, "finalizer update conflicted; retrying on the next change");
         }
     }
 
@@ -662,7 +656,7 @@ impl Worker {
         if loaded.options.grant == options.grant {
             return;
         }
-        let Some(serving) = self.registry.current(&loaded.serving.plugin) else {
+        let Some(serving) = self.cluster.registry.current(&loaded.serving.plugin) else {
             return;
         };
         let excesses = options.grant.check(serving.plugin.manifest());
@@ -674,8 +668,8 @@ impl Worker {
         };
         self.release(&loaded.serving.plugin);
         let s = &loaded.serving;
-        if let Err(error) = self.registry.unload(&s.plugin).await {
-            tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
+        if let Err(error) = self.cluster.registry.unload(&s.plugin).await {
+            tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.plugin, "cannot unload plugin");
         }
         let excesses: Vec<String> = excesses.iter().map(ToString::to_string).collect();
         let transition = stopped(
@@ -688,41 +682,37 @@ impl Worker {
                 excesses.join("; ")
             ),
         );
-        self.audit
-            .record(&self.name, &self.object_ref(), &transition)
-            .await;
+        self.cluster.record(&transition).await;
     }
 
     async fn unload(&mut self) {
         if let Some(task) = self.source_watch.take() {
             task.abort();
         }
-        if let Some(task) = self.canary_watch.take() {
-            task.abort();
-        }
         // Unloading the plugin drops its candidate too.
-        self.canary = None;
+        self.canary.stop();
         let Some(loaded) = self.loaded.take() else {
             return;
         };
         let s = &loaded.serving;
         // Read before unloading: whether the plugin holds its primaries.
         let manifest = self
+            .cluster
             .registry
             .current(&s.plugin)
             .map(|active| active.plugin.manifest().clone());
-        match self.registry.unload(&s.plugin).await {
+        match self.cluster.registry.unload(&s.plugin).await {
             Ok(()) | Err(RegistryError::NotLoaded(_)) => {
                 // The controller has stopped: nothing adds the finalizer
                 // again. Nothing can finalize any more either, so the host
                 // lets go of the primaries (see `release`).
                 let mut note = String::new();
-                if self.writes.may_write()
+                if self.cluster.writes.may_write()
                     && let Some(manifest) = manifest.filter(|m| m.finalizer)
                 {
                     let outcome = release::release_primaries(
-                        &self.client,
-                        &self.name,
+                        &self.cluster.client,
+                        &self.cluster.name,
                         &s.plugin,
                         &s.version,
                         &manifest.primary,
@@ -734,7 +724,7 @@ impl Worker {
                     );
                     if !outcome.failed.is_empty() {
                         tracing::warn!(
-                            wasmplugin = %self.name, plugin = %s.plugin,
+                            wasmplugin = %self.cluster.name, plugin = %s.plugin,
                             failed = %outcome.failed.join("; "),
                             "cannot remove the host's finalizer from some primaries of a deleted plugin; remove wasm-operator.dev/finalizer from them by hand"
                         );
@@ -749,24 +739,18 @@ impl Worker {
                     Reason::Unloaded,
                     format!(
                         "WasmPlugin {} deleted: {} {} stopped{note}",
-                        self.name, s.plugin, s.version
+                        self.cluster.name, s.plugin, s.version
                     ),
                 );
-                self.audit
-                    .record(&self.name, &self.object_ref(), &transition)
-                    .await;
+                self.cluster.record(&transition).await;
             }
             Err(error) => {
-                tracing::warn!(%error, wasmplugin = %self.name, plugin = %s.plugin, "cannot unload plugin");
+                tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.plugin, "cannot unload plugin");
             }
         }
         // Only now may another WasmPlugin waiting for this plugin name load
         // it: its controller must not hold primaries this one releases.
         self.release(&loaded.serving.plugin);
-    }
-
-    pub(super) fn object_ref(&self) -> k8s_openapi::api::core::v1::ObjectReference {
-        self.object.object_ref(&api_resource())
     }
 }
 
@@ -842,63 +826,6 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
         source: to.source.clone(),
         message,
     }
-}
-
-/// The condition reason of a registry refusal.
-pub(super) fn condition_reason(error: &RegistryError) -> &'static str {
-    match error {
-        RegistryError::Load { error, .. } => engine_reason(error),
-        other => other.reason(),
-    }
-}
-
-/// What the WasmPlugin's condition says about a registry refusal: in terms
-/// of this WasmPlugin where the registry's words name a plugin.
-pub(super) fn refusal_message(error: &RegistryError, digest: &str) -> String {
-    match error {
-        RegistryError::Load { error, .. } => error.with_remedy().to_string(),
-        RegistryError::PrimaryKindChanged(change) => format!(
-            "the new component {digest} is plugin {} {} and reconciles {}, but this WasmPlugin serves {} {} which reconciles {}; a primary kind change must be deployed as a new WasmPlugin.",
-            change.name,
-            change.new_version,
-            change.new_kind,
-            change.running_name,
-            change.running_version,
-            change.running_kind
-        ),
-        RegistryError::PluginNameChanged {
-            expected,
-            name,
-            version,
-            ..
-        } => format!(
-            "the new component {digest} is plugin {name} {version}, but this WasmPlugin serves plugin {expected}; deploy another plugin as its own WasmPlugin."
-        ),
-        other => other.to_string(),
-    }
-}
-
-pub(super) fn problem(reason: &str, message: String) -> Problem {
-    Problem {
-        reason: reason.to_string(),
-        message,
-    }
-}
-
-/// The condition reason of a component the engine refused.
-fn engine_reason(error: &EngineError) -> &'static str {
-    match error {
-        EngineError::NotAComponent { .. }
-        | EngineError::Compile { .. }
-        | EngineError::WrongWorld { .. }
-        | EngineError::InvalidManifest { .. } => Reason::InvalidComponent.as_str(),
-        EngineError::InstancePoolFull { .. } => Reason::InstancePoolFull.as_str(),
-        _ => Reason::LoadFailed.as_str(),
-    }
-}
-
-pub(super) fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 #[cfg(test)]

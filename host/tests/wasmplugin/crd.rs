@@ -32,7 +32,7 @@ fn deploy_crd_is_generated_from_the_types() {
     let generated = wasmplugin::crd_yaml().unwrap();
     assert!(
         on_disk == generated,
-        "deploy/crds/wasmplugin.yaml does not match the types in host/src/wasmplugin/spec.rs; \
+        "deploy/crds/wasmplugin.yaml does not match the types in host/src/wasmplugin/spec/; \
          regenerate it with `cargo run -p wasm-operator -- crd print > deploy/crds/wasmplugin.yaml` \
          and copy it to examples/wasmplugin/crd.yaml"
     );

@@ -1,6 +1,6 @@
-//! One running canary of a WasmPlugin, as its worker holds it: the spec it
+//! One running canary of a WasmPlugin, as its driver holds it: the spec it
 //! was started for, the loaded candidate, the state of the pure state
-//! machine ([`super::canary`]) and the analysis window. The worker feeds it
+//! machine ([`super::machine`]) and the analysis window. The driver feeds it
 //! inputs and performs the registry calls; this file turns the state into
 //! the status (`status.canary`, the `Canary*` conditions) and carries the
 //! small pure helpers the worker needs (selector strings, the
@@ -8,21 +8,20 @@
 
 use std::time::Instant;
 
-use serde_json::Value;
-
 use super::analysis::{ShadowFigures, Verdict, WindowFigures};
-use super::audit::Transition;
-use super::canary::{Phase, Plan, Settings, State};
-use super::spec::{
-    AnalysisStatus, CanarySelector, CanarySpec, CanaryStatus, CanaryVersion, DiffSample,
-    DryRunStatus, ObjectProblem, ShadowStatus,
-};
-use super::status::{Problem, Serving};
+use super::machine::{Phase, State};
+use super::settings::{Plan, Settings};
 use crate::cache::LabelSelector;
 use crate::contract::Reason;
 use crate::registry::{
     CanaryObservations, CounterSnapshot, DryRunState, Rollout, RolloutSettings, ShadowCounts,
 };
+use crate::wasmplugin::audit::Transition;
+use crate::wasmplugin::spec::{
+    AnalysisStatus, CanarySelector, CanarySpec, CanaryStatus, CanaryVersion, DiffSample,
+    DryRunStatus, ObjectProblem, ShadowStatus,
+};
+use crate::wasmplugin::status::{Problem, Serving};
 
 /// The annotation a person sets on a WasmPlugin to promote or abort its
 /// canary without editing the spec (`promote` or `abort`); the host removes
@@ -185,6 +184,39 @@ pub struct CanaryRun {
 }
 
 impl CanaryRun {
+    /// A canary of `spec` not started yet, beside `stable` (`None`: no
+    /// version serves yet; it starts once one does). A spec that does not
+    /// validate makes a run that fails and never uses its settings.
+    pub fn new(spec: CanarySpec, stable: Option<Serving>, now: Instant) -> CanaryRun {
+        let settings = Settings::from_spec(&spec).unwrap_or_else(|_| Settings::placeholder());
+        let stable = stable.unwrap_or_else(|| Serving {
+            plugin: String::new(),
+            version: String::new(),
+            digest: String::new(),
+            source: String::new(),
+            source_kind: String::new(),
+            loaded_at: String::new(),
+        });
+        CanaryRun {
+            plugin: stable.plugin.clone(),
+            spec,
+            settings,
+            stable,
+            candidate: None,
+            state: None,
+            problem: None,
+            reason: Reason::DryRunStarted,
+            window_start: None,
+            next_check: now,
+            checked_at: None,
+            reported_kinds: 0,
+            diffs_written: None,
+            diffs_config_map: None,
+            last_figures: None,
+            resume: false,
+        }
+    }
+
     /// A transition of this canary from the stable version to the
     /// candidate (empty version and digest before it is loaded), for the
     /// WasmPlugin's event and audit line.
@@ -448,15 +480,10 @@ impl CanaryRun {
     }
 }
 
-/// The JSON of a canary status (for the status patch).
-pub fn status_json(status: &CanaryStatus) -> Value {
-    serde_json::to_value(status).unwrap_or(Value::Null)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::spec::SelectorRequirement;
     use super::*;
+    use crate::wasmplugin::spec::SelectorRequirement;
     use std::collections::BTreeMap;
 
     #[test]

@@ -1,0 +1,270 @@
+//! The canary driver's port to the world ([`CanaryIo`]): every read and
+//! write the driver makes, and nothing else, so the driver can be run
+//! against a recording handle in tests. [`Cluster`] is the production
+//! handle: the registry, the API client, the audit trail and the write
+//! gate of the WasmPlugin's worker.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::diffs;
+use crate::registry::{
+    ActivationOptions, CanaryObservations, Candidate, CounterSnapshot, LoadedVersion,
+    RegistryError, RolloutSettings,
+};
+use crate::wasmplugin::audit::Transition;
+use crate::wasmplugin::cluster::Cluster;
+use crate::wasmplugin::spec::Source;
+use crate::wasmplugin::status::{Problem, problem};
+use crate::wasmplugin::watch::{self as source_watch, Trigger};
+
+use super::run::ACTION_ANNOTATION;
+
+/// Counters of the stable version and (while it is loaded) the candidate.
+pub(crate) type Counters = (CounterSnapshot, Option<CounterSnapshot>);
+
+/// What the canary driver reads and writes, for one WasmPlugin.
+///
+/// # Guarantees
+///
+/// The driver makes no other I/O: every registry change, Kubernetes write,
+/// event and source read of a canary goes through this trait, in the order
+/// the driver calls it.
+pub(crate) trait CanaryIo {
+    /// A compiled, checked component not yet serving
+    /// ([`crate::registry::Candidate`] in production).
+    type Candidate;
+
+    /// The WasmPlugin's name.
+    fn name(&self) -> &str;
+    /// The monotonic clock: analysis schedule, step intervals, diffs pacing.
+    fn now(&self) -> Instant;
+    /// Whether this replica writes (see [`crate::lease::WriteGate`]).
+    fn may_write(&self) -> bool;
+
+    /// Fetches the component at `source`.
+    ///
+    /// # Errors
+    ///
+    /// The condition reason and message of a source that cannot be read.
+    async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem>;
+    /// Compiles and checks `bytes` (from `source`) as a version of `plugin`.
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal.
+    async fn prepare(
+        &mut self,
+        source: &str,
+        bytes: Vec<u8>,
+        plugin: &str,
+    ) -> Result<Self::Candidate, RegistryError>;
+    /// Sets `candidate` beside the serving version.
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal.
+    async fn activate_candidate(
+        &mut self,
+        candidate: Self::Candidate,
+        rollout: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError>;
+    /// Loads `stable` and `candidate` beside it in one registry change (a
+    /// canary resumed after a restart).
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal.
+    async fn activate_with_candidate(
+        &mut self,
+        stable: Self::Candidate,
+        candidate: Self::Candidate,
+        rollout: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError>;
+    /// Changes how the candidate of `plugin` takes part.
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal (e.g. `CanaryIrreversible`).
+    async fn set_rollout(
+        &mut self,
+        plugin: &str,
+        rollout: RolloutSettings,
+    ) -> Result<(), RegistryError>;
+    /// Makes the candidate of `plugin` its stable version.
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal.
+    async fn promote_candidate(&mut self, plugin: &str) -> Result<LoadedVersion, RegistryError>;
+    /// Drops the candidate of `plugin`.
+    ///
+    /// # Errors
+    ///
+    /// The registry's refusal.
+    async fn drop_candidate(&mut self, plugin: &str) -> Result<(), RegistryError>;
+    /// What the host observed of the candidate of `plugin`, while it is
+    /// loaded.
+    fn observations(&self, plugin: &str) -> Option<Arc<CanaryObservations>>;
+    /// The counters of `plugin`'s versions.
+    fn counters(&self, plugin: &str) -> Option<Counters>;
+    /// `(apiVersion, kind)` of the primary kind of `plugin`'s serving
+    /// version.
+    fn primary_kind(&self, plugin: &str) -> Option<(String, String)>;
+
+    /// Records a transition of the WasmPlugin (Event + audit line), with a
+    /// related object on the Event.
+    async fn record(&mut self, transition: &Transition, related: Option<ObjectReference>);
+    /// Writes the diffs document to the diffs ConfigMap; returns it as
+    /// `namespace/name`, `None` when the write failed (it is retried later).
+    async fn write_diffs(&mut self, document: String) -> Option<String>;
+    /// Removes the `canary-action` annotation from the WasmPlugin.
+    async fn remove_action_annotation(&mut self);
+    /// Watches `source`, sending a trigger on every change.
+    fn watch_source(&mut self, source: &Source, triggers: mpsc::Sender<Trigger>) -> JoinHandle<()>;
+}
+
+impl CanaryIo for Cluster {
+    type Candidate = Candidate;
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn may_write(&self) -> bool {
+        self.writes.may_write()
+    }
+
+    async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem> {
+        match crate::wasmplugin::source::fetch(&self.client, source).await {
+            Ok(fetched) => Ok(fetched.bytes),
+            Err(error) => Err(problem(error.reason(), error.to_string())),
+        }
+    }
+
+    async fn prepare(
+        &mut self,
+        source: &str,
+        bytes: Vec<u8>,
+        plugin: &str,
+    ) -> Result<Candidate, RegistryError> {
+        self.registry.prepare(source, bytes, Some(plugin)).await
+    }
+
+    async fn activate_candidate(
+        &mut self,
+        candidate: Candidate,
+        rollout: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError> {
+        self.registry
+            .activate_candidate(candidate, rollout, options)
+            .await
+    }
+
+    async fn activate_with_candidate(
+        &mut self,
+        stable: Candidate,
+        candidate: Candidate,
+        rollout: RolloutSettings,
+        options: ActivationOptions,
+    ) -> Result<LoadedVersion, RegistryError> {
+        self.registry
+            .activate_with(stable, options.clone(), Some((candidate, rollout, options)))
+            .await
+    }
+
+    async fn set_rollout(
+        &mut self,
+        plugin: &str,
+        rollout: RolloutSettings,
+    ) -> Result<(), RegistryError> {
+        self.registry.set_rollout(plugin, rollout).await
+    }
+
+    async fn promote_candidate(&mut self, plugin: &str) -> Result<LoadedVersion, RegistryError> {
+        self.registry.promote_candidate(plugin).await
+    }
+
+    async fn drop_candidate(&mut self, plugin: &str) -> Result<(), RegistryError> {
+        self.registry.drop_candidate(plugin).await.map(|_| ())
+    }
+
+    fn observations(&self, plugin: &str) -> Option<Arc<CanaryObservations>> {
+        self.registry.canary(plugin)
+    }
+
+    fn counters(&self, plugin: &str) -> Option<Counters> {
+        self.registry.counters(plugin)
+    }
+
+    fn primary_kind(&self, plugin: &str) -> Option<(String, String)> {
+        self.registry.current(plugin).map(|v| {
+            let primary = &v.plugin.manifest().primary;
+            (primary.api_version(), primary.kind.clone())
+        })
+    }
+
+    async fn record(&mut self, transition: &Transition, related: Option<ObjectReference>) {
+        self.audit
+            .record_related(&self.name, &self.object_ref(), transition, related)
+            .await;
+    }
+
+    async fn write_diffs(&mut self, document: String) -> Option<String> {
+        let namespace = diffs::diffs_namespace();
+        let name = diffs::diffs_config_map_name(&self.name);
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
+        let body = diffs::config_map(
+            &self.name,
+            self.object.metadata.uid.as_deref(),
+            &namespace,
+            &name,
+            document,
+        );
+        match api
+            .patch(
+                &name,
+                &PatchParams::apply(diffs::DIFFS_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+        {
+            Ok(_) => Some(format!("{namespace}/{name}")),
+            Err(error) => {
+                tracing::warn!(%error, wasmplugin = %self.name, configmap = %name, "cannot write the canary diffs ConfigMap; retrying later");
+                None
+            }
+        }
+    }
+
+    async fn remove_action_annotation(&mut self) {
+        if !self.writes.may_write() {
+            return;
+        }
+        let patch = json!({"metadata": {"annotations": {ACTION_ANNOTATION: null}}});
+        if let Err(error) = self
+            .api
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            tracing::warn!(%error, wasmplugin = %self.name, "cannot remove the canary-action annotation");
+        }
+    }
+
+    fn watch_source(&mut self, source: &Source, triggers: mpsc::Sender<Trigger>) -> JoinHandle<()> {
+        source_watch::spawn(self.client.clone(), source.clone(), triggers)
+    }
+}
