@@ -309,24 +309,10 @@ impl Worker {
             None => spec.source.clone(),
         };
         let source = spec_source.describe();
-        let limits = spec
-            .call_limits(self.default_limits)
-            .and_then(|call| Ok((call, spec.reconcile_limits()?)));
-        let options = match limits {
-            Ok((limits, reconcile_limits)) => ActivationOptions {
-                config: spec.plugin_config(),
-                limits: Some(limits),
-                concurrency: spec.concurrency,
-                grant: spec.permissions.clone().unwrap_or_default(),
-                reconcile_limits: Some(reconcile_limits),
-            },
-            Err(error) => {
-                self.reject(
-                    problem(Reason::InvalidSpec.as_str(), error.to_string()),
-                    false,
-                    None,
-                )
-                .await;
+        let options = match activation_options(&spec, self.default_limits) {
+            Ok(options) => options,
+            Err(invalid) => {
+                self.reject(invalid, false, None).await;
                 self.write_status().await;
                 return;
             }
@@ -752,6 +738,26 @@ impl Worker {
         // it: its controller must not hold primaries this one releases.
         self.release(&loaded.serving.plugin);
     }
+}
+
+/// What a version loaded for `spec` is activated with: its config, call
+/// and reconcile limits (over `defaults`), concurrency and grant; an
+/// `InvalidSpec` problem when a limit cannot serve.
+fn activation_options(
+    spec: &WasmPluginSpec,
+    defaults: CallLimits,
+) -> Result<ActivationOptions, Problem> {
+    let invalid =
+        |error: &dyn std::fmt::Display| problem(Reason::InvalidSpec.as_str(), error.to_string());
+    let limits = spec.call_limits(defaults).map_err(|e| invalid(&e))?;
+    let reconcile_limits = spec.reconcile_limits().map_err(|e| invalid(&e))?;
+    Ok(ActivationOptions {
+        config: spec.plugin_config(),
+        limits: Some(limits),
+        concurrency: spec.concurrency,
+        grant: spec.permissions.clone().unwrap_or_default(),
+        reconcile_limits: Some(reconcile_limits),
+    })
 }
 
 /// `serving` stopped serving for `reason` (unloaded, or its grant
