@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::spec::CanaryStatus;
 use crate::contract::Reason;
-use crate::registry::{ActivationOptions, VersionStats};
+use crate::registry::{ActivationOptions, LoadedVersion, VersionStats};
 use crate::webhook::STORAGE_CHECK;
 use crate::webhook::{StorageMigrationProgress, StorageMigrationState};
 
@@ -16,17 +16,12 @@ pub const STORAGE_MIGRATION: &str = "StorageMigration";
 /// Refused objects named in the condition and in `status.storageMigration`.
 const MAX_REFUSED_NAMED: usize = 10;
 
-/// The version a WasmPlugin serves now.
+/// The version a WasmPlugin serves now: the registry's [`LoadedVersion`]
+/// (name, version, digest, source) and what the WasmPlugin adds to it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Serving {
-    /// Manifest name.
-    pub plugin: String,
-    /// Manifest version.
-    pub version: String,
-    /// `sha256:<hex>` of the component.
-    pub digest: String,
-    /// Source description, e.g. `file:/plugins/webapp.wasm`.
-    pub source: String,
+    /// The version as the registry loaded it.
+    pub loaded: LoadedVersion,
     /// `file`, `configMap` or `oci`.
     pub source_kind: String,
     /// RFC 3339 time of the load.
@@ -138,10 +133,10 @@ pub fn build(
         status["storageMigration"] = fields;
     }
     if let Some(s) = serving {
-        status["plugin"] = json!(s.plugin);
-        status["version"] = json!(s.version);
-        status["digest"] = json!(s.digest);
-        status["source"] = json!(s.source);
+        status["plugin"] = json!(s.loaded.name);
+        status["version"] = json!(s.loaded.version);
+        status["digest"] = json!(s.loaded.digest);
+        status["source"] = json!(s.loaded.source);
         status["sourceKind"] = json!(s.source_kind);
         status["loadedAt"] = json!(s.loaded_at);
     }
@@ -293,7 +288,7 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
                 Reason::Loaded.as_str().into(),
                 format!(
                     "{} {} ({}) from {} serves",
-                    s.plugin, s.version, s.digest, s.source
+                    s.loaded.name, s.loaded.version, s.loaded.digest, s.loaded.source
                 ),
             ),
             (
@@ -310,7 +305,7 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
                 Reason::Loaded.as_str().into(),
                 format!(
                     "the last good version {} {} ({}) keeps serving; the new one was rejected ({})",
-                    s.plugin, s.version, s.digest, p.reason
+                    s.loaded.name, s.loaded.version, s.loaded.digest, p.reason
                 ),
             ),
             (
@@ -319,7 +314,7 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
                 p.reason.clone(),
                 format!(
                     "{} The last good version {} {} keeps serving.",
-                    p.message, s.plugin, s.version
+                    p.message, s.loaded.name, s.loaded.version
                 ),
             ),
         ),
@@ -349,10 +344,12 @@ fn conditions(serving: Option<&Serving>, problem: Option<&Problem>) -> (Conditio
 #[cfg(test)]
 pub(super) fn sample() -> (Serving, Problem) {
     let serving = Serving {
-        plugin: "webapp".into(),
-        version: "0.1.0".into(),
-        digest: "sha256:ab".into(),
-        source: "file:/x".into(),
+        loaded: LoadedVersion {
+            name: "webapp".into(),
+            version: "0.1.0".into(),
+            digest: "sha256:ab".into(),
+            source: "file:/x".into(),
+        },
         source_kind: "file".into(),
         loaded_at: "2026-01-01T00:00:00Z".into(),
     };

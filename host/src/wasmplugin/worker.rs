@@ -23,7 +23,7 @@ use super::{Claims, FINALIZER, WasmPluginOptions, api_resource};
 use crate::apply::finalizer;
 use crate::contract::Reason;
 use crate::engine::CallLimits;
-use crate::registry::{ActivationOptions, Candidate, Registry, RegistryError};
+use crate::registry::{ActivationOptions, Candidate, LoadedVersion, Registry, RegistryError};
 use crate::webhook::gate::{self, GateError};
 use crate::webhook::{StorageMigrationProgress, WebhookBoard};
 
@@ -201,7 +201,7 @@ impl Worker {
                 Ok(()) = migration_updates.changed() => {
                     // Another plugin's migration is no news here.
                     let mine = self.loaded.as_ref().and_then(|l| {
-                        self.webhook.storage_progress().get(&l.serving.plugin)
+                        self.webhook.storage_progress().get(&l.serving.loaded.name)
                     });
                     if mine != self.migration_shown {
                         self.write_status().await;
@@ -299,7 +299,7 @@ impl Worker {
             && self
                 .loaded
                 .as_ref()
-                .is_some_and(|l| l.serving.digest == candidate.digest)
+                .is_some_and(|l| l.serving.loaded.digest == candidate.loaded.digest)
         {
             self.write_status().await;
             return;
@@ -329,8 +329,8 @@ impl Worker {
         };
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(&fetched.bytes)));
         if let Some(loaded) = &self.loaded
-            && loaded.serving.digest == digest
-            && loaded.serving.source == source
+            && loaded.serving.loaded.digest == digest
+            && loaded.serving.loaded.source == source
             && loaded.options == options
         {
             // Same content, same settings: a repeat notification. A problem
@@ -344,7 +344,7 @@ impl Worker {
         }
         // One compile, every identity check: the registry's. A WasmPlugin
         // serves one plugin, so a new version must be the serving plugin.
-        let serving_plugin = self.loaded.as_ref().map(|l| l.serving.plugin.clone());
+        let serving_plugin = self.loaded.as_ref().map(|l| l.serving.loaded.name.clone());
         let candidate = match self
             .cluster
             .registry
@@ -399,10 +399,12 @@ impl Worker {
         match activated {
             Ok(info) => {
                 let serving = Serving {
-                    plugin: info.name.clone(),
-                    version: info.version.clone(),
-                    digest: info.digest.clone(),
-                    source: source.clone(),
+                    loaded: LoadedVersion {
+                        name: info.name.clone(),
+                        version: info.version.clone(),
+                        digest: info.digest.clone(),
+                        source: source.clone(),
+                    },
                     source_kind: spec_source.kind().to_string(),
                     loaded_at: now(),
                 };
@@ -529,7 +531,7 @@ impl Worker {
         let keeps = match serving {
             Some(s) => format!(
                 " The last good version {} {} keeps serving.",
-                s.plugin, s.version
+                s.loaded.name, s.loaded.version
             ),
             None => " No version of this plugin serves yet.".to_string(),
         };
@@ -537,9 +539,13 @@ impl Worker {
             reason: problem.reason.clone(),
             warning: true,
             retrying,
-            plugin: serving.map(|s| s.plugin.clone()).unwrap_or_default(),
-            from: serving.map(|s| s.version.clone()).unwrap_or_default(),
-            to: serving.map(|s| s.version.clone()).unwrap_or_default(),
+            plugin: serving.map(|s| s.loaded.name.clone()).unwrap_or_default(),
+            from: serving
+                .map(|s| s.loaded.version.clone())
+                .unwrap_or_default(),
+            to: serving
+                .map(|s| s.loaded.version.clone())
+                .unwrap_or_default(),
             digest: digest.unwrap_or_default().to_string(),
             source: self
                 .spec
@@ -563,10 +569,10 @@ impl Worker {
         }
         let serving = self.loaded.as_ref().map(|l| &l.serving);
         let versions = serving
-            .map(|s| self.cluster.registry.stats(&s.plugin))
+            .map(|s| self.cluster.registry.stats(&s.loaded.name))
             .unwrap_or_default();
         let canary = self.canary.status_part(&self.cluster);
-        let migration = serving.and_then(|s| self.webhook.storage_progress().get(&s.plugin));
+        let migration = serving.and_then(|s| self.webhook.storage_progress().get(&s.loaded.name));
         let status = status::build(
             serving,
             self.problem.as_ref(),
@@ -642,7 +648,7 @@ impl Worker {
         if loaded.options.grant == options.grant {
             return;
         }
-        let Some(serving) = self.cluster.registry.current(&loaded.serving.plugin) else {
+        let Some(serving) = self.cluster.registry.current(&loaded.serving.loaded.name) else {
             return;
         };
         let excesses = options.grant.check(serving.plugin.manifest());
@@ -652,10 +658,10 @@ impl Worker {
         let Some(loaded) = self.loaded.take() else {
             return;
         };
-        self.release(&loaded.serving.plugin);
+        self.release(&loaded.serving.loaded.name);
         let s = &loaded.serving;
-        if let Err(error) = self.cluster.registry.unload(&s.plugin).await {
-            tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.plugin, "cannot unload plugin");
+        if let Err(error) = self.cluster.registry.unload(&s.loaded.name).await {
+            tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.loaded.name, "cannot unload plugin");
         }
         let excesses: Vec<String> = excesses.iter().map(ToString::to_string).collect();
         let transition = stopped(
@@ -663,8 +669,8 @@ impl Worker {
             Reason::PermissionDenied,
             format!(
                 "spec.permissions no longer grants what {} {} asks for ({}): it stopped serving",
-                s.plugin,
-                s.version,
+                s.loaded.name,
+                s.loaded.version,
                 excesses.join("; ")
             ),
         );
@@ -685,9 +691,9 @@ impl Worker {
         let manifest = self
             .cluster
             .registry
-            .current(&s.plugin)
+            .current(&s.loaded.name)
             .map(|active| active.plugin.manifest().clone());
-        match self.cluster.registry.unload(&s.plugin).await {
+        match self.cluster.registry.unload(&s.loaded.name).await {
             Ok(()) | Err(RegistryError::NotLoaded(_)) => {
                 // The controller has stopped: nothing adds the finalizer
                 // again. Nothing can finalize any more either, so the host
@@ -699,8 +705,8 @@ impl Worker {
                     let outcome = release::release_primaries(
                         &self.cluster.client,
                         &self.cluster.name,
-                        &s.plugin,
-                        &s.version,
+                        &s.loaded.name,
+                        &s.loaded.version,
                         &manifest.primary,
                     )
                     .await;
@@ -710,7 +716,7 @@ impl Worker {
                     );
                     if !outcome.failed.is_empty() {
                         tracing::warn!(
-                            wasmplugin = %self.cluster.name, plugin = %s.plugin,
+                            wasmplugin = %self.cluster.name, plugin = %s.loaded.name,
                             failed = %outcome.failed.join("; "),
                             "cannot remove the host's finalizer from some primaries of a deleted plugin; remove wasm-operator.dev/finalizer from them by hand"
                         );
@@ -725,18 +731,18 @@ impl Worker {
                     Reason::Unloaded,
                     format!(
                         "WasmPlugin {} deleted: {} {} stopped{note}",
-                        self.cluster.name, s.plugin, s.version
+                        self.cluster.name, s.loaded.name, s.loaded.version
                     ),
                 );
                 self.cluster.record(&transition).await;
             }
             Err(error) => {
-                tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.plugin, "cannot unload plugin");
+                tracing::warn!(%error, wasmplugin = %self.cluster.name, plugin = %s.loaded.name, "cannot unload plugin");
             }
         }
         // Only now may another WasmPlugin waiting for this plugin name load
         // it: its controller must not hold primaries this one releases.
-        self.release(&loaded.serving.plugin);
+        self.release(&loaded.serving.loaded.name);
     }
 }
 
@@ -767,11 +773,11 @@ fn stopped(serving: &Serving, reason: Reason, message: String) -> Transition {
         reason: reason.as_str().into(),
         warning: reason != Reason::Unloaded,
         retrying: false,
-        plugin: serving.plugin.clone(),
-        from: serving.version.clone(),
+        plugin: serving.loaded.name.clone(),
+        from: serving.loaded.version.clone(),
         to: String::new(),
-        digest: serving.digest.clone(),
-        source: serving.source.clone(),
+        digest: serving.loaded.digest.clone(),
+        source: serving.loaded.source.clone(),
         message,
     }
 }
@@ -783,20 +789,20 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
             Reason::Loaded.as_str(),
             format!(
                 "loaded {} {} ({}) from {}",
-                to.plugin, to.version, to.digest, to.source
+                to.loaded.name, to.loaded.version, to.loaded.digest, to.loaded.source
             ),
         ),
-        Some(old) if old.digest == to.digest => (
+        Some(old) if old.loaded.digest == to.loaded.digest => (
             Reason::Reloaded.as_str(),
             format!(
                 "reloaded {} {} with new settings from {}",
-                to.plugin, to.version, to.source
+                to.loaded.name, to.loaded.version, to.loaded.source
             ),
         ),
         Some(old) => {
             let older = match (
-                semver::Version::parse(&to.version),
-                semver::Version::parse(&old.version),
+                semver::Version::parse(&to.loaded.version),
+                semver::Version::parse(&old.loaded.version),
             ) {
                 (Ok(new), Ok(old)) => new < old,
                 _ => false,
@@ -811,12 +817,12 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
                 format!(
                     "{} {} {} ({}) -> {} ({}) from {}",
                     if older { "rolled back" } else { "swapped" },
-                    to.plugin,
-                    old.version,
-                    old.digest,
-                    to.version,
-                    to.digest,
-                    to.source
+                    to.loaded.name,
+                    old.loaded.version,
+                    old.loaded.digest,
+                    to.loaded.version,
+                    to.loaded.digest,
+                    to.loaded.source
                 ),
             )
         }
@@ -825,11 +831,11 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
         reason: reason.to_string(),
         warning: false,
         retrying: false,
-        plugin: to.plugin.clone(),
-        from: from.map(|s| s.version.clone()).unwrap_or_default(),
-        to: to.version.clone(),
-        digest: to.digest.clone(),
-        source: to.source.clone(),
+        plugin: to.loaded.name.clone(),
+        from: from.map(|s| s.loaded.version.clone()).unwrap_or_default(),
+        to: to.loaded.version.clone(),
+        digest: to.loaded.digest.clone(),
+        source: to.loaded.source.clone(),
         message,
     }
 }

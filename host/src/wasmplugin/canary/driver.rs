@@ -109,9 +109,9 @@ impl CanaryDriver {
     /// its candidate is the registry's.
     pub(crate) fn status_part<Io: CanaryIo>(&mut self, io: &Io) -> Option<CanaryPart> {
         let run = self.run.as_mut()?;
-        let observations = io
-            .observations(&run.plugin)
-            .filter(|o| Some(&o.candidate().digest) == run.candidate.as_ref().map(|c| &c.digest));
+        let observations = io.observations(&run.plugin).filter(|o| {
+            Some(&o.candidate().digest) == run.candidate.as_ref().map(|c| &c.loaded.digest)
+        });
         let counters = observations.as_ref().and_then(|_| io.counters(&run.plugin));
         let status = run.status(observations.as_deref(), counters.as_ref());
         if observations.is_some() {
@@ -225,8 +225,8 @@ impl CanaryDriver {
         let Some(stable) = loaded.clone() else {
             return;
         };
-        if run.stable.plugin.is_empty() {
-            run.plugin = stable.serving.plugin.clone();
+        if run.stable.loaded.name.is_empty() {
+            run.plugin = stable.serving.loaded.name.clone();
             run.stable = stable.serving.clone();
             self.watch_source(io, run);
         }
@@ -240,12 +240,12 @@ impl CanaryDriver {
             }
         };
         let digest = digest_of(&bytes);
-        if digest == run.stable.digest {
+        if digest == run.stable.loaded.digest {
             run.problem = Some(problem(
                 Reason::InvalidSpec.as_str(),
                 format!(
                     "spec.canary.source holds {digest}, the component the stable version {} {} already is: there is nothing to compare. Point spec.canary.source at the new version.",
-                    run.stable.plugin, run.stable.version
+                    run.stable.loaded.name, run.stable.loaded.version
                 ),
             ));
             refused(io, run).await;
@@ -285,10 +285,12 @@ impl CanaryDriver {
             Ok(info) => {
                 run.problem = None;
                 run.candidate = Some(Serving {
-                    plugin: info.name,
-                    version: info.version,
-                    digest: info.digest,
-                    source: source.clone(),
+                    loaded: LoadedVersion {
+                        name: info.name,
+                        version: info.version,
+                        digest: info.digest,
+                        source: source.clone(),
+                    },
                     source_kind: run.spec.source.kind().to_string(),
                     loaded_at: now(),
                 });
@@ -329,7 +331,11 @@ impl CanaryDriver {
         let prepared = match io.fetch(&run.spec.source).await {
             Ok(bytes) => {
                 let digest = digest_of(&bytes);
-                if run.candidate.as_ref().is_some_and(|c| c.digest == digest) {
+                if run
+                    .candidate
+                    .as_ref()
+                    .is_some_and(|c| c.loaded.digest == digest)
+                {
                     io.prepare(&run.spec.source.describe(), bytes, stable_plugin)
                         .await
                         .ok()
@@ -392,7 +398,7 @@ impl CanaryDriver {
                 if run
                     .candidate
                     .as_ref()
-                    .is_some_and(|c| c.digest == digest_of(&bytes))
+                    .is_some_and(|c| c.loaded.digest == digest_of(&bytes))
                 {
                     Ok(false)
                 } else {
@@ -658,8 +664,8 @@ async fn refused<Io: CanaryIo>(io: &mut Io, run: &CanaryRun) {
         warning: true,
         retrying: false,
         plugin: run.plugin.clone(),
-        from: run.stable.version.clone(),
-        to: run.stable.version.clone(),
+        from: run.stable.loaded.version.clone(),
+        to: run.stable.loaded.version.clone(),
         digest: String::new(),
         source: run.spec.source.describe(),
         message: run.message(),
@@ -676,12 +682,14 @@ async fn notice<Io: CanaryIo>(
     message: String,
 ) {
     let serving = loaded.map(|l| &l.serving);
-    let version = serving.map(|s| s.version.clone()).unwrap_or_default();
+    let version = serving
+        .map(|s| s.loaded.version.clone())
+        .unwrap_or_default();
     let transition = Transition {
         reason: reason.as_str().into(),
         warning: true,
         retrying: false,
-        plugin: serving.map(|s| s.plugin.clone()).unwrap_or_default(),
+        plugin: serving.map(|s| s.loaded.name.clone()).unwrap_or_default(),
         from: version.clone(),
         to: version,
         digest: String::new(),
@@ -759,10 +767,12 @@ async fn perform<Io: CanaryIo>(
 fn adopt(loaded: &mut Option<Loaded>, run: &CanaryRun, info: LoadedVersion) {
     if let (Some(loaded), Some(candidate)) = (loaded.as_mut(), run.candidate.as_ref()) {
         loaded.serving = Serving {
-            plugin: info.name,
-            version: info.version,
-            digest: info.digest,
-            source: candidate.source.clone(),
+            loaded: LoadedVersion {
+                name: info.name,
+                version: info.version,
+                digest: info.digest,
+                source: candidate.loaded.source.clone(),
+            },
             source_kind: candidate.source_kind.clone(),
             loaded_at: now(),
         };
@@ -777,7 +787,7 @@ fn fail(run: &mut CanaryRun, next: &mut Next, error: &RegistryError) {
     let digest = run
         .candidate
         .as_ref()
-        .map(|c| c.digest.clone())
+        .map(|c| c.loaded.digest.clone())
         .unwrap_or_default();
     run.problem = Some(Problem {
         reason: reason.to_string(),

@@ -11,6 +11,7 @@ use super::machine::{DryRunFailure, Phase, State};
 use super::run::CanaryRun;
 use super::settings::Plan;
 use crate::contract::Reason;
+use crate::registry::LoadedVersion;
 use crate::wasmplugin::spec::{CanarySpec, CanaryStatus, CanaryVersion, Source};
 use crate::wasmplugin::status::{Serving, now, problem};
 
@@ -54,10 +55,12 @@ pub(super) fn restore(
         _ => return None,
     };
     let serving = |v: &CanaryVersion, source: &Source| Serving {
-        plugin: status["plugin"].as_str().unwrap_or_default().to_string(),
-        version: v.version.clone().unwrap_or_default(),
-        digest: v.digest.clone().unwrap_or_default(),
-        source: v.source.clone().unwrap_or_else(|| source.describe()),
+        loaded: LoadedVersion {
+            name: status["plugin"].as_str().unwrap_or_default().to_string(),
+            version: v.version.clone().unwrap_or_default(),
+            digest: v.digest.clone().unwrap_or_default(),
+            source: v.source.clone().unwrap_or_else(|| source.describe()),
+        },
         source_kind: source.kind().to_string(),
         loaded_at: now(),
     };

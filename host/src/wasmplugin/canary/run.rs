@@ -14,7 +14,8 @@ use super::settings::{Plan, Settings};
 use crate::cache::LabelSelector;
 use crate::contract::Reason;
 use crate::registry::{
-    CanaryObservations, CounterSnapshot, DryRunState, Rollout, RolloutSettings, ShadowCounts,
+    CanaryObservations, CounterSnapshot, DryRunState, LoadedVersion, Rollout, RolloutSettings,
+    ShadowCounts,
 };
 use crate::wasmplugin::audit::Transition;
 use crate::wasmplugin::spec::{
@@ -190,15 +191,17 @@ impl CanaryRun {
     pub fn new(spec: CanarySpec, stable: Option<Serving>, now: Instant) -> CanaryRun {
         let settings = Settings::from_spec(&spec).unwrap_or_else(|_| Settings::placeholder());
         let stable = stable.unwrap_or_else(|| Serving {
-            plugin: String::new(),
-            version: String::new(),
-            digest: String::new(),
-            source: String::new(),
+            loaded: LoadedVersion {
+                name: String::new(),
+                version: String::new(),
+                digest: String::new(),
+                source: String::new(),
+            },
             source_kind: String::new(),
             loaded_at: String::new(),
         });
         CanaryRun {
-            plugin: stable.plugin.clone(),
+            plugin: stable.loaded.name.clone(),
             spec,
             settings,
             stable,
@@ -227,9 +230,13 @@ impl CanaryRun {
             warning,
             retrying: false,
             plugin: self.plugin.clone(),
-            from: self.stable.version.clone(),
-            to: candidate.map(|c| c.version.clone()).unwrap_or_default(),
-            digest: candidate.map(|c| c.digest.clone()).unwrap_or_default(),
+            from: self.stable.loaded.version.clone(),
+            to: candidate
+                .map(|c| c.loaded.version.clone())
+                .unwrap_or_default(),
+            digest: candidate
+                .map(|c| c.loaded.digest.clone())
+                .unwrap_or_default(),
             source: self.spec.source.describe(),
             message,
         }
@@ -324,8 +331,8 @@ impl CanaryRun {
                 "the candidate from {} cannot be used: {} The stable version {} {} keeps serving every object.",
                 self.spec.source.describe(),
                 p.message,
-                self.stable.plugin,
-                self.stable.version
+                self.stable.loaded.name,
+                self.stable.loaded.version
             ),
             (Some(state), _) => state.message.clone(),
             (None, Some(p)) => p.message.clone(),
@@ -341,9 +348,9 @@ impl CanaryRun {
         counters: Option<&(CounterSnapshot, Option<CounterSnapshot>)>,
     ) -> CanaryStatus {
         let version = |s: &Serving, c: Option<&CounterSnapshot>| CanaryVersion {
-            version: Some(s.version.clone()),
-            digest: Some(s.digest.clone()),
-            source: Some(s.source.clone()),
+            version: Some(s.loaded.version.clone()),
+            digest: Some(s.loaded.digest.clone()),
+            source: Some(s.loaded.source.clone()),
             calls: c.map(|c| c.calls as i64),
             failures: c.map(|c| c.failures as i64),
             p95_millis: c.and_then(CounterSnapshot::p95).map(|s| s * 1000.0),

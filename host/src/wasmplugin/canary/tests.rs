@@ -278,10 +278,12 @@ fn canary(mode: &str, extra: Value) -> Value {
 fn stable() -> Option<Loaded> {
     Some(Loaded {
         serving: Serving {
-            plugin: PLUGIN.into(),
-            version: "1.0.0".into(),
-            digest: digest(STABLE_BYTES),
-            source: "file:/plugins/webapp.wasm".into(),
+            loaded: LoadedVersion {
+                name: PLUGIN.into(),
+                version: "1.0.0".into(),
+                digest: digest(STABLE_BYTES),
+                source: "file:/plugins/webapp.wasm".into(),
+            },
             source_kind: "file".into(),
             loaded_at: String::new(),
         },
@@ -349,7 +351,7 @@ async fn starting_a_shadow_canary_fetches_checks_and_sets_the_candidate_in_dry_r
     assert_eq!(phase(&driver), Some(Phase::DryRun));
     let candidate = driver.run().and_then(|r| r.candidate.clone());
     assert_eq!(
-        candidate.map(|c| (c.version, c.digest)),
+        candidate.map(|c| (c.loaded.version, c.loaded.digest)),
         Some(("2.0.0".to_string(), digest(CANDIDATE_BYTES)))
     );
 }
@@ -426,12 +428,15 @@ async fn a_passed_dry_run_then_a_promotion_makes_the_candidate_the_stable_versio
     );
     assert_eq!(phase(&driver), Some(Phase::Promoted));
     let serving = loaded.as_ref().map(|l| l.serving.clone()).expect("serving");
-    assert_eq!(serving.version, "2.0.0");
-    assert_eq!(serving.digest, digest(CANDIDATE_BYTES));
-    assert_eq!(serving.source, file(CANDIDATE_SOURCE));
+    assert_eq!(serving.loaded.version, "2.0.0");
+    assert_eq!(serving.loaded.digest, digest(CANDIDATE_BYTES));
+    assert_eq!(serving.loaded.source, file(CANDIDATE_SOURCE));
     // It serves until spec.canary is removed.
     let promoted = driver.promoted().and_then(|(_, candidate)| candidate);
-    assert_eq!(promoted.map(|c| c.version), Some("2.0.0".to_string()));
+    assert_eq!(
+        promoted.map(|c| c.loaded.version),
+        Some("2.0.0".to_string())
+    );
     // A second promotion finds no canary in progress.
     driver.act(&mut io, Action::Promote, &mut loaded).await;
     assert_eq!(
