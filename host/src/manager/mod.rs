@@ -246,6 +246,24 @@ impl Manager {
     ///
     /// [`ManagerError::Registry`] when the wasm engine cannot be created,
     /// [`ManagerError::Telemetry`] when the metrics address cannot be bound.
+    ///
+    /// # Examples
+    ///
+    /// What `wasm-operator run` does, in short: serve the cluster's
+    /// WasmPlugins until asked to stop.
+    ///
+    /// ```no_run
+    /// use wasm_operator::{Manager, ManagerOptions};
+    ///
+    /// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+    /// let client = kube::Client::try_default().await?;
+    /// let manager = Manager::start(client, ManagerOptions::default()).await?;
+    /// manager.serve_wasmplugins().await?;
+    /// tokio::signal::ctrl_c().await?;
+    /// manager.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn start(
         client: kube::Client,
         options: ManagerOptions,

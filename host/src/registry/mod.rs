@@ -87,6 +87,24 @@ struct Inner {
 }
 
 /// The plugin versions of this host. Cheap to clone; clones share everything.
+///
+/// # Examples
+///
+/// Prepare a component (compile once, check its manifest) and make it
+/// serve, as `run --plugin` does; the manager's controllers pick it up.
+///
+/// ```no_run
+/// use wasm_operator::registry::{ActivationOptions, Registry, RegistryOptions};
+///
+/// # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+/// let registry = Registry::new(RegistryOptions::default())?;
+/// let bytes = std::fs::read("webapp.wasm")?;
+/// let candidate = registry.prepare("file:webapp.wasm", bytes, None).await?;
+/// let loaded = registry.activate(candidate, ActivationOptions::default()).await?;
+/// println!("{} {} serves ({})", loaded.name, loaded.version, loaded.digest);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Registry {
     inner: Arc<Inner>,
