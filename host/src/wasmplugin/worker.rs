@@ -553,9 +553,9 @@ impl Worker {
                 .map(|s| s.source.describe())
                 .unwrap_or_default(),
             message: if self.retry_load {
-                format!("not loaded yet: {}{keeps}", problem.message)
+                format!("not loaded yet: {}{keeps}", sentence(&problem.message))
             } else {
-                format!("rejected: {}{keeps}", problem.message)
+                format!("rejected: {}{keeps}", sentence(&problem.message))
             },
         };
         self.problem = Some(problem);
@@ -746,6 +746,17 @@ impl Worker {
     }
 }
 
+/// `message` ended as a sentence, so that the next one can follow it
+/// (error messages end without a full stop, as Rust's do).
+fn sentence(message: &str) -> String {
+    let trimmed = message.trim_end();
+    if trimmed.ends_with(['.', '!', '?']) {
+        trimmed.to_string()
+    } else {
+        format!("{trimmed}.")
+    }
+}
+
 /// What a version loaded for `spec` is activated with: its config, call
 /// and reconcile limits (over `defaults`), concurrency and grant; an
 /// `InvalidSpec` problem when a limit cannot serve.
@@ -842,6 +853,18 @@ fn transition(from: Option<&Serving>, to: &Serving) -> Transition {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_ends_its_sentence_before_the_next() {
+        assert_eq!(
+            super::sentence("pin the digest that was pushed or remove the pin"),
+            "pin the digest that was pushed or remove the pin."
+        );
+        assert_eq!(
+            super::sentence("already a sentence. "),
+            "already a sentence."
+        );
+    }
+
     use super::*;
 
     #[test]
