@@ -2,7 +2,7 @@
 //! pruning.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use kube::ResourceExt;
 use kube::api::{ApiResource, DeleteParams, Patch, PatchParams};
@@ -10,7 +10,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::writer::Writer;
 use super::{ApplyError, Executed};
-use crate::cache::CacheLease;
+use crate::cache::{CacheLease, CachedObject};
 use crate::plan::unchanged::{LastApplied, digest};
 use crate::plan::{ChildApply, ChildKey, OwnedChild, children::is_owned_child, field_manager};
 
@@ -72,8 +72,9 @@ impl AppliedChildren {
     }
 }
 
-/// The UID of the child at `key` in the owned kinds' caches, if shown there.
-fn cached_uid(leases: &[CacheLease], key: &ChildKey) -> Option<String> {
+/// The child at `key` as the owned kinds' caches show it, if they do: a
+/// lookup by key in the cache of its kind, no list.
+pub fn cached_child(leases: &[CacheLease], key: &ChildKey) -> Option<Arc<CachedObject>> {
     let lease = leases.iter().find(|l| {
         let ar = l.api_resource();
         ar.api_version == key.api_version && ar.kind == key.kind
@@ -82,7 +83,12 @@ fn cached_uid(leases: &[CacheLease], key: &ChildKey) -> Option<String> {
     if let Some(ns) = &key.namespace {
         reference = reference.within(ns);
     }
-    lease.store().get(&reference)?.uid()
+    lease.store().get(&reference)
+}
+
+/// The UID of the child at `key` in the owned kinds' caches, if shown there.
+fn cached_uid(leases: &[CacheLease], key: &ChildKey) -> Option<String> {
+    cached_child(leases, key)?.uid()
 }
 
 /// The children of `primary_uid` in the caches of the owned kinds (see

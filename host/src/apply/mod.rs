@@ -17,7 +17,7 @@ mod recording;
 mod status;
 mod writer;
 
-pub use children::{AppliedChildren, owned_children};
+pub use children::{AppliedChildren, cached_child, owned_children};
 pub use events::EventSink;
 pub use execute::{Executed, WritePlan};
 pub use impersonation::impersonating;

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 
 use chrono::Utc;
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use super::backoff::Failures;
@@ -141,17 +140,7 @@ pub(super) fn host_writer<'a>(ctx: &'a Context, obj: &DynamicObject) -> Writer<'
 /// [`plan::reconcile`]): lookups by key, no list.
 pub(super) fn existing(ctx: &Context, keys: &[ChildKey]) -> BTreeMap<ChildKey, Arc<CachedObject>> {
     keys.iter()
-        .filter_map(|key| {
-            let lease = ctx.owned.iter().find(|l| {
-                let ar = l.api_resource();
-                ar.api_version == key.api_version && ar.kind == key.kind
-            })?;
-            let mut reference = ObjectRef::new_with(&key.name, lease.api_resource().clone());
-            if let Some(ns) = &key.namespace {
-                reference = reference.within(ns);
-            }
-            lease.store().get(&reference).map(|obj| (key.clone(), obj))
-        })
+        .filter_map(|key| apply::cached_child(&ctx.owned, key).map(|obj| (key.clone(), obj)))
         .collect()
 }
 
