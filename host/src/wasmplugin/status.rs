@@ -365,6 +365,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_status_the_controller_writes_reads_back_typed() {
+        let (serving, problem) = sample();
+        let versions = [crate::registry::VersionStats {
+            version: "0.1.0".into(),
+            digest: "sha256:ab".into(),
+            reconciles: 3,
+            failures: 1,
+            ..Default::default()
+        }];
+        let now = "2026-01-01T00:00:00Z";
+        for written in [
+            build(
+                Some(&serving),
+                Some(&problem),
+                &versions,
+                None,
+                None,
+                Some(2),
+                &Value::Null,
+                now,
+            ),
+            build(None, None, &[], None, None, Some(1), &Value::Null, now),
+            // With a storage migration: its condition and counts.
+            build(
+                Some(&serving),
+                None,
+                &versions,
+                None,
+                Some(&crate::webhook::StorageMigrationProgress {
+                    crd: "distributedkvs.kv.example.com".into(),
+                    storage_version: "v1beta1".into(),
+                    stored_versions: vec!["v1alpha1".into(), "v1beta1".into()],
+                    state: crate::webhook::StorageMigrationState::ObjectsRefused,
+                    migrated: 4,
+                    total: Some(4),
+                    refused: vec!["default/kv: denied".into()],
+                    error: None,
+                }),
+                Some(3),
+                &Value::Null,
+                now,
+            ),
+        ] {
+            let typed: super::super::spec::WasmPluginStatus =
+                serde_json::from_value(written.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&typed).unwrap(), written);
+        }
+    }
+
+    #[test]
     fn degraded_keeps_ready_while_a_version_serves() {
         let (serving, problem) = sample();
         let first = build(
