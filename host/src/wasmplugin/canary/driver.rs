@@ -464,7 +464,12 @@ impl CanaryDriver {
         }
         if let Some(obs) = &observations {
             report_new_differences(io, &mut run, obs).await;
-            write_diffs(io, &mut run, obs).await;
+            // A canary that ended in this tick leaves its complete evidence:
+            // the comparisons made since the last (rate-limited) write would
+            // otherwise never reach the ConfigMap `canary diff` reads.
+            let ended = phase != run.state.as_ref().map(|s| s.phase)
+                && run.state.as_ref().is_some_and(machine::State::is_final);
+            write_diffs(io, &mut run, obs, ended).await;
         }
         self.run = Some(run);
     }
@@ -633,14 +638,22 @@ async fn report_new_differences<Io: CanaryIo>(
 /// Writes every differing object's latest field diff to the diffs
 /// ConfigMap (owned by the WasmPlugin), at most every
 /// [`diffs::DIFFS_REFRESH`].
-async fn write_diffs<Io: CanaryIo>(io: &mut Io, run: &mut CanaryRun, obs: &CanaryObservations) {
+///
+/// `last`: the canary has just ended, so this write is not rate-limited.
+async fn write_diffs<Io: CanaryIo>(
+    io: &mut Io,
+    run: &mut CanaryRun,
+    obs: &CanaryObservations,
+    last: bool,
+) {
     if !io.may_write() || !matches!(run.settings.plan, Plan::Shadow) {
         return;
     }
     let at = io.now();
-    if run
-        .diffs_written
-        .is_some_and(|written| at.saturating_duration_since(written) < diffs::DIFFS_REFRESH)
+    if !last
+        && run
+            .diffs_written
+            .is_some_and(|written| at.saturating_duration_since(written) < diffs::DIFFS_REFRESH)
     {
         return;
     }

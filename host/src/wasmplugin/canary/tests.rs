@@ -805,3 +805,58 @@ async fn a_canary_that_ended_before_a_restart_stays_ended() {
     driver.load_candidate(&mut io, &mut loaded).await;
     assert_eq!(phase(&driver), Some(Phase::DryRun));
 }
+
+#[tokio::test]
+async fn a_shadow_canary_rolled_back_leaves_its_latest_diffs_whatever_the_refresh() {
+    let mut io = Recording::new();
+    let mut loaded = stable();
+    let (tx, _rx) = mpsc::channel(1);
+    let mut driver = CanaryDriver::default();
+    driver.listen(tx);
+    let spec = spec(canary(
+        "Shadow",
+        json!({"skipDryRun": true, "analysis": {"interval": "1s", "minCalls": 1, "failureLimit": 1}}),
+    ));
+    driver
+        .sync(&mut io, Some(&spec), &mut loaded, &Value::Null, Some(1))
+        .await;
+    driver.load_candidate(&mut io, &mut loaded).await;
+    io.take();
+    assert_eq!(phase(&driver), Some(Phase::Shadowing));
+    let differ = |name: &str| {
+        (
+            crate::registry::ObjectName {
+                namespace: Some("default".into()),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+            crate::registry::ShadowOutcome::Differ {
+                fields: Vec::new(),
+                signature: "spec.replicas".into(),
+            },
+        )
+    };
+    let (object, outcome) = differ("a");
+    io.candidate_observations()
+        .record_shadow(object, outcome, "2026-01-01T00:00:00Z");
+    io.counters = Some((counters(1, 0), Some(counters(1, 0))));
+    // Before the interval: the first diffs are written, no check yet.
+    driver.tick(&mut io, &mut loaded).await;
+    assert!(io.take().contains(&Call::WriteDiffs));
+    // A second object differs, then the check fails within the diffs'
+    // refresh interval: the rollback still writes the diffs once more.
+    let (object, outcome) = differ("b");
+    io.candidate_observations()
+        .record_shadow(object, outcome, "2026-01-01T00:00:01Z");
+    io.counters = Some((counters(2, 0), Some(counters(2, 0))));
+    io.advance(Duration::from_secs(1));
+    driver.tick(&mut io, &mut loaded).await;
+    assert_eq!(phase(&driver), Some(Phase::RolledBack));
+    let calls = io.take();
+    assert!(calls.contains(&Call::Drop), "{calls:?}");
+    assert!(calls.contains(&Call::WriteDiffs), "{calls:?}");
+    // Ended: no more writes.
+    io.advance(Duration::from_secs(10));
+    driver.tick(&mut io, &mut loaded).await;
+    assert!(!io.take().contains(&Call::WriteDiffs));
+}
