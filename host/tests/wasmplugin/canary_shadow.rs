@@ -117,11 +117,17 @@ async fn a_differing_shadow_is_caught_on_every_object_writes_nothing_and_is_roll
     })
     .await;
     fx.wait_event("webapp", "DryRunStarted").await;
+    // All four exist before the stable version's Deployments are awaited:
+    // on the real control plane the Deployment controller's status writes
+    // re-reconcile each WebApp, and waiting object by object let the
+    // analysis (minCalls 4) roll back before the last ones were shadowed.
+    let names: Vec<String> = (0..4).map(|i| format!("app-{i}")).collect();
+    for name in &names {
+        create_webapp(&fx, name, false).await;
+    }
     let mut before = Vec::new();
-    for i in 0..4 {
-        let name = format!("app-{i}");
-        create_webapp(&fx, &name, false).await;
-        before.push(deployment(&fx, &name).await);
+    for name in &names {
+        before.push(deployment(&fx, name).await);
     }
     let o = fx
         .wait_for("webapp", "rolled back by analysis", |o| {
