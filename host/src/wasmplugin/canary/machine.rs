@@ -323,15 +323,7 @@ pub fn step(state: &State, settings: &Settings, input: Input, now: Instant) -> N
             next.pause = None;
             next.weight = 100;
             next.message = format!("promoted by {by}: the candidate serves every object");
-            Next {
-                notice: Some(Notice {
-                    reason: Reason::CanaryPromoted,
-                    warning: false,
-                    message: next.message.clone(),
-                }),
-                state: next,
-                actions: vec![Action::Promote],
-            }
+            promoted(next)
         }
         Input::Abort { by } => rollback(
             state,
@@ -355,6 +347,20 @@ pub fn step(state: &State, settings: &Settings, input: Input, now: Instant) -> N
 }
 
 /// Rolls back; a Warning unless a person asked for it.
+/// The candidate serves every object: `next` (its message already says
+/// why) with the `CanaryPromoted` notice.
+fn promoted(next: State) -> Next {
+    Next {
+        notice: Some(Notice {
+            reason: Reason::CanaryPromoted,
+            warning: false,
+            message: next.message.clone(),
+        }),
+        state: next,
+        actions: vec![Action::Promote],
+    }
+}
+
 fn rollback(state: &State, reason: Reason, message: String) -> Next {
     let mut next = state.clone();
     next.phase = Phase::RolledBack;
@@ -447,15 +453,7 @@ fn passed(mut next: State, settings: &Settings, verdict: &Verdict, now: Instant)
             next.message = format!(
                 "analysis {verdict}: promoted (promotion: Auto), the candidate serves every object"
             );
-            return Next {
-                notice: Some(Notice {
-                    reason: Reason::CanaryPromoted,
-                    warning: false,
-                    message: next.message.clone(),
-                }),
-                state: next,
-                actions: vec![Action::Promote],
-            };
+            return promoted(next);
         }
         let first = next.pause != Some(Pause::AwaitingPromotion);
         next.phase = Phase::Paused;
