@@ -12,18 +12,25 @@ use kube::{Resource, ResourceExt};
 
 use crate::cache::{CacheEvent, CachedObject, NamespaceGate, ObjectIndex};
 use crate::plan::FINALIZER;
+use crate::plan::names::{FENCING_LEASE_ANNOTATION, FENCING_TOKEN_ANNOTATION};
 
 /// What must change on a primary for it to be reconciled again: its identity
 /// (a recreated object gets a new uid), its generation (spec changes),
-/// deletion and finalizers. Status and metadata-only changes - including the
-/// host's own status and annotation writes - are filtered out, which is what
-/// keeps reconciles from looping on their own writes.
+/// deletion, finalizers and the fencing mark (an object refused for a newer
+/// term is retried once someone removes or changes the mark). Status and
+/// other metadata-only changes - including the host's own status and version
+/// annotations - are filtered out, which is what keeps reconciles from
+/// looping on their own writes (the fencing mark changes once per term: one
+/// more reconcile, which writes nothing).
 fn primary_fingerprint(obj: &CachedObject) -> u64 {
     let mut h = DefaultHasher::new();
     obj.uid().hash(&mut h);
     obj.metadata.generation.hash(&mut h);
     obj.metadata.deletion_timestamp.is_some().hash(&mut h);
     obj.finalizers().hash(&mut h);
+    let annotations = obj.annotations();
+    annotations.get(FENCING_TOKEN_ANNOTATION).hash(&mut h);
+    annotations.get(FENCING_LEASE_ANNOTATION).hash(&mut h);
     h.finish()
 }
 
