@@ -157,6 +157,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_changed_or_removed_fencing_mark_triggers() {
+        let marked = |rv: &str, annotations: serde_json::Value| {
+            Arc::new(
+                serde_json::from_value::<CachedObject>(json!({
+                    "apiVersion": "example.com/v1", "kind": "WebApp",
+                    "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "generation": 1,
+                                 "resourceVersion": rv, "annotations": annotations},
+                }))
+                .unwrap(),
+            )
+        };
+        let lease = "ns/wasm-operator/u9";
+        let events = vec![
+            CacheEvent::Applied(marked("1", json!({}))),
+            // The host's first mark of a term: one more reconcile.
+            CacheEvent::Applied(marked(
+                "2",
+                json!({FENCING_TOKEN_ANNOTATION: "0", FENCING_LEASE_ANNOTATION: lease}),
+            )),
+            // Another annotation (a version mark): filtered.
+            CacheEvent::Applied(marked(
+                "3",
+                json!({FENCING_TOKEN_ANNOTATION: "0", FENCING_LEASE_ANNOTATION: lease, "x": "y"}),
+            )),
+            // Removed by hand: passes.
+            CacheEvent::Applied(marked("4", json!({"x": "y"}))),
+            // Changed to a newer term: passes.
+            CacheEvent::Applied(marked(
+                "5",
+                json!({FENCING_TOKEN_ANNOTATION: "9", FENCING_LEASE_ANNOTATION: lease}),
+            )),
+        ];
+        let gate = NamespaceGate::new(Default::default(), None);
+        let rvs: Vec<_> = primaries(stream::iter(events), gate)
+            .map(|o| o.unwrap().resource_version().unwrap())
+            .collect()
+            .await;
+        assert_eq!(rvs, ["1", "2", "4", "5"]);
+    }
+
+    #[tokio::test]
     async fn primaries_outside_the_grant_never_trigger() {
         let in_ns = |ns: &str, name: &str| {
             Arc::new(
