@@ -329,8 +329,8 @@ async fn abort_from_the_cli_and_removing_the_canary_roll_back() {
     })
     .await;
     assert!(fx.registry.canary("webapp").is_none());
-    // Both aborts are CanaryAborted events (the API's event series folds
-    // the second into the first).
+    // Both aborts are CanaryAborted events (two of them: their notes
+    // differ, see two_aborts_with_different_messages_…).
     let (kind, _) = fx.wait_event("webapp", "CanaryAborted").await;
     assert_eq!(kind, "Normal");
     assert_eq!(fx.registry.current("webapp").unwrap().info.version, "1.0.0");
