@@ -6,6 +6,7 @@
 //! empty, so a plan that changes nothing makes no API write.
 
 mod children;
+pub mod correlator;
 pub mod events;
 mod execute;
 pub mod finalizer;

@@ -176,13 +176,13 @@ async fn run(
     let manifest = active.plugin.manifest();
     // Fencing: an object a later leader wrote is not this replica's to
     // write (checked before the plugin call, which it would waste).
-    let ours = ctx.writes_for(obj).token();
-    if let Some(theirs) = plan::annotations::newer_fencing_token(obj, ours) {
+    let ours = ctx.writes_for(obj).fencing_token();
+    if let Some(theirs) = plan::annotations::newer_fencing_token(obj, ours.as_ref()) {
         return Err(ReconcileError::StaleTerm {
             plugin: ctx.plugin.clone(),
             object: display_name(obj.namespace().as_deref(), &obj.name_any()),
             theirs,
-            ours: ours.unwrap_or_default(),
+            ours: ours.map_or(0, |t| t.term),
         });
     }
     if obj.metadata.deletion_timestamp.is_some() {
@@ -236,11 +236,12 @@ async fn run(
         children: &owned,
         existing: &existing,
     };
+    let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
         now: Utc::now(),
         limits,
-        fencing_token: ctx.writes_for(obj).token(),
+        fencing_token: fencing_token.as_ref(),
     };
     // A refused child means no plan, hence no write at all.
     // Planned on a copy, outside the lock (kube-runtime never reconciles
@@ -340,11 +341,12 @@ async fn finalize(
             )
         }
     };
+    let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
         now: Utc::now(),
         limits: active.limits,
-        fencing_token: ctx.writes_for(obj).token(),
+        fencing_token: fencing_token.as_ref(),
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     shell(ctx, writer(ctx, obj)).write(obj, &plan).await?;

@@ -166,12 +166,13 @@ pub(super) async fn compute(
         existing: &existing,
     };
     let now = Utc::now();
+    let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
         now,
         limits: version.limits,
         // The stable version's plan carries the same mark: no difference.
-        fencing_token: ctx.writes_for(obj).token(),
+        fencing_token: fencing_token.as_ref(),
     };
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {

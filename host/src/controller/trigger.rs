@@ -12,18 +12,25 @@ use kube::{Resource, ResourceExt};
 
 use crate::cache::{CacheEvent, CachedObject, NamespaceGate, ObjectIndex};
 use crate::plan::FINALIZER;
+use crate::plan::names::{FENCING_LEASE_ANNOTATION, FENCING_TOKEN_ANNOTATION};
 
 /// What must change on a primary for it to be reconciled again: its identity
 /// (a recreated object gets a new uid), its generation (spec changes),
-/// deletion and finalizers. Status and metadata-only changes - including the
-/// host's own status and annotation writes - are filtered out, which is what
-/// keeps reconciles from looping on their own writes.
+/// deletion, finalizers and the fencing mark (an object refused for a newer
+/// term is retried once someone removes or changes the mark). Status and
+/// other metadata-only changes - including the host's own status and version
+/// annotations - are filtered out, which is what keeps reconciles from
+/// looping on their own writes (the fencing mark changes once per term: one
+/// more reconcile, which writes nothing).
 fn primary_fingerprint(obj: &CachedObject) -> u64 {
     let mut h = DefaultHasher::new();
     obj.uid().hash(&mut h);
     obj.metadata.generation.hash(&mut h);
     obj.metadata.deletion_timestamp.is_some().hash(&mut h);
     obj.finalizers().hash(&mut h);
+    let annotations = obj.annotations();
+    annotations.get(FENCING_TOKEN_ANNOTATION).hash(&mut h);
+    annotations.get(FENCING_LEASE_ANNOTATION).hash(&mut h);
     h.finish()
 }
 
@@ -147,6 +154,47 @@ mod tests {
             .map(|o| o.unwrap().resource_version().unwrap())
             .collect();
         assert_eq!(rvs, ["1", "3", "4", "6"]);
+    }
+
+    #[tokio::test]
+    async fn a_changed_or_removed_fencing_mark_triggers() {
+        let marked = |rv: &str, annotations: serde_json::Value| {
+            Arc::new(
+                serde_json::from_value::<CachedObject>(json!({
+                    "apiVersion": "example.com/v1", "kind": "WebApp",
+                    "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "generation": 1,
+                                 "resourceVersion": rv, "annotations": annotations},
+                }))
+                .unwrap(),
+            )
+        };
+        let lease = "ns/wasm-operator/u9";
+        let events = vec![
+            CacheEvent::Applied(marked("1", json!({}))),
+            // The host's first mark of a term: one more reconcile.
+            CacheEvent::Applied(marked(
+                "2",
+                json!({FENCING_TOKEN_ANNOTATION: "0", FENCING_LEASE_ANNOTATION: lease}),
+            )),
+            // Another annotation (a version mark): filtered.
+            CacheEvent::Applied(marked(
+                "3",
+                json!({FENCING_TOKEN_ANNOTATION: "0", FENCING_LEASE_ANNOTATION: lease, "x": "y"}),
+            )),
+            // Removed by hand: passes.
+            CacheEvent::Applied(marked("4", json!({"x": "y"}))),
+            // Changed to a newer term: passes.
+            CacheEvent::Applied(marked(
+                "5",
+                json!({FENCING_TOKEN_ANNOTATION: "9", FENCING_LEASE_ANNOTATION: lease}),
+            )),
+        ];
+        let gate = NamespaceGate::new(Default::default(), None);
+        let rvs: Vec<_> = primaries(stream::iter(events), gate)
+            .map(|o| o.unwrap().resource_version().unwrap())
+            .collect()
+            .await;
+        assert_eq!(rvs, ["1", "2", "4", "5"]);
     }
 
     #[tokio::test]

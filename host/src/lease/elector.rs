@@ -604,6 +604,18 @@ impl Elector {
         let was = self.gate.leadership();
         self.last_renewed = Some(started);
         self.asked = false;
+        // The Lease held is the one just observed; its uid tells a
+        // recreated Lease of the same name apart.
+        let uid = self
+            .observed
+            .as_ref()
+            .and_then(|o| o.lease.metadata.uid.as_deref())
+            .unwrap_or_default();
+        self.gate.identify(&super::lease_identity(
+            &self.config.namespace,
+            &self.config.name,
+            uid,
+        ));
         self.gate.lead(token, started + self.config.renew_deadline);
         if !was.leading {
             self.metrics.leader_status(&self.config.name, true);

@@ -16,6 +16,8 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
+use super::FencingToken;
+
 /// What the elector last decided about this replica, as the manager sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Leadership {
@@ -44,6 +46,9 @@ struct State {
     leadership: Leadership,
     /// The manager stopped every controller after a drain began.
     drained: bool,
+    /// The identity of the Lease this gate's terms come from
+    /// ([`super::lease_identity`]), once the elector has seen it.
+    lease: Option<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -78,6 +83,7 @@ impl WriteGate {
                     open_until,
                     leadership,
                     drained: false,
+                    lease: None,
                 }),
                 changes: watch::channel(leadership).0,
                 shard: false,
@@ -97,6 +103,7 @@ impl WriteGate {
                     open_until: Some(None),
                     leadership,
                     drained: false,
+                    lease: None,
                 }),
                 changes: watch::channel(leadership).0,
                 shard: true,
@@ -173,6 +180,26 @@ impl WriteGate {
     /// election or while not leading).
     pub fn token(&self) -> Option<u64> {
         self.state().leadership.token
+    }
+
+    /// The fencing token of the current term, naming its Lease (`None`
+    /// without leader election, while not leading, or before the elector
+    /// has seen the Lease's identity).
+    pub fn fencing_token(&self) -> Option<FencingToken> {
+        let state = self.state();
+        Some(FencingToken {
+            lease: state.lease.clone()?,
+            term: state.leadership.token?,
+        })
+    }
+
+    /// Records the identity of the Lease this gate's terms come from
+    /// (`<namespace>/<name>/<uid>`); a recreated Lease has a new one.
+    pub(super) fn identify(&self, lease: &str) {
+        let mut state = self.state();
+        if state.lease.as_deref() != Some(lease) {
+            state.lease = Some(Arc::from(lease));
+        }
     }
 
     /// What the elector last decided.

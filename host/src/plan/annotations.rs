@@ -10,10 +10,12 @@ use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 use super::names::{
-    FENCING_TOKEN_ANNOTATION, LAST_RECONCILED_VERSION_ANNOTATION, MANAGED_BY_VERSION_ANNOTATION,
-    MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState,
+    FENCING_LEASE_ANNOTATION, FENCING_TOKEN_ANNOTATION, LAST_RECONCILED_VERSION_ANNOTATION,
+    MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
+    MigrationState,
 };
 use crate::contract::Manifest;
+use crate::lease::{FencingToken, TermOrder};
 
 /// Annotation changes on the primary: a value sets the annotation, `None`
 /// removes it. Empty when nothing changes.
@@ -51,33 +53,52 @@ pub fn version_marks(obj: &DynamicObject, manifest: &Manifest) -> AnnotationChan
     .collect()
 }
 
-/// The fencing-token mark for a write in the term `token`: set when the
-/// object carries another token (or none), no change otherwise, so a
-/// reconcile in an unchanged term adds no write. Without leader election
-/// (`None`) the host records nothing and leaves any mark alone.
-pub fn fencing_mark(obj: &DynamicObject, token: Option<u64>) -> AnnotationChanges {
+/// The fencing mark for a write in the term `token`: the term and the Lease
+/// it comes from, set when the object carries another mark (or none, or
+/// only part of one), no change otherwise, so a reconcile in an unchanged
+/// term adds no write. Without leader election (`None`) the host records
+/// nothing and leaves any mark alone.
+pub fn fencing_mark(obj: &DynamicObject, token: Option<&FencingToken>) -> AnnotationChanges {
     let Some(token) = token else {
         return AnnotationChanges::new();
     };
-    let value = token.to_string();
-    if obj.annotations().get(FENCING_TOKEN_ANNOTATION) == Some(&value) {
+    let term = token.term.to_string();
+    let annotations = obj.annotations();
+    if annotations.get(FENCING_TOKEN_ANNOTATION) == Some(&term)
+        && annotations
+            .get(FENCING_LEASE_ANNOTATION)
+            .map(String::as_str)
+            == Some(&*token.lease)
+    {
         return AnnotationChanges::new();
     }
-    AnnotationChanges::from([(FENCING_TOKEN_ANNOTATION.to_string(), Some(value))])
+    AnnotationChanges::from([
+        (FENCING_TOKEN_ANNOTATION.to_string(), Some(term)),
+        (
+            FENCING_LEASE_ANNOTATION.to_string(),
+            Some(token.lease.to_string()),
+        ),
+    ])
 }
 
-/// The token on `obj` when it is newer than this replica's `token`: a
-/// leader of a later term wrote the object, so this replica must not.
-/// `None` when writing is allowed (no leader election, no mark, an older
-/// or equal one, or a mark that is not a number: never written by the host).
-pub fn newer_fencing_token(obj: &DynamicObject, token: Option<u64>) -> Option<u64> {
+/// The term on `obj` when it is a later term of this replica's Lease than
+/// `token`: a later leader wrote the object, so this replica must not.
+/// `None` when writing is allowed: no leader election, no mark, an older
+/// or equal term, a mark that is not a number (never written by the host),
+/// or a term of another Lease ([`TermOrder::OtherLease`]: another
+/// namespace or name, another shard, a recreated Lease, or a mark without
+/// a Lease from a host before marks named it), which this leader overwrites.
+pub fn newer_fencing_token(obj: &DynamicObject, token: Option<&FencingToken>) -> Option<u64> {
     let token = token?;
-    let theirs: u64 = obj
-        .annotations()
-        .get(FENCING_TOKEN_ANNOTATION)?
-        .parse()
-        .ok()?;
-    (theirs > token).then_some(theirs)
+    let annotations = obj.annotations();
+    let theirs: u64 = annotations.get(FENCING_TOKEN_ANNOTATION)?.parse().ok()?;
+    let lease = annotations
+        .get(FENCING_LEASE_ANNOTATION)
+        .map(String::as_str);
+    match token.newer_term_in(lease, theirs) {
+        TermOrder::Newer(term) => Some(term),
+        TermOrder::NotNewer | TermOrder::OtherLease => None,
+    }
 }
 
 #[cfg(test)]
@@ -104,26 +125,74 @@ mod tests {
         assert_eq!(changes[MIN_COMPATIBLE_VERSION_ANNOTATION], None);
     }
 
+    const LEASE: &str = "default/wasm-operator/u1";
+
+    fn term(term: u64) -> FencingToken {
+        FencingToken {
+            lease: std::sync::Arc::from(LEASE),
+            term,
+        }
+    }
+
     #[test]
     fn the_fencing_mark_is_written_once_per_term_and_newer_terms_win() {
         let obj = primary();
         assert!(fencing_mark(&obj, None).is_empty());
         assert_eq!(
-            fencing_mark(&obj, Some(3))[FENCING_TOKEN_ANNOTATION].as_deref(),
+            fencing_mark(&obj, Some(&term(3)))[FENCING_TOKEN_ANNOTATION].as_deref(),
             Some("3")
         );
-        let marked = with_annotations(primary(), &[(FENCING_TOKEN_ANNOTATION, "3")]);
-        assert!(fencing_mark(&marked, Some(3)).is_empty());
         assert_eq!(
-            fencing_mark(&marked, Some(4))[FENCING_TOKEN_ANNOTATION].as_deref(),
+            fencing_mark(&obj, Some(&term(3)))[FENCING_LEASE_ANNOTATION].as_deref(),
+            Some(LEASE)
+        );
+        let marked = with_annotations(
+            primary(),
+            &[
+                (FENCING_TOKEN_ANNOTATION, "3"),
+                (FENCING_LEASE_ANNOTATION, LEASE),
+            ],
+        );
+        assert!(fencing_mark(&marked, Some(&term(3))).is_empty());
+        assert_eq!(
+            fencing_mark(&marked, Some(&term(4)))[FENCING_TOKEN_ANNOTATION].as_deref(),
             Some("4")
         );
-        assert_eq!(newer_fencing_token(&marked, Some(2)), Some(3));
-        assert_eq!(newer_fencing_token(&marked, Some(3)), None);
-        assert_eq!(newer_fencing_token(&marked, Some(4)), None);
+        assert_eq!(newer_fencing_token(&marked, Some(&term(2))), Some(3));
+        assert_eq!(newer_fencing_token(&marked, Some(&term(3))), None);
+        assert_eq!(newer_fencing_token(&marked, Some(&term(4))), None);
         assert_eq!(newer_fencing_token(&marked, None), None);
         let garbage = with_annotations(primary(), &[(FENCING_TOKEN_ANNOTATION, "x")]);
-        assert_eq!(newer_fencing_token(&garbage, Some(0)), None);
+        assert_eq!(newer_fencing_token(&garbage, Some(&term(0))), None);
+    }
+
+    #[test]
+    fn a_mark_of_another_lease_is_no_newer_term_and_is_overwritten() {
+        let ours = FencingToken {
+            lease: std::sync::Arc::from("wasm-operator-system/wasm-operator/u2"),
+            term: 0,
+        };
+        let other = with_annotations(
+            primary(),
+            &[
+                (FENCING_TOKEN_ANNOTATION, "2"),
+                (FENCING_LEASE_ANNOTATION, LEASE),
+            ],
+        );
+        assert_eq!(newer_fencing_token(&other, Some(&ours)), None);
+        let mark = fencing_mark(&other, Some(&ours));
+        assert_eq!(mark[FENCING_TOKEN_ANNOTATION].as_deref(), Some("0"));
+        assert_eq!(
+            mark[FENCING_LEASE_ANNOTATION].as_deref(),
+            Some("wasm-operator-system/wasm-operator/u2")
+        );
+        // A plain number without a Lease (a host before marks named their
+        // Lease): not comparable, overwritten with the full mark.
+        let legacy = with_annotations(primary(), &[(FENCING_TOKEN_ANNOTATION, "2")]);
+        assert_eq!(newer_fencing_token(&legacy, Some(&ours)), None);
+        assert_eq!(newer_fencing_token(&legacy, Some(&term(0))), None);
+        let mark = fencing_mark(&legacy, Some(&term(2)));
+        assert_eq!(mark[FENCING_LEASE_ANNOTATION].as_deref(), Some(LEASE));
     }
 
     #[test]

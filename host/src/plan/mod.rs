@@ -86,7 +86,7 @@ pub struct PlanContext<'a> {
     /// The fencing token of this replica's leader-election term, recorded
     /// on the primary ([`annotations::fencing_mark`]); `None` without
     /// leader election.
-    pub fencing_token: Option<u64>,
+    pub fencing_token: Option<&'a crate::lease::FencingToken>,
 }
 
 impl PlanContext<'_> {

@@ -28,6 +28,10 @@ pub const MIN_COMPATIBLE_VERSION_ANNOTATION: &str = "wasm-operator.dev/min-compa
 /// `leaseTransitions` of the term) of the leader that last wrote the
 /// object; a replica of an older term refuses to write it.
 pub const FENCING_TOKEN_ANNOTATION: &str = "wasm-operator.dev/fencing-token";
+/// Annotation: the Lease the [`FENCING_TOKEN_ANNOTATION`]'s term comes from,
+/// `<namespace>/<name>/<uid>`. Terms of different Leases are not
+/// comparable: only a later term of the same Lease fences a replica.
+pub const FENCING_LEASE_ANNOTATION: &str = "wasm-operator.dev/fencing-lease";
 /// Prefix of the annotations the host owns on primaries.
 pub const HOST_ANNOTATION_PREFIX: &str = "wasm-operator.dev/";
 

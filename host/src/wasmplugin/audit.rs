@@ -3,8 +3,8 @@
 //! log line with target `audit`, and an [`AuditRecord`] for in-process
 //! subscribers (e.g. `dev`, which reports loads as they happen).
 
+use crate::apply::events::{Event, EventType, Recorder};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
 use tokio::sync::broadcast;
 
 use crate::lease::WriteGate;

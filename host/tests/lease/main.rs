@@ -16,4 +16,5 @@ mod deploy;
 mod failover;
 mod handoff;
 mod replica;
+mod scoped;
 mod shards;

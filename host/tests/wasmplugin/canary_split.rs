@@ -329,8 +329,8 @@ async fn abort_from_the_cli_and_removing_the_canary_roll_back() {
     })
     .await;
     assert!(fx.registry.canary("webapp").is_none());
-    // Both aborts are CanaryAborted events (the API's event series folds
-    // the second into the first).
+    // Both aborts are CanaryAborted events (two of them: their notes
+    // differ, see two_aborts_with_different_messages_…).
     let (kind, _) = fx.wait_event("webapp", "CanaryAborted").await;
     assert_eq!(kind, "Normal");
     assert_eq!(fx.registry.current("webapp").unwrap().info.version, "1.0.0");
@@ -494,4 +494,82 @@ async fn a_running_split_resumes_across_a_host_restart_with_every_assignment() {
         .await;
     assert_eq!(o["status"]["version"], "1.0.0", "{o}");
     manager.shutdown().await;
+}
+
+/// The `CanaryAborted` notes on WasmPlugin `webapp` once there are `n`
+/// distinct ones.
+async fn distinct_abort_notes(fx: &Fixture, n: usize) -> Vec<String> {
+    let client = fx.client();
+    wait_until(
+        &format!("{n} CanaryAborted events with their own notes"),
+        CONVERGE,
+        || {
+            let client = client.clone();
+            async move {
+                let events = events_for(&client, "webapp").await;
+                let mut notes: Vec<String> = events
+                    .iter()
+                    .filter(|(_, reason, _)| reason == "CanaryAborted")
+                    .map(|(_, _, note)| note.clone())
+                    .collect();
+                notes.sort();
+                notes.dedup();
+                if notes.len() >= n {
+                    Ok(notes)
+                } else {
+                    Err(format!("{events:?}"))
+                }
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_aborts_with_different_messages_are_two_events_with_their_own_notes() {
+    let fx = Fixture::start().await;
+    stable(&fx).await;
+    let next = candidate(&fx, "webapp_next");
+    let canary_spec = |weight: u8| {
+        json!({"canary": {
+            "source": {"file": {"path": path_of(&next)}},
+            "mode": "Split", "weight": weight, "skipDryRun": true,
+            "analysis": {"interval": "1s", "minCalls": 1000},
+        }})
+    };
+    // First abort: from the CLI.
+    fx.patch_spec("webapp", canary_spec(100)).await;
+    fx.wait_for("webapp", "canary progressing", |o| {
+        matches!(phase(o), Some("Progressing" | "Paused"))
+    })
+    .await;
+    canary::run(&fx.client(), &CanaryCommand::Abort(target("webapp")))
+        .await
+        .unwrap();
+    fx.wait_for("webapp", "rolled back by the CLI", |o| {
+        phase(o) == Some("RolledBack")
+    })
+    .await;
+    let first = distinct_abort_notes(&fx, 1).await;
+    // Second abort, for another reason: spec.canary removed.
+    fx.patch_spec("webapp", canary_spec(50)).await;
+    fx.wait_for("webapp", "second canary progressing", |o| {
+        matches!(phase(o), Some("Progressing" | "Paused")) && o["status"]["canary"]["weight"] == 50
+    })
+    .await;
+    fx.patch_spec("webapp", json!({"canary": null})).await;
+    fx.wait_for("webapp", "canary gone", |o| {
+        o.pointer("/status/canary").is_none()
+    })
+    .await;
+    // Not folded into the first abort's series: an Event of its own, with
+    // its own note, next to the first one (unchanged).
+    let both = distinct_abort_notes(&fx, 2).await;
+    assert_eq!(both.len(), 2, "{both:?}");
+    assert!(both.contains(&first[0]), "{both:?} lost {first:?}");
+    assert!(
+        both.iter()
+            .all(|n| !n.starts_with("(combined from similar events)")),
+        "{both:?}"
+    );
 }
