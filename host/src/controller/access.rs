@@ -50,12 +50,17 @@ pub(super) async fn publish(
             () = shutdown.cancelled() => return,
             _ = tick.tick() => {}
         }
-        versions.access().set_forbidden_reads(forbidden_reads(&leases));
+        versions
+            .access()
+            .set_forbidden_reads(forbidden_reads(&leases));
         let objects = primaries.state();
         let excluded = outside_grant(
-            objects
-                .iter()
-                .map(|obj| (obj.metadata.namespace.as_deref(), obj.metadata.name.as_deref().unwrap_or_default())),
+            objects.iter().map(|obj| {
+                (
+                    obj.metadata.namespace.as_deref(),
+                    obj.metadata.name.as_deref().unwrap_or_default(),
+                )
+            }),
             |namespace| gate.allows(namespace),
         );
         versions.access().set_outside_grant(excluded);

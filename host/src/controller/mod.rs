@@ -368,7 +368,9 @@ impl ControllerHandle {
     /// forbids (403), each with the API server's message (verb, resource,
     /// identity).
     pub fn forbidden(&self) -> Vec<String> {
-        access::forbidden_reads(&self.leases).into_values().collect()
+        access::forbidden_reads(&self.leases)
+            .into_values()
+            .collect()
     }
 
     /// Queues every primary for a reconcile (after a version swap).

@@ -85,7 +85,9 @@ impl PluginAccess {
     /// A write of the reconcile of `primary` (its key) was refused with
     /// `message` (403).
     pub fn write_forbidden(&self, primary: &str, message: String) {
-        lock(&self.state).writes.insert(primary.to_string(), message);
+        lock(&self.state)
+            .writes
+            .insert(primary.to_string(), message);
     }
 
     /// A reconcile of `primary` succeeded: a refusal recorded for it heals.
@@ -140,7 +142,13 @@ mod tests {
         assert_eq!(outside.count, 7);
         assert_eq!(
             outside.examples,
-            vec!["default/a", "default/c", "default/d", "default/e", "default/f"]
+            vec![
+                "default/a",
+                "default/c",
+                "default/d",
+                "default/e",
+                "default/f"
+            ]
         );
         let none = outside_grant(objects, |_| true);
         assert_eq!(none, OutsideGrant::default());

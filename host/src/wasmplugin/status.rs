@@ -198,7 +198,10 @@ pub fn add_access(
     if added.is_empty() {
         return;
     }
-    let generation = status.get("observedGeneration").cloned().unwrap_or(Value::Null);
+    let generation = status
+        .get("observedGeneration")
+        .cloned()
+        .unwrap_or(Value::Null);
     let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) else {
         return;
     };
@@ -629,7 +632,18 @@ mod tests {
     #[test]
     fn forbidden_and_outside_grant_show_as_conditions_and_clear() {
         let (serving, _) = sample();
-        let base = || build(Some(&serving), None, &[], None, None, Some(2), &Value::Null, "t0");
+        let base = || {
+            build(
+                Some(&serving),
+                None,
+                &[],
+                None,
+                None,
+                Some(2),
+                &Value::Null,
+                "t0",
+            )
+        };
         let access = AccessReport {
             forbidden: vec![r#"list/watch staticsites: staticsites.example.com is forbidden: User "system:serviceaccount:ops:host" cannot list resource "staticsites""#.into()],
             outside_grant: crate::registry::OutsideGrant {
@@ -651,28 +665,56 @@ mod tests {
         assert_eq!(forbidden["reason"], "Forbidden");
         assert_eq!(forbidden["status"], "True");
         let message = forbidden["message"].as_str().unwrap();
-        for needle in ["cannot list", "staticsites", "system:serviceaccount:ops:host", "wasm-operator plugin rbac --wasm-plugin"] {
+        for needle in [
+            "cannot list",
+            "staticsites",
+            "system:serviceaccount:ops:host",
+            "wasm-operator plugin rbac --wasm-plugin",
+        ] {
             assert!(message.contains(needle), "{needle}: {message}");
         }
         assert_eq!(status["outsideGrant"]["count"], 7);
-        assert_eq!(status["outsideGrant"]["examples"], json!(["default/a", "default/b"]));
+        assert_eq!(
+            status["outsideGrant"]["examples"],
+            json!(["default/a", "default/b"])
+        );
         let outside = condition(&status, OUTSIDE_GRANT).unwrap();
         assert_eq!(outside["reason"], "OutsideGrant");
-        assert!(outside["message"].as_str().unwrap().contains("default/a, default/b and 5 more"));
+        assert!(
+            outside["message"]
+                .as_str()
+                .unwrap()
+                .contains("default/a, default/b and 5 more")
+        );
         // Still forbidden later: the transition time stays.
         let mut again = base();
         add_access(&mut again, &access, "staticsite", &status, "t2");
-        assert_eq!(condition(&again, FORBIDDEN).unwrap()["lastTransitionTime"], "t1");
+        assert_eq!(
+            condition(&again, FORBIDDEN).unwrap()["lastTransitionTime"],
+            "t1"
+        );
         // Healed: both conditions go, `outsideGrant` is removed.
         let mut healed = base();
-        add_access(&mut healed, &AccessReport::default(), "staticsite", &again, "t3");
+        add_access(
+            &mut healed,
+            &AccessReport::default(),
+            "staticsite",
+            &again,
+            "t3",
+        );
         assert!(condition(&healed, FORBIDDEN).is_none());
         assert!(condition(&healed, OUTSIDE_GRANT).is_none());
         assert_eq!(healed["outsideGrant"], Value::Null);
         assert!(healed.get("outsideGrant").is_some());
         // Never shown: nothing to remove.
         let mut clean = base();
-        add_access(&mut clean, &AccessReport::default(), "staticsite", &Value::Null, "t3");
+        add_access(
+            &mut clean,
+            &AccessReport::default(),
+            "staticsite",
+            &Value::Null,
+            "t3",
+        );
         assert_eq!(clean, base());
     }
 }
