@@ -35,11 +35,11 @@ pub(super) fn forbidden_reads(leases: &[CacheLease]) -> BTreeMap<String, String>
 }
 
 /// Publishes, every [`ACCESS_CHECK`] until `shutdown`, the refused reads of
-/// `leases` and the primaries of `primaries` that `gate` excludes.
+/// `leases` and the primaries of the primary store that the grant's `gate`
+/// excludes.
 pub(super) async fn publish(
-    leases: Arc<Vec<CacheLease>>,
-    primaries: Store<CachedObject>,
-    gate: NamespaceGate,
+    leases: Vec<CacheLease>,
+    (primaries, gate): (Store<CachedObject>, NamespaceGate),
     versions: Arc<ServingVersions>,
     shutdown: CancellationToken,
 ) {

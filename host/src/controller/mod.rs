@@ -222,17 +222,13 @@ impl ControllerHandle {
 
         // Refused lists/watches and the primaries outside the grant, for
         // the WasmPlugin status and `/readyz`.
-        {
-            let mut probed: Vec<CacheLease> = all.iter().cloned().collect();
-            probed.extend(namespace_lease.iter().cloned());
-            tokio::spawn(access::publish(
-                Arc::new(probed),
-                primary_store.clone(),
-                gate.clone(),
-                versions.clone(),
-                shutdown.clone(),
-            ));
-        }
+        let probed = all.iter().chain(namespace_lease.iter()).cloned().collect();
+        tokio::spawn(access::publish(
+            probed,
+            (primary_store.clone(), gate.clone()),
+            versions.clone(),
+            shutdown.clone(),
+        ));
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
         let ctx = Arc::new(context::Context {
