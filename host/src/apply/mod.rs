@@ -85,6 +85,22 @@ impl ApplyError {
         }
     }
 
+    /// The API server's message when it refused the write as forbidden
+    /// (403: RBAC lacks the verb), naming the verb, resource and identity,
+    /// prefixed by the write (`patch v1 ConfigMap default/a: …`).
+    pub fn forbidden(&self) -> Option<String> {
+        match self {
+            ApplyError::Rejected {
+                action,
+                target,
+                code: 403,
+                message,
+                ..
+            } => Some(format!("{action} {target}: {message}")),
+            _ => None,
+        }
+    }
+
     /// True when retrying cannot help until the object changes. API
     /// failures in general are worth a retry (the server, RBAC or a
     /// conflicting writer may change); a refusal of the request itself is
@@ -151,6 +167,19 @@ mod tests {
             let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(code));
             assert!(!e.is_permanent(), "{code}");
             assert_eq!(e.reason(), "ApplyFailed");
+        }
+    }
+
+    #[test]
+    fn only_a_403_is_forbidden_and_names_the_write() {
+        let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(403));
+        assert_eq!(
+            e.forbidden().as_deref(),
+            Some("server-side apply of ConfigMap a/b: the server says 403")
+        );
+        for code in [400, 404, 500] {
+            let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(code));
+            assert_eq!(e.forbidden(), None, "{code}");
         }
     }
 }

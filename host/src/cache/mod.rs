@@ -243,6 +243,17 @@ impl CacheLease {
         self.reflection.synced()
     }
 
+    /// The API server's message when the reflector's last list or watch
+    /// was forbidden (403: RBAC lacks the verb for this resource), naming
+    /// the verb, the resource and the identity; `None` while it works.
+    ///
+    /// # Guarantees
+    ///
+    /// Cleared as soon as a retried list or watch succeeds (RBAC added).
+    pub fn forbidden(&self) -> Option<String> {
+        self.reflection.forbidden()
+    }
+
     /// Every change from now on, preceded by the current contents when the
     /// store has already synced (so a late subscriber sees existing objects).
     pub fn subscribe(&self) -> impl Stream<Item = CacheEvent> + Send + use<> {

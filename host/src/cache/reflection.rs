@@ -48,18 +48,37 @@ pub(super) struct Reflection {
     /// fail rather than answer from a store that no longer tracks the
     /// cluster.
     unserved: Arc<Mutex<Option<String>>>,
+    /// The API server's message when the last list or watch was forbidden
+    /// (403: the host's identity lacks RBAC for the kind); `None` once a
+    /// list or watch succeeds again. It names the verb, the resource and
+    /// the identity, e.g. `… is forbidden: User "system:serviceaccount:…"
+    /// cannot list resource "staticsites" …`.
+    forbidden: Arc<Mutex<Option<String>>>,
     task: JoinHandle<()>,
+}
+
+/// The API server's status of a failed list or watch, if it answered one.
+fn api_status(error: &watcher::Error) -> Option<&kube::core::Status> {
+    match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => Some(status),
+        _ => None,
+    }
 }
 
 /// True when a watch error says the resource is not served (404).
 fn not_served(error: &watcher::Error) -> bool {
-    match error {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 404,
-        watcher::Error::WatchError(status) => status.code == 404,
-        _ => false,
-    }
+    api_status(error).is_some_and(|status| status.code == 404)
+}
+
+/// The API server's message when a watch error is a 403 (RBAC refused the
+/// list or watch), which names verb, resource and identity.
+fn forbidden_message(error: &watcher::Error) -> Option<String> {
+    api_status(error)
+        .filter(|status| status.code == 403)
+        .map(|status| status.message.clone())
 }
 
 impl Reflection {
@@ -71,6 +90,7 @@ impl Reflection {
         let gate = Arc::new(Mutex::new(()));
         let synced = Arc::new(AtomicBool::new(false));
         let unserved = Arc::new(Mutex::new(None));
+        let forbidden = Arc::new(Mutex::new(None));
         let api: Api<CachedObject> = match namespace {
             Some(ns) => Api::namespaced_with(client, ns, &ar),
             None => Api::all_with(client, &ar),
@@ -80,13 +100,14 @@ impl Reflection {
                 subscribers.clone(),
                 gate.clone(),
                 synced.clone(),
-                unserved.clone(),
+                (unserved.clone(), forbidden.clone()),
                 store.clone(),
                 index.clone(),
                 ar.kind.clone(),
                 ar.clone(),
             );
             tokio::spawn(async move {
+                let (unserved, forbidden) = unserved;
                 let resource = watched.clone();
                 let mut events = watcher(api, watcher::Config::default())
                     .default_backoff()
@@ -96,6 +117,7 @@ impl Reflection {
                     let event = match event {
                         Ok(event) => {
                             *crate::util::lock(&unserved) = None;
+                            *crate::util::lock(&forbidden) = None;
                             event
                         }
                         Err(error) => {
@@ -105,6 +127,11 @@ impl Reflection {
                             tracing::warn!(kind = %kind, %error, "watch failed; retrying");
                             if not_served(&error) {
                                 *crate::util::lock(&unserved) = Some(error.to_string());
+                            }
+                            // Kept until a list or watch succeeds: the
+                            // watcher's retries heal it once RBAC is added.
+                            if let Some(message) = forbidden_message(&error) {
+                                *crate::util::lock(&forbidden) = Some(message);
                             }
                             continue;
                         }
@@ -162,6 +189,7 @@ impl Reflection {
             gate,
             synced,
             unserved,
+            forbidden,
             task,
         }
     }
@@ -169,6 +197,12 @@ impl Reflection {
     /// Why the kind is not served (its last list or watch answered 404), if so.
     pub(super) fn unserved(&self) -> Option<String> {
         crate::util::lock(&self.unserved).clone()
+    }
+
+    /// The API server's message when the last list or watch was forbidden
+    /// (403), if so.
+    pub(super) fn forbidden(&self) -> Option<String> {
+        crate::util::lock(&self.forbidden).clone()
     }
 
     pub(super) fn api_resource(&self) -> &ApiResource {

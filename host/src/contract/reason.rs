@@ -134,6 +134,13 @@ reasons! {
     /// The cluster does not serve a kind the manifest names (primary, owns
     /// or watches); retried until it is served (e.g. its CRD installed).
     KindNotServed => WasmPlugin,
+    /// The API server forbids the plugin's list, watch or a write (403:
+    /// RBAC lacks the verb for the resource); the `Forbidden` condition
+    /// names verb, resource and identity, and clears once RBAC allows it.
+    Forbidden => WasmPlugin,
+    /// Primaries of the plugin's kind lie in namespaces its grant
+    /// excludes: they are not reconciled (`status.outsideGrant`).
+    OutsideGrant => WasmPlugin,
     /// The cluster serves a kind of the manifest under another plural or
     /// scope than the manifest declares.
     KindMismatch => WasmPlugin,

@@ -13,6 +13,7 @@
 //! namespaces. With a `namespaceSelector`, the Namespace objects come from
 //! the shared cache, and a Namespace change re-triggers its primaries.
 
+mod access;
 mod backoff;
 mod context;
 mod error;
@@ -219,6 +220,15 @@ impl ControllerHandle {
             );
         }
 
+        // Refused lists/watches and the primaries outside the grant, for
+        // the WasmPlugin status and `/readyz`.
+        let probed = all.iter().chain(namespace_lease.iter()).cloned().collect();
+        tokio::spawn(access::publish(
+            probed,
+            (primary_store.clone(), gate.clone()),
+            versions.clone(),
+            shutdown.clone(),
+        ));
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
         let ctx = Arc::new(context::Context {
@@ -347,6 +357,15 @@ impl ControllerHandle {
                 let ar = lease.api_resource();
                 format!("{} {} ({})", ar.api_version, ar.kind, ar.plural)
             })
+            .collect()
+    }
+
+    /// The caches of this controller whose list or watch the API server
+    /// forbids (403), each with the API server's message (verb, resource,
+    /// identity).
+    pub fn forbidden(&self) -> Vec<String> {
+        access::forbidden_reads(&self.leases)
+            .into_values()
             .collect()
     }
 

@@ -108,6 +108,7 @@ pub(super) async fn reconcile(
     match result {
         Ok(outcome) => {
             ctx.failures.reset(&key);
+            ctx.versions.access().write_allowed(&key);
             let label = if outcome.requeue {
                 ReconcileResult::Requeue
             } else {
@@ -121,6 +122,13 @@ pub(super) async fn reconcile(
             // A fenced reconcile is not a failure of the plugin or of the
             // object: it is not counted as an error.
             let fenced = error.is_fenced();
+            // A write RBAC refused shows on the WasmPlugin until a later
+            // reconcile of this object writes.
+            if let ReconcileError::Apply(apply) = &error
+                && let Some(message) = apply.forbidden()
+            {
+                ctx.versions.access().write_forbidden(&key, message);
+            }
             if !fenced {
                 ctx.failures.record(&key);
             }

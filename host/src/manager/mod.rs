@@ -570,15 +570,25 @@ fn readiness(controllers: &Controllers) -> Vec<ReadinessCheck> {
         .iter()
         .map(|(name, controller)| {
             let unsynced = controller.unsynced();
+            let forbidden = controller.forbidden();
+            let mut detail = if unsynced.is_empty() {
+                "ok".to_string()
+            } else {
+                format!("caches not synced yet: {}", unsynced.join(", "))
+            };
+            if !forbidden.is_empty() {
+                // Said first: a cache that cannot sync because RBAC
+                // forbids it waits for a fix, not for time.
+                detail = format!(
+                    "forbidden: {}; fix with `wasm-operator plugin rbac --wasm-plugin NAME`; {detail}",
+                    forbidden.join("; ")
+                );
+            }
             ReadinessCheck {
                 name: format!("plugin {name}"),
                 plugin: Some(name.clone()),
                 ready: unsynced.is_empty(),
-                detail: if unsynced.is_empty() {
-                    "ok".to_string()
-                } else {
-                    format!("caches not synced yet: {}", unsynced.join(", "))
-                },
+                detail,
             }
         })
         .collect();

@@ -18,6 +18,7 @@
 //! - A refused version never replaces the serving one, and never shows up
 //!   in [`Registry::stats`].
 
+pub mod access;
 mod announcement;
 pub mod assign;
 mod candidate;
@@ -44,6 +45,7 @@ use crate::util::lock;
 
 use change::{CheckedActivation, SetEdit};
 
+pub use access::{AccessReport, OutsideGrant, PluginAccess};
 pub use announcement::{Announcement, VersionChange};
 pub use candidate::Candidate;
 pub use error::{KindRefusal, PermissionDenial, PrimaryKindChange, RegistryError};

@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use kube::Resource;
 use serde_json::Value;
 
+use super::access::PluginAccess;
 use super::assign::serves_candidate;
 use super::loaded_version::LoadedVersion;
 use super::observations::CanaryObservations;
@@ -115,6 +116,9 @@ impl VersionSet {
 #[derive(Debug)]
 pub struct ServingVersions {
     current: RwLock<Arc<VersionSet>>,
+    /// What the plugin's controller could not reach (RBAC refusals, the
+    /// primaries outside its grant); kept across version swaps.
+    access: PluginAccess,
 }
 
 impl ServingVersions {
@@ -122,7 +126,13 @@ impl ServingVersions {
     pub fn new(versions: VersionSet) -> ServingVersions {
         ServingVersions {
             current: RwLock::new(Arc::new(versions)),
+            access: PluginAccess::default(),
         }
+    }
+
+    /// What the plugin's controller could not reach (see [`PluginAccess`]).
+    pub fn access(&self) -> &PluginAccess {
+        &self.access
     }
 
     /// The set new calls use.

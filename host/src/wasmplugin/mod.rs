@@ -39,7 +39,8 @@ use crate::webhook::WebhookBoard;
 pub use audit::{AuditRecord, REPORTER, Transition};
 pub use canary::{ACTION_ANNOTATION, DIFFS_KEY, diffs_config_map_name};
 pub use spec::{
-    OciSpec, Source, StorageMigrationStatus, WasmPlugin, WasmPluginSpec, WasmPluginStatus, crd_yaml,
+    OciSpec, OutsideGrantStatus, Source, StorageMigrationStatus, WasmPlugin, WasmPluginSpec,
+    WasmPluginStatus, crd_yaml,
 };
 
 /// API group of WasmPlugin.

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::spec::CanaryStatus;
 use crate::contract::Reason;
-use crate::registry::{ActivationOptions, LoadedVersion, VersionStats};
+use crate::registry::{AccessReport, ActivationOptions, LoadedVersion, VersionStats};
 use crate::webhook::STORAGE_CHECK;
 use crate::webhook::{StorageMigrationProgress, StorageMigrationState};
 
@@ -141,6 +141,88 @@ pub fn build(
         status["loadedAt"] = json!(s.loaded_at);
     }
     status
+}
+
+/// The condition type shown while the API server forbids the plugin's
+/// lists, watches or writes.
+pub const FORBIDDEN: &str = "Forbidden";
+
+/// The condition type shown while primaries lie outside the plugin's grant.
+pub const OUTSIDE_GRANT: &str = "OutsideGrant";
+
+/// Adds what the plugin's controller cannot reach to a `status` made by
+/// [`build`]: a `Forbidden` condition while RBAC refuses a list, watch or
+/// write (the API server's messages name verb, resource and identity), an
+/// `OutsideGrant` condition and `status.outsideGrant` (`count`, a few
+/// `examples`) while primaries lie in namespaces the grant excludes. Both
+/// go away (a merge patch of `outsideGrant: null`) once healed.
+/// `previous` keeps the conditions' transition times, as in [`build`].
+pub fn add_access(
+    status: &mut Value,
+    access: &AccessReport,
+    plugin: &str,
+    previous: &Value,
+    now: &str,
+) {
+    let mut added: Vec<Condition> = Vec::new();
+    if !access.forbidden.is_empty() {
+        added.push((
+            FORBIDDEN,
+            "True",
+            Reason::Forbidden.as_str().into(),
+            format!(
+                "the API server forbids what plugin {plugin} needs: {}. Grant it with the RBAC `wasm-operator plugin rbac --wasm-plugin NAME` prints (apply it for the plugin's service account, or add the rules to the host's own ClusterRole); the condition clears by itself once the API server allows it.",
+                access.forbidden.join("; ")
+            ),
+        ));
+    }
+    let outside = &access.outside_grant;
+    if outside.count > 0 {
+        let more = outside.count.saturating_sub(outside.examples.len());
+        added.push((
+            OUTSIDE_GRANT,
+            "True",
+            Reason::OutsideGrant.as_str().into(),
+            format!(
+                "{} object(s) of plugin {plugin}'s primary kind lie in namespaces its grant (spec.permissions.namespaces) excludes and are not reconciled: {}{}. Widen the grant or move them.",
+                outside.count,
+                outside.examples.join(", "),
+                if more > 0 { format!(" and {more} more") } else { String::new() }
+            ),
+        ));
+        status["outsideGrant"] = json!({ "count": outside.count, "examples": outside.examples });
+    } else if previous.get("outsideGrant").is_some_and(|v| !v.is_null()) {
+        // A merge patch removes `outsideGrant` only when told to.
+        status["outsideGrant"] = Value::Null;
+    }
+    if added.is_empty() {
+        return;
+    }
+    let generation = status
+        .get("observedGeneration")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (kind, state, reason, message) in added {
+        let since = previous
+            .get("conditions")
+            .and_then(Value::as_array)
+            .and_then(|cs| {
+                cs.iter().find(|c| {
+                    c.get("type").and_then(Value::as_str) == Some(kind)
+                        && c.get("status").and_then(Value::as_str) == Some(state)
+                })
+            })
+            .and_then(|c| c.get("lastTransitionTime"))
+            .and_then(Value::as_str)
+            .unwrap_or(now);
+        conditions.push(json!({
+            "type": kind, "status": state, "reason": reason, "message": message,
+            "lastTransitionTime": since, "observedGeneration": generation,
+        }));
+    }
 }
 
 /// A condition: type, status, reason, message.
@@ -595,5 +677,94 @@ mod tests {
         assert_eq!(storage_condition(&settled)["reason"], "AlreadyMigrated");
         assert_eq!(storage_condition(&settled)["status"], "False");
         assert_eq!(settled["storageMigration"]["migrated"], Value::Null);
+    }
+
+    #[test]
+    fn forbidden_and_outside_grant_show_as_conditions_and_clear() {
+        let (serving, _) = sample();
+        let base = || {
+            build(
+                Some(&serving),
+                None,
+                &[],
+                None,
+                None,
+                Some(2),
+                &Value::Null,
+                "t0",
+            )
+        };
+        let access = AccessReport {
+            forbidden: vec![r#"list/watch staticsites: staticsites.example.com is forbidden: User "system:serviceaccount:ops:host" cannot list resource "staticsites""#.into()],
+            outside_grant: crate::registry::OutsideGrant {
+                count: 7,
+                examples: vec!["default/a".into(), "default/b".into()],
+            },
+        };
+        let mut status = base();
+        add_access(&mut status, &access, "staticsite", &Value::Null, "t1");
+        let condition = |status: &Value, kind: &str| {
+            status["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["type"] == kind)
+                .cloned()
+        };
+        let forbidden = condition(&status, FORBIDDEN).unwrap();
+        assert_eq!(forbidden["reason"], "Forbidden");
+        assert_eq!(forbidden["status"], "True");
+        let message = forbidden["message"].as_str().unwrap();
+        for needle in [
+            "cannot list",
+            "staticsites",
+            "system:serviceaccount:ops:host",
+            "wasm-operator plugin rbac --wasm-plugin",
+        ] {
+            assert!(message.contains(needle), "{needle}: {message}");
+        }
+        assert_eq!(status["outsideGrant"]["count"], 7);
+        assert_eq!(
+            status["outsideGrant"]["examples"],
+            json!(["default/a", "default/b"])
+        );
+        let outside = condition(&status, OUTSIDE_GRANT).unwrap();
+        assert_eq!(outside["reason"], "OutsideGrant");
+        assert!(
+            outside["message"]
+                .as_str()
+                .unwrap()
+                .contains("default/a, default/b and 5 more")
+        );
+        // Still forbidden later: the transition time stays.
+        let mut again = base();
+        add_access(&mut again, &access, "staticsite", &status, "t2");
+        assert_eq!(
+            condition(&again, FORBIDDEN).unwrap()["lastTransitionTime"],
+            "t1"
+        );
+        // Healed: both conditions go, `outsideGrant` is removed.
+        let mut healed = base();
+        add_access(
+            &mut healed,
+            &AccessReport::default(),
+            "staticsite",
+            &again,
+            "t3",
+        );
+        assert!(condition(&healed, FORBIDDEN).is_none());
+        assert!(condition(&healed, OUTSIDE_GRANT).is_none());
+        assert_eq!(healed["outsideGrant"], Value::Null);
+        assert!(healed.get("outsideGrant").is_some());
+        // Never shown: nothing to remove.
+        let mut clean = base();
+        add_access(
+            &mut clean,
+            &AccessReport::default(),
+            "staticsite",
+            &Value::Null,
+            "t3",
+        );
+        assert_eq!(clean, base());
     }
 }

@@ -583,6 +583,18 @@ impl Worker {
             &self.last_status,
             &now(),
         );
+        let mut status = status;
+        if let Some(s) = serving
+            && let Some(versions) = self.cluster.registry.versions(&s.loaded.name)
+        {
+            status::add_access(
+                &mut status,
+                &versions.access().report(),
+                &s.loaded.name,
+                &self.last_status,
+                &now(),
+            );
+        }
         self.migration_shown = migration;
         if status == self.last_status {
             return;

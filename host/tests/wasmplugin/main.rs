@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod access;
 mod bad_inputs;
 mod canary_lifecycle;
 mod canary_shadow;
@@ -66,6 +67,21 @@ impl Fixture {
     /// [`Fixture::start`] with the registry's engine configured by `engine`
     /// (its compiled-component cache is the fixture's own).
     pub async fn start_with(engine: EngineConfig) -> Fixture {
+        Fixture::start_as(engine, |_| async {}, |client| client).await
+    }
+
+    /// [`Fixture::start_with`] whose host runs with the client `identity`
+    /// makes of the admin client, after `prepare` ran with the admin
+    /// client (the CRDs installed), e.g. to create the RBAC of a
+    /// restricted identity before the host starts as it.
+    pub async fn start_as<F>(
+        engine: EngineConfig,
+        prepare: impl FnOnce(kube::Client) -> F,
+        identity: impl FnOnce(kube::Client) -> kube::Client,
+    ) -> Fixture
+    where
+        F: std::future::Future<Output = ()>,
+    {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -78,6 +94,8 @@ impl Fixture {
         let client = cluster.client();
         support::install_crd(&client, &support::example_crd("wasmplugin")).await;
         support::install_crd(&client, &support::example_crd("webapp")).await;
+        prepare(client.clone()).await;
+        let client = identity(client);
         let cache_dir = tempfile::tempdir().unwrap();
         let options = RegistryOptions {
             concurrency: 2,

@@ -280,6 +280,22 @@ pub struct WasmPluginStatus {
     /// last (see the `StorageMigration` condition).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_migration: Option<StorageMigrationStatus>,
+    /// Primaries of the plugin's kind in namespaces its grant excludes (not
+    /// reconciled; see the `OutsideGrant` condition). Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_grant: Option<OutsideGrantStatus>,
+}
+
+/// `status.outsideGrant`: the primaries the grant's namespaces leave out.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutsideGrantStatus {
+    /// How many primaries lie outside the grant.
+    #[serde(default)]
+    pub count: i64,
+    /// A few of them (`namespace/name`, sorted, at most 5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<String>,
 }
 
 /// `status.storageMigration`: the objects of the plugin's CRD rewritten in
