@@ -3,7 +3,7 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::ApplyError;
+use super::{ApplyError, WRITING_STATUS};
 use super::writer::{Answer, Writer};
 
 /// Writes a status merge patch (from [`crate::plan::build_status`]) to the
@@ -29,6 +29,6 @@ pub(super) async fn write(
     {
         Ok(answer) => Ok(Some(answer)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(e) => Err(ApplyError::api("writing the status of", target, e)),
+        Err(e) => Err(ApplyError::api(WRITING_STATUS, target, e)),
     }
 }
