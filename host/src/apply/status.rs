@@ -3,8 +3,8 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{ApplyError, WRITING_STATUS};
 use super::writer::{Answer, Writer};
+use super::{ApplyError, WRITING_STATUS};
 
 /// Writes a status merge patch (from [`crate::plan::build_status`]) to the
 /// primary `name` in `namespace`. Returns the write's answer, `None` when

@@ -346,8 +346,7 @@ impl<W: WritePlan> Shell<'_, W> {
         {
             self.metrics.refusal(plugin, e.reason());
         }
-        let status_refused =
-            matches!(error, ReconcileError::Apply(e) if e.is_status_refusal());
+        let status_refused = matches!(error, ReconcileError::Apply(e) if e.is_status_refusal());
         if status_refused && shows_failure(obj, &report) {
             // Already on the object for this generation: the reconcile ran
             // again for another cause (a child changed), not a retry the
@@ -387,7 +386,8 @@ fn shows_failure(obj: &DynamicObject, report: &FailureReport) -> bool {
             && text("status") == Some("True")
             && text("reason") == Some(report.reason.as_str())
             && text("message") == Some(report.message.as_str())
-            && c.get("observedGeneration").and_then(serde_json::Value::as_i64)
+            && c.get("observedGeneration")
+                .and_then(serde_json::Value::as_i64)
                 == obj.metadata.generation
     })
 }
@@ -746,11 +746,21 @@ mod tests {
         obj.metadata.generation = Some(2);
         obj.data = json!({"status": {"observedGeneration": 1}});
         let error = shell
-            .fail(&obj, ("webapp", "1.2.0"), &limits(), status_refusal(), no_rate)
+            .fail(
+                &obj,
+                ("webapp", "1.2.0"),
+                &limits(),
+                status_refusal(),
+                no_rate,
+            )
             .await
             .expect_err("a failure");
         assert_eq!(after_failure(&error, 1), Action::await_change());
-        assert!(error.message("webapp", "1.2.0").contains("the CRD's status schema"));
+        assert!(
+            error
+                .message("webapp", "1.2.0")
+                .contains("the CRD's status schema")
+        );
         let written = shell.writer.written();
         assert_eq!(written.len(), 1, "one report");
         let status = written[0].plan.status.clone().expect("a failure status");
@@ -762,7 +772,13 @@ mod tests {
         let mut reported = obj.clone();
         reported.data = json!({"status": status});
         let _ = shell
-            .fail(&reported, ("webapp", "1.2.0"), &limits(), status_refusal(), no_rate)
+            .fail(
+                &reported,
+                ("webapp", "1.2.0"),
+                &limits(),
+                status_refusal(),
+                no_rate,
+            )
             .await;
         assert_eq!(shell.writer.written().len(), 1, "reported once");
     }
