@@ -5,7 +5,9 @@
 
 use std::marker::PhantomData;
 
-use crate::bindings::exports::wasm_operator::plugin::{backup, migration, reconciler};
+use crate::bindings::exports::wasm_operator::plugin::{
+    backup, migration, migration_functions, reconciler,
+};
 use crate::bindings::wasm_operator::plugin::types as wit;
 use crate::glue;
 use crate::{Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Reconciler, Scope};
@@ -57,6 +59,23 @@ impl<R: Reconciler> migration::Guest for Glue<R> {
     }
 }
 
+impl<R: Reconciler> migration_functions::Guest for Glue<R> {
+    fn implemented() -> migration_functions::ImplementedFunctions {
+        migration_functions_to_wit(&R::manifest())
+    }
+}
+
+fn migration_functions_to_wit(m: &Manifest) -> migration_functions::ImplementedFunctions {
+    let mut implemented = migration_functions::ImplementedFunctions::empty();
+    if m.converts() {
+        implemented |= migration_functions::ImplementedFunctions::CONVERT;
+    }
+    if m.upgrades() {
+        implemented |= migration_functions::ImplementedFunctions::UPGRADE;
+    }
+    implemented
+}
+
 impl<R: Reconciler> backup::Guest for Glue<R> {
     fn plan(ctx: wit::CallContext, object: String) -> Result<Option<wit::BackupPlan>, String> {
         glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| {
@@ -98,7 +117,7 @@ fn kind_to_wit(kind: Kind) -> wit::ResourceKind {
 
 fn manifest_to_wit(m: Manifest) -> wit::Manifest {
     let mut implements = wit::OptionalInterfaces::empty();
-    if m.implements_migration {
+    if m.converts() || m.upgrades() {
         implements |= wit::OptionalInterfaces::MIGRATION;
     }
     if m.implements_backup {
@@ -169,6 +188,33 @@ mod tests {
         assert_eq!(w.owns[0].group, "");
         assert!(matches!(w.primary.scope, wit::Scope::Namespaced));
         assert_eq!(w.min_compatible_version.as_deref(), Some("1.0.0"));
+    }
+
+    #[test]
+    fn convert_and_upgrade_are_declared_apart() {
+        let kind = Kind::namespaced("example.com", "v1", "WebApp", "webapps");
+        let convert_only = Manifest::new("p", "1.0.0")
+            .primary(kind.clone())
+            .implements_convert();
+        assert_eq!(
+            migration_functions_to_wit(&convert_only),
+            migration_functions::ImplementedFunctions::CONVERT
+        );
+        assert_eq!(
+            manifest_to_wit(convert_only).implements,
+            wit::OptionalInterfaces::MIGRATION
+        );
+        let both = Manifest::new("p", "1.0.0")
+            .primary(kind)
+            .implements_migration();
+        assert_eq!(
+            migration_functions_to_wit(&both),
+            migration_functions::ImplementedFunctions::CONVERT
+                | migration_functions::ImplementedFunctions::UPGRADE
+        );
+        let neither = Manifest::new("p", "1.0.0");
+        assert!(migration_functions_to_wit(&neither).is_empty());
+        assert!(manifest_to_wit(neither).implements.is_empty());
     }
 
     #[test]

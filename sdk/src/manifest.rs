@@ -36,8 +36,14 @@ pub struct Manifest {
     pub watches: Vec<Kind>,
     /// Ask the host for a finalizer and a `finalize` call before deletion.
     pub finalizer: bool,
-    /// `upgrade` and `convert` are real implementations.
+    /// `upgrade` and `convert` are real implementations (both).
     pub implements_migration: bool,
+    /// `convert` is a real implementation (also implied by
+    /// `implements_migration`).
+    pub implements_convert: bool,
+    /// `upgrade` is a real implementation (also implied by
+    /// `implements_migration`).
+    pub implements_upgrade: bool,
     /// `plan` and `restore` are real implementations.
     pub implements_backup: bool,
     /// Oldest plugin version allowed to serve objects this version reconciled.
@@ -56,6 +62,8 @@ impl Manifest {
             watches: Vec::new(),
             finalizer: false,
             implements_migration: false,
+            implements_convert: false,
+            implements_upgrade: false,
             implements_backup: false,
             min_compatible_version: None,
         }
@@ -109,9 +117,26 @@ impl Manifest {
         self
     }
 
-    /// Declares that `upgrade` and `convert` are implemented.
+    /// Declares that `upgrade` and `convert` are implemented (both; see
+    /// [`Manifest::implements_convert`] and [`Manifest::implements_upgrade`]
+    /// to declare one).
     pub fn implements_migration(mut self) -> Self {
         self.implements_migration = true;
+        self
+    }
+
+    /// Declares that `convert` is implemented: the host serves the CRD's
+    /// conversion webhook with it. Without
+    /// [`Manifest::implements_upgrade`] the host never calls `upgrade`.
+    pub fn implements_convert(mut self) -> Self {
+        self.implements_convert = true;
+        self
+    }
+
+    /// Declares that `upgrade` is implemented: the host passes objects
+    /// managed by older versions through it before reconciling them.
+    pub fn implements_upgrade(mut self) -> Self {
+        self.implements_upgrade = true;
         self
     }
 
@@ -119,6 +144,16 @@ impl Manifest {
     pub fn implements_backup(mut self) -> Self {
         self.implements_backup = true;
         self
+    }
+
+    /// Whether `convert` is real (declared alone or with `upgrade`).
+    pub fn converts(&self) -> bool {
+        self.implements_migration || self.implements_convert
+    }
+
+    /// Whether `upgrade` is real (declared alone or with `convert`).
+    pub fn upgrades(&self) -> bool {
+        self.implements_migration || self.implements_upgrade
     }
 
     /// Refuses rollbacks of objects this version reconciled to versions older

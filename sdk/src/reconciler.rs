@@ -11,7 +11,8 @@ use crate::{BackupPlan, Children, Context, Desired, Failure, Finalized, Manifest
 /// [`reconcile`](Reconciler::reconcile) are required. The optional interfaces
 /// (`upgrade`/`convert`, `plan`/`restore`) answer "not implemented" by default;
 /// declare real ones in the manifest with
-/// [`Manifest::implements_migration`] / [`Manifest::implements_backup`], since
+/// [`Manifest::implements_convert`], [`Manifest::implements_upgrade`] (both:
+/// [`Manifest::implements_migration`]) and [`Manifest::implements_backup`], since
 /// the host only calls what the manifest declares.
 pub trait Reconciler {
     /// The primary object (the author's CRD struct). A primary that does not

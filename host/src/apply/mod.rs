@@ -46,7 +46,7 @@ pub enum ApplyError {
     /// The API server refused a write with a 4xx status that a retry of the
     /// same request cannot fix (400, 403, 404, 405, 413, 415, 422).
     #[error(
-        "{action} {target} was refused by the API server ({code} {status}): {message}; the host does not retry until the object changes. Fix the plugin's output or the host's permissions"
+        "{action} {target} was refused by the API server ({code} {status}): {message}; the host does not retry until the object changes. {hint}"
     )]
     Rejected {
         action: &'static str,
@@ -54,6 +54,8 @@ pub enum ApplyError {
         code: u16,
         status: String,
         message: String,
+        /// The likely fix, by what was written ([`rejection_hint`]).
+        hint: &'static str,
     },
     /// A child the caches did not show already existed with fields another
     /// manager owns: it was created by someone else (the cache had not
@@ -69,6 +71,21 @@ pub enum ApplyError {
         "the writes for {target} were dropped: this replica no longer leads (its lease was lost or not renewed in time); the leader reconciles it"
     )]
     Fenced { target: String },
+}
+
+/// What [`status::write`] calls its action; a refusal of it is a status
+/// the CRD's schema does not accept.
+pub(crate) const WRITING_STATUS: &str = "writing the status of";
+
+/// The likely fix of a refused write: a refused status is most often a CRD
+/// whose status schema does not match what the plugin answers (a field of
+/// another type, or one the schema lacks under strict validation).
+fn rejection_hint(action: &str) -> &'static str {
+    if action == WRITING_STATUS {
+        "Check the CRD's status schema (`kubectl explain <kind>.status`; a field of another type than the plugin answers is the usual cause) and fix the schema or the plugin's status output"
+    } else {
+        "Fix the plugin's output or the host's permissions"
+    }
 }
 
 /// Statuses that are the request's fault: the same request is refused again.
@@ -114,6 +131,12 @@ impl ApplyError {
         }
     }
 
+    /// True for the API server's refusal of a status write: the status
+    /// the plugin answered does not fit the CRD's status schema.
+    pub fn is_status_refusal(&self) -> bool {
+        matches!(self, ApplyError::Rejected { action, .. } if *action == WRITING_STATUS)
+    }
+
     /// Classifies a failed write by its HTTP status (never by its text).
     pub(crate) fn api(
         action: &'static str,
@@ -128,6 +151,7 @@ impl ApplyError {
                     code: status.code,
                     status: status.reason.clone(),
                     message: status.message.clone(),
+                    hint: rejection_hint(action),
                 }
             }
             source => ApplyError::Api {
@@ -163,6 +187,15 @@ mod tests {
                 "{e}"
             );
         }
+        let refused = ApplyError::api(WRITING_STATUS, "WebApp a/b", status(422));
+        assert!(refused.is_status_refusal());
+        assert!(
+            refused.to_string().contains("the CRD's status schema"),
+            "{refused}"
+        );
+        let child = ApplyError::api("server-side apply of", "ConfigMap a/b", status(422));
+        assert!(!child.is_status_refusal());
+        assert!(!child.to_string().contains("status schema"), "{child}");
         for code in [409, 429, 500, 503] {
             let e = ApplyError::api("server-side apply of", "ConfigMap a/b", status(code));
             assert!(!e.is_permanent(), "{code}");

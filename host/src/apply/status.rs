@@ -3,8 +3,8 @@
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::ApplyError;
 use super::writer::{Answer, Writer};
+use super::{ApplyError, WRITING_STATUS};
 
 /// Writes a status merge patch (from [`crate::plan::build_status`]) to the
 /// primary `name` in `namespace`. Returns the write's answer, `None` when
@@ -29,6 +29,6 @@ pub(super) async fn write(
     {
         Ok(answer) => Ok(Some(answer)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(e) => Err(ApplyError::api("writing the status of", target, e)),
+        Err(e) => Err(ApplyError::api(WRITING_STATUS, target, e)),
     }
 }

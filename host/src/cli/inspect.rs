@@ -130,8 +130,11 @@ fn render_text(inspection: &Inspection) -> String {
     let finalizer = if manifest.finalizer { "yes" } else { "no" };
     let _ = writeln!(out, "Finalizer:      {finalizer}");
     let mut implements = vec!["reconciler"];
-    if manifest.implements.migration {
-        implements.push("migration");
+    match (manifest.implements.convert, manifest.implements.upgrade) {
+        (true, true) => implements.push("migration"),
+        (true, false) => implements.push("migration (convert only)"),
+        (false, true) => implements.push("migration (upgrade only)"),
+        (false, false) => {}
     }
     if manifest.implements.backup {
         implements.push("backup");
@@ -192,6 +195,8 @@ mod tests {
                 finalizer: true,
                 implements: OptionalInterfaces {
                     migration: false,
+                    convert: false,
+                    upgrade: false,
                     backup: true,
                 },
                 min_compatible_version: None,

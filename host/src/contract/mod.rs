@@ -78,8 +78,19 @@ pub struct ObjectRef {
 /// Optional interfaces a plugin really implements.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OptionalInterfaces {
-    /// `migration.convert` and `migration.upgrade` are real.
+    /// The `migration` interface is real: at least one of its functions
+    /// (which ones: [`OptionalInterfaces::convert`] and
+    /// [`OptionalInterfaces::upgrade`]).
     pub migration: bool,
+    /// `migration.convert` is real: the host serves the CRD's conversion
+    /// with it.
+    #[serde(default)]
+    pub convert: bool,
+    /// `migration.upgrade` is real: objects managed by older versions are
+    /// upgraded through it. Without it they are only marked as managed by
+    /// the new version.
+    #[serde(default)]
+    pub upgrade: bool,
     /// `backup.plan` and `backup.restore` are real.
     pub backup: bool,
 }

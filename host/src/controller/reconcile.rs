@@ -363,7 +363,7 @@ async fn finalize(
 
 /// The version checks before a reconcile: refuse objects a newer version
 /// declared incompatible with this one, and upgrade objects an older version
-/// managed when this version implements migration.
+/// managed when this version implements `migration.upgrade`.
 async fn prepare(
     obj: &DynamicObject,
     ctx: &Context,
@@ -389,8 +389,9 @@ async fn prepare(
             min_compatible: min_compatible.cloned().unwrap_or_default(),
         });
     }
-    if !manifest.implements.migration {
-        // A newer version without an upgrade step just takes over; the marks
+    if !manifest.implements.upgrade {
+        // A newer version without an upgrade step (no `migration.upgrade`,
+        // e.g. a plugin that only converts) just takes over; the marks
         // follow after a successful reconcile.
         return Ok(Prepared::Ready(None));
     }

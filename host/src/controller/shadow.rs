@@ -110,7 +110,7 @@ pub(super) async fn compute(
     }
     let from = manifest
         .implements
-        .migration
+        .upgrade
         .then(|| {
             migration::upgrade_from(
                 annotations

@@ -346,7 +346,21 @@ impl<W: WritePlan> Shell<'_, W> {
         {
             self.metrics.refusal(plugin, e.reason());
         }
+        let status_refused = matches!(error, ReconcileError::Apply(e) if e.is_status_refusal());
+        if status_refused && shows_failure(obj, &report) {
+            // Already on the object for this generation: the reconcile ran
+            // again for another cause (a child changed), not a retry the
+            // message promised not to make; report the refusal once.
+            return;
+        }
         let mut plan = plan::failure(obj, &report, Utc::now());
+        if status_refused && let Some(status) = plan.status.as_mut().and_then(|s| s.as_object_mut())
+        {
+            // This generation's status was never written: `observedGeneration`
+            // stays where the last accepted status put it (a merge patch
+            // without it leaves it as it is).
+            status.remove("observedGeneration");
+        }
         let (events, dropped) = correlate(std::mem::take(&mut plan.events));
         plan.events = events;
         plan.events_dropped = dropped;
@@ -357,6 +371,25 @@ impl<W: WritePlan> Shell<'_, W> {
             tracing::warn!(plugin = %plugin, error = %e, "cannot write the failure status");
         }
     }
+}
+
+/// True when `obj` already shows `report` as its `Degraded` condition for
+/// its current generation (the cache shows the host's earlier report).
+fn shows_failure(obj: &DynamicObject, report: &FailureReport) -> bool {
+    let conditions = obj
+        .data
+        .pointer("/status/conditions")
+        .and_then(serde_json::Value::as_array);
+    conditions.into_iter().flatten().any(|c| {
+        let text = |field: &str| c.get(field).and_then(serde_json::Value::as_str);
+        text("type") == Some("Degraded")
+            && text("status") == Some("True")
+            && text("reason") == Some(report.reason.as_str())
+            && text("message") == Some(report.message.as_str())
+            && c.get("observedGeneration")
+                .and_then(serde_json::Value::as_i64)
+                == obj.metadata.generation
+    })
 }
 
 #[cfg(test)]
@@ -690,5 +723,63 @@ mod tests {
         assert!(plan.conditions.iter().any(|c| c.kind == "Degraded"
             && c.status == "True"
             && c.message.contains("transient failure: busy")));
+    }
+
+    fn status_refusal() -> ReconcileError {
+        let status: kube::core::Status = serde_json::from_value(json!({
+            "status": "Failure", "reason": "Invalid", "code": 422,
+            "message": "WebApp.example.com \"shop\" is invalid: status.replicas: Invalid value: \"string\": must be integer",
+        }))
+        .unwrap();
+        ReconcileError::Apply(ApplyError::api(
+            crate::apply::WRITING_STATUS,
+            "WebApp prod/shop",
+            kube::Error::Api(Box::new(status)),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_refused_status_is_reported_once_and_keeps_the_observed_generation() {
+        let metrics = Metrics::new();
+        let shell = shell(Recording::new(), &metrics);
+        let mut obj = primary();
+        obj.metadata.generation = Some(2);
+        obj.data = json!({"status": {"observedGeneration": 1}});
+        let error = shell
+            .fail(
+                &obj,
+                ("webapp", "1.2.0"),
+                &limits(),
+                status_refusal(),
+                no_rate,
+            )
+            .await
+            .expect_err("a failure");
+        assert_eq!(after_failure(&error, 1), Action::await_change());
+        assert!(
+            error
+                .message("webapp", "1.2.0")
+                .contains("the CRD's status schema")
+        );
+        let written = shell.writer.written();
+        assert_eq!(written.len(), 1, "one report");
+        let status = written[0].plan.status.clone().expect("a failure status");
+        assert!(status.get("observedGeneration").is_none(), "{status}");
+        assert_eq!(written[0].plan.events.len(), 1);
+
+        // The cache shows the report; the reconcile runs again (a child
+        // changed) and meets the same refusal: nothing more is written.
+        let mut reported = obj.clone();
+        reported.data = json!({"status": status});
+        let _ = shell
+            .fail(
+                &reported,
+                ("webapp", "1.2.0"),
+                &limits(),
+                status_refusal(),
+                no_rate,
+            )
+            .await;
+        assert_eq!(shell.writer.written().len(), 1, "reported once");
     }
 }

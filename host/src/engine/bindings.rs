@@ -11,5 +11,7 @@ wasmtime::component::bindgen!({
     world: "plugin",
 });
 
-pub use self::exports::wasm_operator::plugin::{backup, migration, reconciler};
+pub use self::exports::wasm_operator::plugin::{
+    backup, migration, migration_functions, reconciler,
+};
 pub use self::wasm_operator::plugin::{cache, log, types};

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::bindings::migration_functions::ImplementedFunctions as MigrationFunctions;
 use super::bindings::types as wit;
 use crate::contract;
 
@@ -27,8 +28,12 @@ fn kind(k: wit::ResourceKind) -> contract::ResourceKind {
     }
 }
 
-/// The contract view of a manifest (unvalidated).
+/// The contract view of a manifest (unvalidated). A declared `migration`
+/// means both of its functions until `migration-functions` narrows it
+/// ([`migration_functions`]): components built before that export existed
+/// implement both.
 pub(crate) fn manifest(m: wit::Manifest) -> contract::Manifest {
+    let migration = m.implements.contains(wit::OptionalInterfaces::MIGRATION);
     contract::Manifest {
         name: m.name,
         version: m.version,
@@ -38,11 +43,32 @@ pub(crate) fn manifest(m: wit::Manifest) -> contract::Manifest {
         watches: m.watches.into_iter().map(kind).collect(),
         finalizer: m.finalizer,
         implements: contract::OptionalInterfaces {
-            migration: m.implements.contains(wit::OptionalInterfaces::MIGRATION),
+            migration,
+            convert: migration,
+            upgrade: migration,
             backup: m.implements.contains(wit::OptionalInterfaces::BACKUP),
         },
         min_compatible_version: m.min_compatible_version,
     }
+}
+
+/// Narrows a declared `migration` to the functions `implemented` names.
+/// Refuses a declared `migration` that names none of them.
+pub(crate) fn migration_functions(
+    implements: &mut contract::OptionalInterfaces,
+    implemented: MigrationFunctions,
+) -> Result<(), String> {
+    if !implements.migration {
+        return Ok(());
+    }
+    implements.convert = implemented.contains(MigrationFunctions::CONVERT);
+    implements.upgrade = implemented.contains(MigrationFunctions::UPGRADE);
+    if !implements.convert && !implements.upgrade {
+        return Err(
+            "it declares `migration` but `migration-functions.implemented` names neither `convert` nor `upgrade`".into(),
+        );
+    }
+    Ok(())
 }
 
 /// Checks that a manifest is usable: a name, a semver version, complete kinds.

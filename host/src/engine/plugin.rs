@@ -9,7 +9,7 @@ use serde_json::Value;
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap, WasmBacktrace};
 
-use super::bindings::{backup, migration, reconciler, types as wit};
+use super::bindings::{backup, migration, migration_functions, reconciler, types as wit};
 use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
 use super::error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial};
@@ -198,8 +198,26 @@ impl LoadedPlugin {
             }
             Err(e) => return Err(invalid(format!("calling `manifest` failed: {e}"))),
         };
-        let manifest = convert::manifest(raw);
+        let mut manifest = convert::manifest(raw);
         convert::validate_manifest(&manifest).map_err(invalid)?;
+        let functions = migration_functions::GuestIndices::new(&plugin.inner.pre).ok();
+        if manifest.implements.migration
+            && let Some(functions) = functions
+        {
+            // Which functions of `migration` are real; a component without
+            // this export predates it and implements both.
+            let implemented = plugin
+                .execute("implemented", None, |store, instance, _| {
+                    let guest = functions.load(&mut *store, instance).map_err(Fault::Wasm)?;
+                    guest.call_implemented(&mut *store).map_err(Fault::Wasm)
+                })
+                .map_err(|e| {
+                    invalid(format!(
+                        "calling `migration-functions.implemented` failed: {e}"
+                    ))
+                })?;
+            convert::migration_functions(&mut manifest.implements, implemented).map_err(invalid)?;
+        }
         if manifest.implements.migration && plugin.inner.migration.is_none() {
             return Err(invalid(
                 "it declares `migration` but does not export the migration interface".into(),
@@ -426,10 +444,13 @@ impl LoadedPlugin {
     }
 
     fn migration_indices(&self, function: &str) -> Result<migration::GuestIndices, CallError> {
-        match (
-            &self.inner.migration,
-            self.inner.manifest.implements.migration,
-        ) {
+        let implements = &self.inner.manifest.implements;
+        let declared = match function {
+            "convert" => implements.convert,
+            "upgrade" => implements.upgrade,
+            _ => implements.migration,
+        };
+        match (&self.inner.migration, declared) {
             (Some(indices), true) => Ok(indices.clone()),
             _ => Err(self.call_error(
                 &format!("migration.{function}"),

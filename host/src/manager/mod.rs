@@ -897,12 +897,15 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
 }
 
 /// True when the controller must be started anew for `next`: it watches
-/// other kinds, or runs another number of reconciles at once. Otherwise the
+/// other kinds (or another version of the primary), or runs another number of reconciles at once. Otherwise the
 /// running controller keeps going and reads the new set per object.
 fn needs_restart(previous: &VersionSet, next: &VersionSet) -> bool {
     // The controller watches the kinds of the stable version and the
     // candidate, and reads the grant's namespaces when it starts.
+    // A new version of the primary (same group and kind) moves the
+    // primary's watch and cache to that version.
     kinds_of(previous) != kinds_of(next)
+        || previous.stable.plugin.manifest().primary != next.stable.plugin.manifest().primary
         || previous.concurrency != next.concurrency
         || previous.stable.grant != next.stable.grant
 }

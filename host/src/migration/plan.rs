@@ -137,6 +137,8 @@ mod tests {
             finalizer: true,
             implements: OptionalInterfaces {
                 migration: true,
+                convert: true,
+                upgrade: true,
                 backup: false,
             },
             min_compatible_version: min_compatible.map(str::to_string),

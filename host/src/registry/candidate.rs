@@ -67,8 +67,9 @@ impl Candidate {
 
     /// Whether this candidate may replace `running` (what serves under
     /// [`Candidate::target`] now; `None` when nothing does). In order: the
-    /// same primary kind, the expected plugin name, and no rollback below
-    /// the running version's `min_compatible_version`.
+    /// same primary group and kind (its version may move to another version
+    /// the CRD serves), the expected plugin name, and no rollback below the
+    /// running version's `min_compatible_version`.
     ///
     /// # Errors
     ///
@@ -77,19 +78,13 @@ impl Candidate {
     pub(super) fn admit(&self, running: Option<&ActiveVersion>) -> Result<(), RegistryError> {
         let new = self.manifest();
         if let Some(running) = running {
-            let old = running.plugin.manifest();
-            if old.primary != new.primary {
-                return Err(RegistryError::PrimaryKindChanged(Box::new(
-                    PrimaryKindChange {
-                        name: new.name.clone(),
-                        source_name: self.source.clone(),
-                        new_version: new.version.clone(),
-                        new_kind: kind_of(new),
-                        running_name: old.name.clone(),
-                        running_version: old.version.clone(),
-                        running_kind: kind_of(old),
-                    },
-                )));
+            let old = &running.plugin.manifest().primary;
+            // Another served version of the same group and kind reads the
+            // same objects (the CRD converts or shares the schema), so the
+            // primary's version may move; whether the cluster serves it is
+            // checked against discovery (`Registry::check_kinds`).
+            if old.group != new.primary.group || old.kind != new.primary.kind {
+                return Err(self.primary_change(running));
             }
         }
         if let Some(expected) = &self.replaces
@@ -110,6 +105,22 @@ impl Candidate {
 }
 
 impl Candidate {
+    /// The refusal of this candidate as a change of `running`'s primary
+    /// kind: [`RegistryError::PrimaryKindChanged`].
+    pub(super) fn primary_change(&self, running: &ActiveVersion) -> RegistryError {
+        let new = self.manifest();
+        let old = running.plugin.manifest();
+        RegistryError::PrimaryKindChanged(Box::new(PrimaryKindChange {
+            name: new.name.clone(),
+            source_name: self.source.clone(),
+            new_version: new.version.clone(),
+            new_kind: kind_of(new),
+            running_name: old.name.clone(),
+            running_version: old.version.clone(),
+            running_kind: kind_of(old),
+        }))
+    }
+
     /// Whether the manifest stays within `grant` (see
     /// [`Grant::check`]); `running` is what serves under the candidate's
     /// name, named in the refusal as what keeps serving.

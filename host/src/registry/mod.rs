@@ -572,6 +572,11 @@ impl Registry {
                 version: next.manifest().version.clone(),
             });
         }
+        // A candidate serves beside the stable version under the stable
+        // version's watch of the primary: it must read the same version.
+        if next.manifest().primary != stable.plugin.manifest().primary {
+            return Err(next.primary_change(stable));
+        }
         self.admit(&next, Some(stable), Some(&options.grant))?;
         rollout::check_reversible(&stable.info, next.manifest(), &settings)?;
         let version = Arc::new(self.active_version(next, options));

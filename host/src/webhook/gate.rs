@@ -278,7 +278,7 @@ pub async fn check(
     allow_lossy: bool,
 ) -> Result<GateReport, GateError> {
     let manifest = plugin.manifest();
-    if !manifest.implements.migration {
+    if !manifest.implements.convert {
         return Ok(GateReport::default());
     }
     let primary = &manifest.primary;

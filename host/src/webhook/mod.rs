@@ -327,7 +327,7 @@ impl ConversionWebhook {
             .loaded()
             .into_iter()
             .filter_map(|info| registry.current(&info.name))
-            .filter(|v| v.plugin.manifest().implements.migration)
+            .filter(|v| v.plugin.manifest().implements.convert)
             .map(|v| {
                 let primary = &v.plugin.manifest().primary;
                 (
@@ -404,7 +404,7 @@ pub async fn point_before_activation(
     board: &WebhookBoard,
     manifest: &crate::contract::Manifest,
 ) -> Result<bool, WebhookError> {
-    if !manifest.implements.migration {
+    if !manifest.implements.convert {
         return Ok(false);
     }
     let Some(desired) = board.conversion_target() else {

@@ -20,13 +20,13 @@ use crate::registry::{ActiveVersion, Registry};
 /// beyond axum's default of 2 MiB.
 pub const MAX_REVIEW_BYTES: usize = 256 << 20;
 
-/// The stable version of the loaded plugin that implements `migration` and
+/// The stable version of the loaded plugin that implements `migration.convert` and
 /// reconciles `group`/`kind`, if any.
 pub fn serving(registry: &Registry, group: &str, kind: &str) -> Option<Arc<ActiveVersion>> {
     registry.loaded().into_iter().find_map(|info| {
         let stable = registry.versions(&info.name)?.current().stable.clone();
         let manifest = stable.plugin.manifest();
-        (manifest.implements.migration
+        (manifest.implements.convert
             && manifest.primary.group == group
             && manifest.primary.kind == kind)
             .then_some(stable)

@@ -15,6 +15,7 @@ mod gate;
 mod kv;
 mod served;
 mod storage;
+mod versions;
 
 use std::path::Path;
 
