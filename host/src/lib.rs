@@ -91,6 +91,9 @@ pub mod util;
 pub mod wasmplugin;
 pub mod webhook;
 
+/// A client whose requests impersonate a grant's ServiceAccount (how the
+/// host writes as a plugin; tests use it to act as a limited identity).
+pub use apply::impersonating;
 pub use engine::Engine;
 pub use manager::{Manager, ManagerOptions, Role};
 /// The labels, annotations, finalizer and field managers the host writes.

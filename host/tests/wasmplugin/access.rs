@@ -216,7 +216,7 @@ async fn real_only_a_forbidden_list_is_a_forbidden_condition_that_heals_with_rba
         name: LIMITED.into(),
     };
     let fx = Fixture::start_as(EngineConfig::default(), create_limited_identity, |client| {
-        wasm_operator::apply::impersonating(client, &account)
+        wasm_operator::impersonating(client, &account)
     })
     .await;
     let webapp = support::plugin_bytes("webapp");
