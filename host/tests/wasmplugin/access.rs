@@ -200,6 +200,33 @@ async fn create_limited_identity(client: kube::Client) {
         }),
     )
     .await;
+    // The API server's RBAC authorizer learns of a new binding from its own
+    // informers, a moment after the write: the host starts once the
+    // identity can list WasmPlugins.
+    let limited = wasm_operator::impersonating(
+        client.clone(),
+        &ServiceAccountRef {
+            namespace: "default".into(),
+            name: LIMITED.into(),
+        },
+    );
+    let wasmplugins = support::dynamic_api(
+        &limited,
+        &support::api_resource("wasm-operator.dev", "v1alpha1", "WasmPlugin", "wasmplugins"),
+        None,
+    );
+    wait_until(
+        "the limited identity's binding to take effect",
+        CONVERGE,
+        || async {
+            wasmplugins
+                .list(&Default::default())
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        },
+    )
+    .await;
 }
 
 /// The devcluster enforces no RBAC: only the real control plane answers 403.
