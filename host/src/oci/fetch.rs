@@ -119,7 +119,9 @@ impl Repository {
     /// otherwise. A short or altered blob is returned as read: the caller
     /// compares the digest and the size.
     pub(crate) async fn blob(&self, layer: &OciDescriptor) -> Result<(Vec<u8>, String), OciError> {
-        let size = u64::try_from(layer.size).unwrap_or(0).min(MAX_COMPONENT_BYTES);
+        let size = u64::try_from(layer.size)
+            .unwrap_or(0)
+            .min(MAX_COMPONENT_BYTES);
         let url = format!("{}/blobs/{}", self.base, layer.digest);
         let response = self.get(&url, "*/*").await?;
         let mut body = CappedBody::new(size);

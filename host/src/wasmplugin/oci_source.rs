@@ -51,9 +51,7 @@ impl OciSourceError {
                 OciError::Unauthorized { .. } => Reason::RegistryUnauthorized.as_str(),
                 OciError::NotWasm { .. }
                 | OciError::InvalidComponent { .. }
-                | OciError::ManifestTooLarge { .. } => {
-                    Reason::InvalidComponent.as_str()
-                }
+                | OciError::ManifestTooLarge { .. } => Reason::InvalidComponent.as_str(),
                 OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => {
                     Reason::InvalidSpec.as_str()
                 }

@@ -1,0 +1,180 @@
+//! A hostile registry: the attacker controls the registry, so it serves a
+//! manifest whose layer descriptor is a small real plugin and, for that
+//! layer, a gigabyte of zeros (streamed, never allocated by the server).
+//! The pull stops at the descriptor's size with a message naming both sizes
+//! and the digest, and the host's peak memory stays near its idle figure.
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use sha2::{Digest as _, Sha256};
+use wasm_operator::oci::{
+    self, CNCF_WASM_CONFIG_MEDIA_TYPE, Excess, OciError, WASM_LAYER_MEDIA_TYPE,
+};
+
+use super::source;
+use super::support::peak::{mb, run_measured};
+use super::support::plugin_bytes;
+
+/// What the hostile registry sends for the layer blob.
+const ZEROS: u64 = 1 << 30;
+const CHUNK: usize = 64 << 10;
+static ZERO_CHUNK: [u8; CHUNK] = [0; CHUNK];
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+#[derive(Clone)]
+struct Served {
+    /// The real plugin the manifest describes.
+    plugin: Bytes,
+    plugin_digest: String,
+}
+
+/// Starts the registry on a free loopback port. Repositories:
+/// `zeros/*` answers the layer with 1 GiB of zeros and no length,
+/// `announced/*` the same with a `Content-Length` of 1 GiB, `honest/*` with
+/// the plugin itself; a tag named `missing` is not found.
+async fn start_hostile_registry() -> (SocketAddr, Served) {
+    let plugin = Bytes::from(plugin_bytes("webapp"));
+    let served = Served {
+        plugin_digest: sha256(&plugin),
+        plugin,
+    };
+    let app = Router::new()
+        .route("/v2/", axum::routing::get(|| async { "{}" }))
+        .route("/v2/{*rest}", axum::routing::get(answer))
+        .with_state(served.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, served)
+}
+
+async fn answer(State(served): State<Served>, Path(rest): Path<String>) -> Response {
+    if let Some((_repo, tag)) = rest.split_once("/manifests/") {
+        if tag == "missing" {
+            return (
+                StatusCode::NOT_FOUND,
+                "{\"errors\":[{\"code\":\"MANIFEST_UNKNOWN\",\"message\":\"no such tag\"}]}",
+            )
+                .into_response();
+        }
+        let config = b"{}";
+        let manifest = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": CNCF_WASM_CONFIG_MEDIA_TYPE, "digest": sha256(config), "size": config.len()},
+            "layers": [{"mediaType": WASM_LAYER_MEDIA_TYPE, "digest": served.plugin_digest, "size": served.plugin.len()}],
+        });
+        return (
+            [(
+                header::CONTENT_TYPE,
+                "application/vnd.oci.image.manifest.v1+json",
+            )],
+            manifest.to_string(),
+        )
+            .into_response();
+    }
+    if rest.starts_with("honest/") {
+        return served.plugin.into_response();
+    }
+    let zeros = futures::stream::iter(
+        (0..ZEROS / CHUNK as u64).map(|_| Ok::<_, std::io::Error>(Bytes::from_static(&ZERO_CHUNK))),
+    );
+    let mut response = Body::from_stream(zeros).into_response();
+    if rest.starts_with("announced/") {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, ZEROS.into());
+    }
+    response
+}
+
+#[tokio::test]
+async fn a_layer_swapped_for_a_gigabyte_of_zeros_is_refused_at_the_descriptor_size() {
+    let (addr, served) = start_hostile_registry().await;
+    let size = served.plugin.len() as u64;
+    for (repo, expected) in [
+        ("zeros", Excess::MoreThan(size)),
+        ("announced", Excess::Announced(ZEROS)),
+    ] {
+        let reference = format!("{addr}/{repo}/webapp:1.0.0");
+        let err = oci::pull(&source(&reference)).await.unwrap_err();
+        match &err {
+            OciError::BlobTooLarge {
+                reference: named,
+                digest,
+                size: described,
+                sent,
+            } => {
+                assert_eq!(named, &reference);
+                assert_eq!(digest, &served.plugin_digest);
+                assert_eq!(*described, size);
+                assert_eq!(*sent, expected);
+            }
+            other => panic!("{repo}: expected BlobTooLarge, got {other:?}"),
+        }
+        let message = err.to_string();
+        for part in [
+            reference.as_str(),
+            served.plugin_digest.as_str(),
+            &format!("is {size} bytes"),
+            &expected.to_string(),
+            "nothing was loaded",
+        ] {
+            assert!(message.contains(part), "{part:?} missing from: {message}");
+        }
+    }
+    // The same server with the real layer: the pull itself works.
+    let honest = oci::pull(&source(&format!("{addr}/honest/webapp:1.0.0")))
+        .await
+        .unwrap();
+    assert_eq!(honest.bytes, served.plugin);
+}
+
+/// The real binary pulling from the hostile registry (`plugin inspect
+/// --oci`): its peak resident memory stays within 100 MB of the same binary
+/// failing a pull at the first request (the idle figure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_memory_stays_near_idle_while_a_registry_sends_a_gigabyte() {
+    let (addr, _served) = start_hostile_registry().await;
+    let inspect = |reference: String| {
+        tokio::task::spawn_blocking(move || {
+            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"));
+            command.args(["plugin", "inspect", "--oci", &reference]);
+            run_measured(command)
+        })
+    };
+    let idle = inspect(format!("{addr}/zeros/webapp:missing"))
+        .await
+        .unwrap();
+    assert!(!idle.success, "{}", idle.output);
+    assert!(idle.output.contains("not found"), "{}", idle.output);
+    let attack = inspect(format!("{addr}/zeros/webapp:1.0.0")).await.unwrap();
+    assert!(!attack.success, "{}", attack.output);
+    assert!(
+        attack
+            .output
+            .contains("the download was stopped there and nothing was loaded"),
+        "{}",
+        attack.output
+    );
+    println!(
+        "peak RSS: idle {:.1} MB, under the 1 GiB blob {:.1} MB",
+        mb(idle.peak_bytes),
+        mb(attack.peak_bytes)
+    );
+    assert!(
+        attack.peak_bytes < idle.peak_bytes + 100_000_000,
+        "peak {:.1} MB under the attack, idle {:.1} MB",
+        mb(attack.peak_bytes),
+        mb(idle.peak_bytes)
+    );
+}
