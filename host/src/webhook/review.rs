@@ -2,6 +2,8 @@
 //! object the way kube-apiserver does, and building the response. Pure: no
 //! plugin calls, no I/O.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -172,11 +174,12 @@ pub fn response(uid: &str, outcome: Result<Vec<Value>, String>) -> Value {
     })
 }
 
-/// The largest single object a review may carry (3 MiB): the API server's
-/// own limit on a request body, so no stored custom resource is larger.
-/// Checked before an object is parsed: a review cannot make the host build
-/// the tree of a giant object.
-pub const MAX_OBJECT_BYTES: usize = 3 << 20;
+/// The largest single object a review may carry (4 MiB): the API server
+/// refuses request bodies over 3 MiB and etcd stores objects of at most
+/// 1.5 MiB by default, so no stored custom resource comes near it (the
+/// headroom covers re-encoding). Checked before an object is parsed: a
+/// review cannot make the host build the tree of a giant object.
+pub const MAX_OBJECT_BYTES: usize = 4 << 20;
 
 /// A ConversionReview v1 request read from its bytes without building its
 /// objects: each object stays the raw JSON text it was sent as (borrowed
@@ -196,17 +199,17 @@ pub struct RawReviewRequest<'a> {
 pub struct RawObject<'a> {
     /// The object as the API server sent it.
     pub raw: &'a RawValue,
-    /// Its `apiVersion`.
-    pub api_version: String,
-    /// Its `kind`.
-    pub kind: String,
+    /// Its `apiVersion` (borrowed from the body unless it had escapes).
+    pub api_version: Cow<'a, str>,
+    /// Its `kind` (borrowed likewise).
+    pub kind: Cow<'a, str>,
 }
 
 impl RawObject<'_> {
     /// `(group, kind)`, from `apiVersion` and `kind`.
     pub fn group_kind(&self) -> Option<(&str, &str)> {
         let (group, _) = self.api_version.split_once('/')?;
-        Some((group, self.kind.as_str()))
+        Some((group, &*self.kind))
     }
 
     /// The object without what a conversion may change freely (`spec`,
@@ -322,21 +325,22 @@ impl<'de: 'a, 'a> Deserialize<'de> for Objects<'a> {
 /// (everything else is skipped, not built).
 fn read_object(raw: &RawValue) -> Result<RawObject<'_>, String> {
     #[derive(Deserialize)]
-    struct Kinded {
-        #[serde(rename = "apiVersion")]
-        api_version: Option<String>,
-        kind: Option<String>,
+    struct Kinded<'a> {
+        #[serde(borrow, rename = "apiVersion")]
+        api_version: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        kind: Option<Cow<'a, str>>,
     }
     let size = raw.get().len();
     if size > MAX_OBJECT_BYTES {
         return Err(format!(
-            "the object is {size} bytes; the API server stores no object over {MAX_OBJECT_BYTES} bytes, so this review did not come from it"
+            "the object is {size} bytes; objects over {MAX_OBJECT_BYTES} bytes are refused (the API server stores none over 3 MiB), so this review did not come from it"
         ));
     }
     if !raw.get().starts_with('{') {
         return Err("it is not a JSON object".into());
     }
-    let kinded: Kinded = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    let kinded: Kinded<'_> = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
     match (kinded.api_version, kinded.kind) {
         (Some(api_version), Some(kind)) => Ok(RawObject {
             raw,

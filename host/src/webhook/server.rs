@@ -16,7 +16,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt as _;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -361,9 +361,11 @@ pub async fn serve(
                 }
             };
             let service = hyper_util::service::TowerToHyperService::new(router);
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            // HTTP/1.1 only (the TLS config offers no h2), so hyper's own
+            // builder: hyper-util's auto builder first waits, unbounded, for
+            // bytes to tell the versions apart, before any timeout starts.
+            let mut builder = hyper::server::conn::http1::Builder::new();
             builder
-                .http1()
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout);
             let connection = builder.serve_connection(TokioIo::new(stream), service);

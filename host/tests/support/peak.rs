@@ -58,3 +58,53 @@ pub fn run_measured(mut command: Command) -> Measured {
 pub fn mb(bytes: u64) -> f64 {
     bytes as f64 / 1_000_000.0
 }
+
+/// A process started for measuring, running until [`Running::stop`].
+pub struct Running {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+/// Starts `command` with its output in `log` (a file: nothing blocks on a
+/// full pipe while the test talks to it).
+pub fn start_measured(mut command: Command, log: &std::path::Path) -> Running {
+    let file = std::fs::File::create(log).expect("create the process log");
+    let err = file.try_clone().expect("clone the log handle");
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(file))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
+    Running {
+        child,
+        log: log.to_path_buf(),
+    }
+}
+
+impl Running {
+    /// Its output so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then reaps it and returns its peak resident memory.
+    /// Blocking: call it from `spawn_blocking`.
+    pub fn stop(self) -> Measured {
+        let pid = self.child.id() as libc::pid_t;
+        // SAFETY: `pid` is our child, not reaped yet.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let mut status: libc::c_int = 0;
+        // SAFETY: as in `run_measured`.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as in `run_measured`.
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(reaped, pid, "wait4({pid}) failed");
+        let output = self.log();
+        Measured {
+            peak_bytes: usage.ru_maxrss as u64 * 1024,
+            success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            output,
+        }
+    }
+}
