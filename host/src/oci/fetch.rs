@@ -110,6 +110,46 @@ impl Repository {
         Ok(body.bytes)
     }
 
+    /// The digest of the manifest `tag_or_digest` names: the registry's
+    /// `Docker-Content-Digest` answer to a HEAD (no body), or, from a registry
+    /// that sends none, the sha256 of the manifest fetched under
+    /// [`Repository::manifest`]'s bound.
+    ///
+    /// # Errors
+    /// As [`Repository::manifest`].
+    pub(crate) async fn manifest_digest(
+        &self,
+        tag_or_digest: &str,
+        accept: &[&str],
+    ) -> Result<String, OciError> {
+        let url = format!("{}/manifests/{tag_or_digest}", self.base);
+        let request = self.authorize(self.http.head(&url).header("Accept", accept.join(", ")));
+        let response = request.send().await.map_err(|e| self.request_error(e))?;
+        let status = response.status();
+        if !status.is_success() {
+            // A HEAD answer has no body to explain itself: ask again with a
+            // GET for the registry's message.
+            self.manifest(tag_or_digest, accept).await?;
+            return Err(OciError::Registry {
+                reference: self.reference.whole(),
+                message: format!("HTTP {status} from HEAD {url}"),
+            });
+        }
+        let header = response
+            .headers()
+            .get("Docker-Content-Digest")
+            .and_then(|v| v.to_str().ok())
+            .filter(|d| d.starts_with("sha256:"))
+            .map(str::to_string);
+        match header {
+            Some(digest) => Ok(digest),
+            None => {
+                let raw = self.manifest(tag_or_digest, accept).await?;
+                Ok(format!("sha256:{}", hex::encode(Sha256::digest(&raw))))
+            }
+        }
+    }
+
     /// The blob `layer` describes, at most `layer.size` bytes, with the
     /// `sha256:…` of what was received.
     ///
@@ -140,12 +180,7 @@ impl Repository {
     /// Sends the GET; a non-success answer becomes an error with at most
     /// [`MAX_ERROR_BODY_BYTES`] of its body.
     async fn get(&self, url: &str, accept: &str) -> Result<oci_http::Response, OciError> {
-        let request = self.http.get(url).header("Accept", accept);
-        let request = match &self.authorization {
-            Authorization::None => request,
-            Authorization::Bearer(token) => request.bearer_auth(token),
-            Authorization::Basic(user, password) => request.basic_auth(user, Some(password)),
-        };
+        let request = self.authorize(self.http.get(url).header("Accept", accept));
         let response = request.send().await.map_err(|e| self.request_error(e))?;
         let status = response.status();
         if status.is_success() {
@@ -194,6 +229,14 @@ impl Repository {
             }
         }
         Ok(Ok(()))
+    }
+
+    fn authorize(&self, request: oci_http::RequestBuilder) -> oci_http::RequestBuilder {
+        match &self.authorization {
+            Authorization::None => request,
+            Authorization::Bearer(token) => request.bearer_auth(token),
+            Authorization::Basic(user, password) => request.basic_auth(user, Some(password)),
+        }
     }
 
     fn request_error(&self, error: oci_http::Error) -> OciError {

@@ -8,7 +8,7 @@ use oci_client::manifest::{
 use oci_client::secrets::RegistryAuth;
 use sha2::{Digest as _, Sha256};
 
-use super::client::{check_digest, client_for, map_error, parse_reference};
+use super::client::{check_digest, client_for, parse_reference};
 use super::fetch::Repository;
 use super::{
     CNCF_WASM_CONFIG_MEDIA_TYPE, DockerConfig, LEGACY_WASM_CONFIG_MEDIA_TYPE,
@@ -106,10 +106,18 @@ pub async fn resolve_digest(
         ),
         _ => parsed.clone(),
     };
-    client
-        .fetch_manifest_digest(&target, &auth)
+    let repository = Repository::open(&client, &parsed, &auth).await?;
+    let tag_or_digest = target
+        .digest()
+        .or(target.tag())
+        .unwrap_or("latest")
+        .to_string();
+    repository
+        .manifest_digest(
+            &tag_or_digest,
+            &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+        )
         .await
-        .map_err(|e| map_error(&parsed, e))
 }
 
 /// The digest the source is pinned to, if any.

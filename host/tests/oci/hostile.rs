@@ -58,7 +58,10 @@ async fn start_hostile_registry() -> (SocketAddr, Served) {
 }
 
 async fn answer(State(served): State<Served>, Path(rest): Path<String>) -> Response {
-    if let Some((_repo, tag)) = rest.split_once("/manifests/") {
+    if let Some((repo, tag)) = rest.split_once("/manifests/") {
+        if repo.starts_with("hugemanifest/") {
+            return zeros();
+        }
         if tag == "missing" {
             return (
                 StatusCode::NOT_FOUND,
@@ -85,16 +88,48 @@ async fn answer(State(served): State<Served>, Path(rest): Path<String>) -> Respo
     if rest.starts_with("honest/") {
         return served.plugin.into_response();
     }
-    let zeros = futures::stream::iter(
-        (0..ZEROS / CHUNK as u64).map(|_| Ok::<_, std::io::Error>(Bytes::from_static(&ZERO_CHUNK))),
-    );
-    let mut response = Body::from_stream(zeros).into_response();
+    let mut response = zeros();
     if rest.starts_with("announced/") {
         response
             .headers_mut()
             .insert(header::CONTENT_LENGTH, ZEROS.into());
     }
     response
+}
+
+/// 1 GiB of zeros, streamed without a length.
+fn zeros() -> Response {
+    let zeros = futures::stream::iter(
+        (0..ZEROS / CHUNK as u64).map(|_| Ok::<_, std::io::Error>(Bytes::from_static(&ZERO_CHUNK))),
+    );
+    Body::from_stream(zeros).into_response()
+}
+
+/// A manifest of 1 GiB: refused at 4 MiB by a pull and by tag polling
+/// (the registry sends no `Docker-Content-Digest`, so polling reads the
+/// manifest, under the same bound).
+#[tokio::test]
+async fn a_gigabyte_manifest_is_refused_at_the_manifest_bound() {
+    let (addr, _served) = start_hostile_registry().await;
+    let reference = format!("{addr}/hugemanifest/webapp:1.0.0");
+    let pulled = oci::pull(&source(&reference)).await.unwrap_err();
+    let polled = oci::resolve_digest(&reference, None).await.unwrap_err();
+    for err in [pulled, polled] {
+        match &err {
+            OciError::ManifestTooLarge { limit, sent, .. } => {
+                assert_eq!(*limit, oci::MAX_MANIFEST_BYTES);
+                assert_eq!(*sent, Excess::MoreThan(oci::MAX_MANIFEST_BYTES));
+            }
+            other => panic!("expected ManifestTooLarge, got {other:?}"),
+        }
+        let message = err.to_string();
+        assert!(message.contains(&reference), "{message}");
+        assert!(
+            message.contains("sent more than 4194304 bytes"),
+            "{message}"
+        );
+        assert!(message.contains("nothing was parsed"), "{message}");
+    }
 }
 
 #[tokio::test]
