@@ -5,6 +5,7 @@
 //! and the digest, and the host's peak memory stays near its idle figure.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -12,14 +13,17 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use kube::api::{Api, DynamicObject, PostParams};
 use sha2::{Digest as _, Sha256};
 use wasm_operator::oci::{
     self, CNCF_WASM_CONFIG_MEDIA_TYPE, Excess, OciError, WASM_LAYER_MEDIA_TYPE,
 };
 
 use super::source;
-use super::support::peak::{mb, run_measured};
+use super::support;
+use super::support::peak::{mb, start_measured};
 use super::support::plugin_bytes;
+use super::support::registry::free_port;
 
 /// What the hostile registry sends for the layer blob.
 const ZEROS: u64 = 1 << 30;
@@ -174,42 +178,113 @@ async fn a_layer_swapped_for_a_gigabyte_of_zeros_is_refused_at_the_descriptor_si
     assert_eq!(honest.bytes, served.plugin);
 }
 
-/// The real binary pulling from the hostile registry (`plugin inspect
-/// --oci`): its peak resident memory stays within 100 MB of the same binary
-/// failing a pull at the first request (the idle figure).
+/// `plugin inspect --oci` (the real binary) reports the refusal as a
+/// person reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_inspect_reports_the_oversized_layer() {
+    let (addr, served) = start_hostile_registry().await;
+    let reference = format!("{addr}/zeros/webapp:1.0.0");
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
+            .args(["plugin", "inspect", "--oci", &reference])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains(&served.plugin_digest), "{stderr}");
+    assert!(
+        stderr.contains("the download was stopped there and nothing was loaded"),
+        "{stderr}"
+    );
+}
+
+/// The real host (`wasm-operator run`) deploying a WasmPlugin from the
+/// hostile registry: its peak resident memory once the pull has been
+/// refused (`DigestMismatch`) stays within 100 MB of the same host whose
+/// WasmPlugin names a missing tag (`SourceNotFound`: the idle figure).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_memory_stays_near_idle_while_a_registry_sends_a_gigabyte() {
     let (addr, _served) = start_hostile_registry().await;
-    let inspect = |reference: String| {
-        tokio::task::spawn_blocking(move || {
-            let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"));
-            command.args(["plugin", "inspect", "--oci", &reference]);
-            run_measured(command)
-        })
-    };
-    let idle = inspect(format!("{addr}/zeros/webapp:missing"))
-        .await
+    let cluster = support::start_cluster().await;
+    let client = cluster.client();
+    support::install_crd(&client, &support::example_crd("wasmplugin")).await;
+    let plugins: Api<DynamicObject> =
+        Api::all_with(client.clone(), &wasm_operator::wasmplugin::api_resource());
+    let dir = tempfile::tempdir().unwrap();
+    let mut peaks = Vec::new();
+    for (name, tag, reason) in [
+        ("idle", "missing", "SourceNotFound"),
+        ("attacked", "1.0.0", "DigestMismatch"),
+    ] {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"));
+        command
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
+            .arg("--cache-dir")
+            .arg(dir.path().join("cache"))
+            .env("RUST_LOG", "info")
+            .env_remove("POD_NAMESPACE");
+        let running = start_measured(command, &dir.path().join(format!("{name}.log")));
+        let plugin = format!("hostile-registry-{name}");
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "wasm-operator.dev/v1alpha1", "kind": "WasmPlugin",
+            "metadata": {"name": plugin},
+            "spec": {"source": {"oci": {"reference": format!("{addr}/zeros/webapp:{tag}")}}},
+        }))
         .unwrap();
-    assert!(!idle.success, "{}", idle.output);
-    assert!(idle.output.contains("not found"), "{}", idle.output);
-    let attack = inspect(format!("{addr}/zeros/webapp:1.0.0")).await.unwrap();
-    assert!(!attack.success, "{}", attack.output);
-    assert!(
-        attack
-            .output
-            .contains("the download was stopped there and nothing was loaded"),
-        "{}",
-        attack.output
-    );
+        plugins
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap();
+        let log = dir.path().join(format!("{name}.log"));
+        support::wait_until(
+            &format!("WasmPlugin {plugin} reporting {reason}"),
+            Duration::from_secs(120),
+            || {
+                let plugins = plugins.clone();
+                let plugin = plugin.clone();
+                let log = log.clone();
+                async move {
+                    let status = plugins
+                        .get(&plugin)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .data
+                        .get("status")
+                        .map(ToString::to_string)
+                        .unwrap_or_default();
+                    if status.contains(reason) {
+                        Ok(())
+                    } else {
+                        Err(format!(
+                            "status {status}; log: {}",
+                            std::fs::read_to_string(&log).unwrap_or_default()
+                        ))
+                    }
+                }
+            },
+        )
+        .await;
+        let measured = tokio::task::spawn_blocking(move || running.stop())
+            .await
+            .unwrap();
+        peaks.push(measured.peak_bytes);
+    }
+    let (idle, attacked) = (peaks[0], peaks[1]);
     println!(
-        "peak RSS: idle {:.1} MB, under the 1 GiB blob {:.1} MB",
-        mb(idle.peak_bytes),
-        mb(attack.peak_bytes)
+        "peak RSS of the host: idle {:.1} MB, after the 1 GiB blob {:.1} MB",
+        mb(idle),
+        mb(attacked)
     );
     assert!(
-        attack.peak_bytes < idle.peak_bytes + 100_000_000,
+        attacked < idle + 100_000_000,
         "peak {:.1} MB under the attack, idle {:.1} MB",
-        mb(attack.peak_bytes),
-        mb(idle.peak_bytes)
+        mb(attacked),
+        mb(idle)
     );
 }

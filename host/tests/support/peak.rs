@@ -1,9 +1,12 @@
 //! The peak memory of a separate process: the real `wasm-operator` binary,
-//! run to its end, its peak resident set read from the kernel's accounting
-//! of the reaped child (`wait4`'s `ru_maxrss`), not sampled — so the figure
-//! is exact and does not depend on timing.
+//! started by a test and asked to do something, its peak resident set read
+//! from the kernel (`VmHWM` of `/proc/<pid>/status`) while it still runs,
+//! after the work is done — the high-water mark only grows, so the figure
+//! does not depend on timing.
+//!
+//! Not `wait4`'s `ru_maxrss`: Linux carries the parent's high-water mark
+//! into a child across `exec` (the test process's own peak would be read).
 
-use std::io::Read as _;
 use std::process::{Command, Stdio};
 
 /// How a measured process ended.
@@ -11,52 +14,8 @@ use std::process::{Command, Stdio};
 pub struct Measured {
     /// Its peak resident set size, in bytes.
     pub peak_bytes: u64,
-    /// True when it exited with status 0.
-    pub success: bool,
     /// What it wrote to stdout and stderr.
     pub output: String,
-}
-
-/// Runs `command` to its end (stdout and stderr captured) and returns its
-/// peak resident memory. Blocking: call it from `spawn_blocking`.
-pub fn run_measured(mut command: Command) -> Measured {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let err_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let mut output = String::new();
-    let _ = stdout.read_to_string(&mut output);
-    output.push_str(&err_reader.join().unwrap());
-    let pid = child.id() as libc::pid_t;
-    let mut status: libc::c_int = 0;
-    // SAFETY: an all-zero rusage is a valid value; wait4 fills it in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet reaped (the `Child` is never
-    // waited on); `status` and `usage` are valid for writing.
-    let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(reaped, pid, "wait4({pid}) failed");
-    // Dropping a Child neither waits nor kills: nothing touches the reaped pid.
-    drop(child);
-    Measured {
-        // Linux reports ru_maxrss in KiB.
-        peak_bytes: usage.ru_maxrss as u64 * 1024,
-        success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        output,
-    }
-}
-
-/// Megabytes, for messages.
-pub fn mb(bytes: u64) -> f64 {
-    bytes as f64 / 1_000_000.0
 }
 
 /// A process started for measuring, running until [`Running::stop`].
@@ -88,23 +47,41 @@ impl Running {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// SIGTERM, then reaps it and returns its peak resident memory.
-    /// Blocking: call it from `spawn_blocking`.
-    pub fn stop(self) -> Measured {
+    /// Its peak resident memory so far, in bytes.
+    pub fn peak_bytes(&self) -> u64 {
+        let pid = self.child.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_else(|e| panic!("read /proc/{pid}/status: {e}; log: {}", self.log()));
+        let kib = status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmHWM:"))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no VmHWM for {pid} (exited?); log: {}", self.log()));
+        kib * 1024
+    }
+
+    /// Reads its peak, then stops it (SIGTERM) and reaps it. Blocking: call
+    /// it from `spawn_blocking`.
+    pub fn stop(mut self) -> Measured {
+        let peak_bytes = self.peak_bytes();
         let pid = self.child.id() as libc::pid_t;
-        // SAFETY: `pid` is our child, not reaped yet.
+        // SAFETY: `pid` is our child, not reaped yet (reaped just below).
         unsafe { libc::kill(pid, libc::SIGTERM) };
-        let mut status: libc::c_int = 0;
-        // SAFETY: as in `run_measured`.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: as in `run_measured`.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        assert_eq!(reaped, pid, "wait4({pid}) failed");
-        let output = self.log();
+        let _ = self.child.wait();
         Measured {
-            peak_bytes: usage.ru_maxrss as u64 * 1024,
-            success: libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            output,
+            peak_bytes,
+            output: self.log(),
         }
     }
+}
+
+/// Megabytes, for messages.
+pub fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1_000_000.0
 }
