@@ -14,8 +14,17 @@ use clap::Args;
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// The plugin component (.wasm).
-    #[arg(value_name = "FILE.wasm")]
-    pub file: PathBuf,
+    #[arg(
+        value_name = "FILE.wasm",
+        required_unless_present = "oci",
+        conflicts_with = "oci"
+    )]
+    pub file: Option<PathBuf>,
+    /// Pull the component from a registry instead of reading a file:
+    /// REGISTRY/REPOSITORY:TAG or REGISTRY/REPOSITORY@sha256:HEX (anonymous;
+    /// checked and bounded as the host's own pulls are).
+    #[arg(long, value_name = "REFERENCE")]
+    pub oci: Option<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -34,11 +43,20 @@ pub enum InspectError {
         #[source]
         source: crate::wasmplugin::source::FileError,
     },
+    /// The component could not be pulled from the registry.
+    #[error("cannot inspect {reference}: {source}")]
+    Pull {
+        /// The `--oci` reference.
+        reference: String,
+        /// Why the pull failed.
+        #[source]
+        source: crate::oci::OciError,
+    },
     /// The engine refused the component (not a component, wrong world,
     /// invalid manifest...).
     #[error("{} is not a wasm-operator plugin: {source}", path.display())]
     Inspect {
-        /// The component file.
+        /// The component file, or the `--oci` reference it was pulled from.
         path: PathBuf,
         /// Why the engine refused it.
         #[source]
@@ -47,7 +65,7 @@ pub enum InspectError {
     /// The inspection cannot be produced in the requested format (a host bug).
     #[error("cannot render the inspection of {} as {format}: {message}", path.display())]
     Render {
-        /// The component file.
+        /// The component file, or the `--oci` reference it was pulled from.
         path: PathBuf,
         /// The `--output` format.
         format: &'static str,
@@ -65,13 +83,7 @@ pub async fn inspect(args: InspectArgs) -> Result<(), CliError> {
 
 /// The text `inspect` prints for `args`.
 pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
-    let path = args.file.clone();
-    let bytes = crate::wasmplugin::source::read_plugin_file(&path)
-        .await
-        .map_err(|source| InspectError::Read {
-            path: path.clone(),
-            source,
-        })?;
+    let (path, bytes) = read_component(args).await?;
     // Inspecting compiles the component: CPU-bound, keep it off the runtime.
     let inspection = tokio::task::spawn_blocking(move || crate::engine::inspect::inspect(&bytes))
         .await
@@ -101,6 +113,33 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
         }
         OutputFormat::Text => Ok(render_text(&inspection)),
     }
+}
+
+/// The component `args` names and what names it in messages: the file, or
+/// the `--oci` reference (pulled anonymously).
+async fn read_component(args: &InspectArgs) -> Result<(PathBuf, Vec<u8>), InspectError> {
+    if let Some(reference) = &args.oci {
+        let source = crate::oci::OciSource {
+            reference: reference.clone(),
+            ..Default::default()
+        };
+        let pulled = crate::oci::pull(&source)
+            .await
+            .map_err(|source| InspectError::Pull {
+                reference: reference.clone(),
+                source,
+            })?;
+        return Ok((PathBuf::from(reference), pulled.bytes));
+    }
+    // clap requires FILE.wasm without --oci.
+    let path = args.file.clone().unwrap_or_default();
+    let bytes = crate::wasmplugin::source::read_plugin_file(&path)
+        .await
+        .map_err(|source| InspectError::Read {
+            path: path.clone(),
+            source,
+        })?;
+    Ok((path, bytes))
 }
 
 fn kind_line(kind: &ResourceKind) -> String {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::webhook::{CertSource, ClientConfig, DEFAULT_SECRET_NAME, WebhookOptions};
+use crate::webhook::{
+    CertSource, ClientConfig, DEFAULT_SECRET_NAME, MAX_REVIEW_BYTES, ServeLimits, WebhookOptions,
+};
 
 /// Flags of the CRD conversion webhook (docs/conversion.md).
 #[derive(Debug, Clone, Args)]
@@ -44,6 +46,13 @@ pub struct WebhookArgs {
     /// does it once by hand.
     #[arg(long)]
     pub migrate_storage: bool,
+    /// The largest ConversionReview the webhook reads, in bytes (default
+    /// 32 MiB). The API server sends a whole list of a converted kind in one
+    /// review (10,000 small objects are ~4 MiB); the host holds about three
+    /// times this per review, at most two such reviews at once. Larger
+    /// reviews are refused (413) before their body is read.
+    #[arg(long, value_name = "BYTES", default_value_t = MAX_REVIEW_BYTES)]
+    pub webhook_max_review_bytes: usize,
 }
 
 fn split_namespaced(value: &str, what: &str) -> Result<(String, String), String> {
@@ -106,6 +115,10 @@ impl WebhookArgs {
             client_config,
             certs,
             migrate_storage: self.migrate_storage,
+            limits: ServeLimits {
+                max_review_bytes: self.webhook_max_review_bytes,
+                ..ServeLimits::default()
+            },
         })
     }
 }
@@ -150,6 +163,7 @@ mod tests {
             webhook_cert_dir: None,
             webhook_secret: Some(("ns".into(), "s".into())),
             migrate_storage: false,
+            webhook_max_review_bytes: 1 << 20,
         };
         assert!(args.options(None).is_none());
         let options = args.options(Some("127.0.0.1:0".parse().unwrap())).unwrap();
@@ -157,6 +171,7 @@ mod tests {
             options.client_config,
             Some(ClientConfig::Url("https://h:1/convert".into()))
         );
+        assert_eq!(options.limits.max_review_bytes, 1 << 20);
         assert_eq!(
             options.certs,
             CertSource::Secret {

@@ -95,6 +95,7 @@ pub fn default_webhook() -> WebhookOptions {
             name: DEFAULT_SECRET_NAME.to_string(),
         },
         migrate_storage: true,
+        limits: Default::default(),
     }
 }
 

@@ -46,6 +46,34 @@ pub enum OciError {
         /// The digest of the bytes received.
         actual: String,
     },
+    /// The registry announced or sent more bytes for a layer than its
+    /// manifest descriptor says it has; the download stopped there.
+    #[error(
+        "{reference}: the manifest says layer {digest} is {size} bytes, but the registry {sent}; the download was stopped there and nothing was loaded. The registry serves corrupt or tampered content: re-push the plugin and pin the digest `wasm-operator plugin push` prints, or check that the reference names the registry you meant"
+    )]
+    BlobTooLarge {
+        /// The reference being pulled.
+        reference: String,
+        /// The digest in the manifest's layer descriptor.
+        digest: String,
+        /// The size in the manifest's layer descriptor, in bytes.
+        size: u64,
+        /// What the registry announced or sent.
+        sent: Excess,
+    },
+    /// The registry announced or sent a manifest larger than any Wasm
+    /// artifact's manifest can be.
+    #[error(
+        "{reference}: the registry {sent} for the manifest; manifests are limited to {limit} bytes (a Wasm plugin's manifest is under 2 KiB), so nothing was parsed. Check that the reference names a plugin pushed with `wasm-operator plugin push` and the registry you meant"
+    )]
+    ManifestTooLarge {
+        /// The reference being pulled.
+        reference: String,
+        /// The limit, in bytes.
+        limit: u64,
+        /// What the registry announced or sent.
+        sent: Excess,
+    },
     /// No TCP connection to the registry could be made.
     #[error(
         "registry {address} is unreachable while fetching {reference}: {message}; check the address and that the registry is running"
@@ -121,5 +149,25 @@ impl OciError {
             self,
             OciError::Unreachable { .. } | OciError::Registry { .. }
         )
+    }
+}
+
+/// How a registry's answer went past a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Excess {
+    /// Its `Content-Length` announced this many bytes; none were read.
+    Announced(u64),
+    /// It sent more than this many bytes (reading stopped at the bound).
+    MoreThan(u64),
+}
+
+impl std::fmt::Display for Excess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Excess::Announced(bytes) => {
+                write!(f, "announced {bytes} bytes (Content-Length)")
+            }
+            Excess::MoreThan(bytes) => write!(f, "sent more than {bytes} bytes"),
+        }
     }
 }

@@ -12,6 +12,13 @@
 //! refused with [`OciError::NotWasm`]. The layer's sha256 and size are checked
 //! against the manifest's descriptor.
 //!
+//! # Bounds
+//! Nothing a registry sends is held past a bound fixed before reading: a
+//! manifest at most [`MAX_MANIFEST_BYTES`] ([`OciError::ManifestTooLarge`]),
+//! a layer at most its descriptor's size, itself at most
+//! [`MAX_COMPONENT_BYTES`] ([`OciError::BlobTooLarge`] the moment the
+//! registry announces or sends more), hashed while it arrives.
+//!
 //! # Pinning
 //! A source is pinned by `@sha256:…` in the reference or by
 //! [`OciSource::digest`]. When pinned, the manifest the registry serves must
@@ -29,11 +36,12 @@
 mod auth;
 mod client;
 mod error;
+mod fetch;
 mod pull;
 mod push;
 
 pub use auth::DockerConfig;
-pub use error::OciError;
+pub use error::{Excess, OciError};
 pub use pull::{pull, resolve_digest};
 pub use push::{PushOptions, PushStep, Pushed, push};
 
@@ -52,6 +60,11 @@ pub const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
 /// Largest component accepted from a registry (256 MiB): far above any real
 /// plugin, low enough that a wrong reference cannot fill the host's memory.
 pub const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+
+/// Largest manifest accepted from a registry (4 MiB): the size the OCI
+/// distribution spec asks every registry to accept and the limit containerd
+/// enforces; a Wasm plugin's manifest is under 2 KiB.
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
 
 /// Where to pull a plugin from (`WasmPlugin` `spec.source.oci`).
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,8 @@ use oci_client::manifest::{
 use oci_client::secrets::RegistryAuth;
 use sha2::{Digest as _, Sha256};
 
-use super::client::{check_digest, client_for, map_error, parse_reference};
+use super::client::{check_digest, client_for, parse_reference};
+use super::fetch::Repository;
 use super::{
     CNCF_WASM_CONFIG_MEDIA_TYPE, DockerConfig, LEGACY_WASM_CONFIG_MEDIA_TYPE,
     LEGACY_WASM_LAYER_MEDIA_TYPE, MAX_COMPONENT_BYTES, OciError, OciSource, Pulled,
@@ -41,16 +42,18 @@ pub async fn pull(source: &OciSource) -> Result<Pulled, OciError> {
             "latest".to_string(),
         ),
     };
-    let (raw, _) = client
-        .pull_manifest_raw(
-            &fetch,
-            &auth,
+    let repository = Repository::open(&client, &reference, &auth).await?;
+    let tag_or_digest = fetch
+        .digest()
+        .or(fetch.tag())
+        .unwrap_or("latest")
+        .to_string();
+    let raw = repository
+        .manifest(
+            &tag_or_digest,
             &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
         )
-        .await
-        .map_err(|e| map_error(&reference, e))?;
-    // The manifest digest is computed from the bytes received, not taken
-    // from a response header, so a pin is checked against what we parse.
+        .await?;
     let digest = sha256(&raw);
     if let Some(expected) = pin
         && expected != digest
@@ -63,12 +66,7 @@ pub async fn pull(source: &OciSource) -> Result<Pulled, OciError> {
     }
     let manifest = parse_manifest(&source.reference, &raw)?;
     let layer = &manifest.layers[0];
-    let mut bytes = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
-    client
-        .pull_blob(&fetch, layer, &mut bytes)
-        .await
-        .map_err(|e| map_error(&reference, e))?;
-    let layer_digest = sha256(&bytes);
+    let (bytes, layer_digest) = repository.blob(layer).await?;
     if layer_digest != layer.digest || bytes.len() as i64 != layer.size {
         return Err(OciError::LayerDigestMismatch {
             reference: source.reference.clone(),
@@ -108,10 +106,18 @@ pub async fn resolve_digest(
         ),
         _ => parsed.clone(),
     };
-    client
-        .fetch_manifest_digest(&target, &auth)
+    let repository = Repository::open(&client, &parsed, &auth).await?;
+    let tag_or_digest = target
+        .digest()
+        .or(target.tag())
+        .unwrap_or("latest")
+        .to_string();
+    repository
+        .manifest_digest(
+            &tag_or_digest,
+            &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+        )
         .await
-        .map_err(|e| map_error(&parsed, e))
 }
 
 /// The digest the source is pinned to, if any.

@@ -43,15 +43,15 @@ impl OciSourceError {
         match self {
             OciSourceError::Secret { .. } => Reason::InvalidPullSecret.as_str(),
             OciSourceError::Registry(error) => match error {
-                OciError::DigestMismatch { .. } | OciError::LayerDigestMismatch { .. } => {
-                    Reason::DigestMismatch.as_str()
-                }
+                OciError::DigestMismatch { .. }
+                | OciError::LayerDigestMismatch { .. }
+                | OciError::BlobTooLarge { .. } => Reason::DigestMismatch.as_str(),
                 OciError::Unreachable { .. } => Reason::RegistryUnreachable.as_str(),
                 OciError::NotFound { .. } => Reason::SourceNotFound.as_str(),
                 OciError::Unauthorized { .. } => Reason::RegistryUnauthorized.as_str(),
-                OciError::NotWasm { .. } | OciError::InvalidComponent { .. } => {
-                    Reason::InvalidComponent.as_str()
-                }
+                OciError::NotWasm { .. }
+                | OciError::InvalidComponent { .. }
+                | OciError::ManifestTooLarge { .. } => Reason::InvalidComponent.as_str(),
                 OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => {
                     Reason::InvalidSpec.as_str()
                 }

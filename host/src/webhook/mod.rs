@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 pub use board::WebhookBoard;
 pub use certs::{CertError, Certificates};
 pub use crd::ClientConfig;
+pub use server::{MAX_REVIEW_BYTES, ServeLimits};
 pub use storage_progress::{StorageMigrationProgress, StorageMigrationState, StorageProgressBoard};
 
 use crate::lease::WriteGate;
@@ -105,6 +106,9 @@ pub struct WebhookOptions {
     /// that version ([`storage::migrate`], default rate), checked every
     /// [`STORAGE_CHECK`].
     pub migrate_storage: bool,
+    /// What the endpoint accepts from a caller (body size, reviews in
+    /// flight, connections, handshake and header timeouts).
+    pub limits: ServeLimits,
 }
 
 /// Why the webhook could not start.
@@ -217,6 +221,7 @@ impl ConversionWebhook {
     ///             name: "wasm-operator-webhook-cert".into(),
     ///         },
     ///         migrate_storage: true,
+    ///         limits: Default::default(),
     ///     },
     /// )
     /// .await?;
@@ -282,7 +287,13 @@ impl ConversionWebhook {
         // The WasmPlugin controller points a plugin's CRD here before its
         // first version activates (see `WebhookBoard::set_conversion_target`).
         board.set_conversion_target(Some(webhook.desired_conversion()));
-        let serving = tokio::spawn(server::serve(listener, tls, registry, cancel.clone()));
+        let serving = tokio::spawn(server::serve(
+            listener,
+            tls,
+            registry,
+            options.limits,
+            cancel.clone(),
+        ));
         let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
         *webhook.tasks() = vec![serving, keeper];
         tracing::info!(addr = %bound, client_config = ?webhook.inner.client_config, certificates = %origin, "serving the CRD conversion webhook");

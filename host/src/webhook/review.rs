@@ -2,6 +2,10 @@
 //! object the way kube-apiserver does, and building the response. Pure: no
 //! plugin calls, no I/O.
 
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// The part of a ConversionReview request the webhook needs.
@@ -170,6 +174,241 @@ pub fn response(uid: &str, outcome: Result<Vec<Value>, String>) -> Value {
     })
 }
 
+/// The largest single object a review may carry (4 MiB): the API server
+/// refuses request bodies over 3 MiB and etcd stores objects of at most
+/// 1.5 MiB by default, so no stored custom resource comes near it (the
+/// headroom covers re-encoding). Checked before an object is parsed: a
+/// review cannot make the host build the tree of a giant object.
+pub const MAX_OBJECT_BYTES: usize = 4 << 20;
+
+/// A ConversionReview v1 request read from its bytes without building its
+/// objects: each object stays the raw JSON text it was sent as (borrowed
+/// from the body), checked only for the fields the webhook reads.
+#[derive(Debug)]
+pub struct RawReviewRequest<'a> {
+    /// `request.uid`, echoed in the response.
+    pub uid: String,
+    /// `request.desiredAPIVersion`.
+    pub desired_api_version: String,
+    /// `request.objects`, in order, as sent.
+    pub objects: Vec<RawObject<'a>>,
+}
+
+/// One object of a review: its raw text and the head fields read from it.
+#[derive(Debug)]
+pub struct RawObject<'a> {
+    /// The object as the API server sent it.
+    pub raw: &'a RawValue,
+    /// Its `apiVersion` (borrowed from the body unless it had escapes).
+    pub api_version: Cow<'a, str>,
+    /// Its `kind` (borrowed likewise).
+    pub kind: Cow<'a, str>,
+}
+
+impl RawObject<'_> {
+    /// `(group, kind)`, from `apiVersion` and `kind`.
+    pub fn group_kind(&self) -> Option<(&str, &str)> {
+        let (group, _) = self.api_version.split_once('/')?;
+        Some((group, &*self.kind))
+    }
+
+    /// The object without what a conversion may change freely (`spec`,
+    /// `status`...): `apiVersion`, `kind` and `metadata`, to check a
+    /// converted object against and to name it. Bounded: the object is at
+    /// most [`MAX_OBJECT_BYTES`].
+    ///
+    /// # Errors
+    /// A message when the object is not a JSON object with an object
+    /// `metadata` (never the case for what the API server sends).
+    pub fn head(&self) -> Result<Value, String> {
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default)]
+            metadata: Option<Value>,
+        }
+        let head: Head = serde_json::from_str(self.raw.get())
+            .map_err(|e| format!("an object of the review does not parse: {e}"))?;
+        let mut out = json!({"apiVersion": self.api_version, "kind": self.kind});
+        if let Some(metadata) = head.metadata {
+            out["metadata"] = metadata;
+        }
+        Ok(out)
+    }
+}
+
+/// Reads a ConversionReview v1 request from `body` (see [`parse`] for the
+/// rules), checking each object as it is read: a JSON object of at most
+/// [`MAX_OBJECT_BYTES`] with a string `apiVersion` and `kind`. The first
+/// object that is not fails the whole review there, so no more of a
+/// malformed body is kept.
+///
+/// # Errors
+/// A message for the response (and the API server's error).
+pub fn parse_bytes(body: &[u8]) -> Result<RawReviewRequest<'_>, String> {
+    #[derive(Deserialize)]
+    struct Review<'a> {
+        #[serde(default, rename = "apiVersion")]
+        api_version: String,
+        #[serde(default)]
+        kind: String,
+        #[serde(borrow)]
+        request: Option<Request<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Request<'a> {
+        #[serde(default)]
+        uid: String,
+        #[serde(default, rename = "desiredAPIVersion")]
+        desired: String,
+        #[serde(borrow, default)]
+        objects: Objects<'a>,
+    }
+    let review: Review<'_> = serde_json::from_slice(body)
+        .map_err(|e| format!("the ConversionReview does not parse: {e}"))?;
+    if review.api_version != "apiextensions.k8s.io/v1" || review.kind != "ConversionReview" {
+        return Err(format!(
+            "expected an apiextensions.k8s.io/v1 ConversionReview, got {:?} {:?}; set conversionReviewVersions: [v1] on the CRD",
+            review.api_version, review.kind
+        ));
+    }
+    let request = review
+        .request
+        .ok_or("the ConversionReview has no request")?;
+    if request.uid.is_empty() {
+        return Err("the ConversionReview request has no uid".into());
+    }
+    if !request.desired.contains('/') {
+        return Err(format!(
+            "the ConversionReview request asks for apiVersion {:?}; a custom resource's apiVersion is group/version",
+            request.desired
+        ));
+    }
+    Ok(RawReviewRequest {
+        uid: request.uid,
+        desired_api_version: request.desired,
+        objects: request.objects.0,
+    })
+}
+
+/// `request.objects`, each checked while the array is read.
+#[derive(Debug, Default)]
+struct Objects<'a>(Vec<RawObject<'a>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Objects<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Objects<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array of objects")
+            }
+            fn visit_seq<S: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: S,
+            ) -> Result<Self::Value, S::Error> {
+                let mut objects = Vec::new();
+                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+                    let index = objects.len();
+                    let object = read_object(raw).map_err(|e| {
+                        serde::de::Error::custom(format!("request.objects[{index}]: {e}"))
+                    })?;
+                    objects.push(object);
+                }
+                Ok(Objects(objects))
+            }
+        }
+        deserializer.deserialize_seq(Visit(std::marker::PhantomData))
+    }
+}
+
+/// Checks one raw object's size and reads its `apiVersion` and `kind`
+/// (everything else is skipped, not built).
+fn read_object(raw: &RawValue) -> Result<RawObject<'_>, String> {
+    #[derive(Deserialize)]
+    struct Kinded<'a> {
+        #[serde(borrow, rename = "apiVersion")]
+        api_version: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        kind: Option<Cow<'a, str>>,
+    }
+    let size = raw.get().len();
+    if size > MAX_OBJECT_BYTES {
+        return Err(format!(
+            "the object is {size} bytes; objects over {MAX_OBJECT_BYTES} bytes are refused (the API server stores none over 3 MiB), so this review did not come from it"
+        ));
+    }
+    if !raw.get().starts_with('{') {
+        return Err("it is not a JSON object".into());
+    }
+    let kinded: Kinded<'_> = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    match (kinded.api_version, kinded.kind) {
+        (Some(api_version), Some(kind)) => Ok(RawObject {
+            raw,
+            api_version,
+            kind,
+        }),
+        _ => Err("the object has no apiVersion or no kind".into()),
+    }
+}
+
+/// One converted object of a response: the object as it was sent (it was
+/// at the desired version already) or the plugin's answer, serialized.
+#[derive(Debug)]
+pub enum ConvertedObject<'a> {
+    /// Passed through as sent.
+    Unchanged(&'a RawValue),
+    /// What the plugin returned, checked.
+    Converted(Box<RawValue>),
+}
+
+impl Serialize for ConvertedObject<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ConvertedObject::Unchanged(raw) => raw.serialize(serializer),
+            ConvertedObject::Converted(raw) => raw.serialize(serializer),
+        }
+    }
+}
+
+/// [`response`], written straight to bytes from the raw objects (no tree of
+/// every converted object is built).
+pub fn response_bytes(uid: &str, outcome: Result<Vec<ConvertedObject<'_>>, String>) -> Vec<u8> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Body<'a> {
+        uid: &'a str,
+        result: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        converted_objects: Option<Vec<ConvertedObject<'a>>>,
+    }
+    #[derive(Serialize)]
+    struct Review<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'static str,
+        kind: &'static str,
+        response: Body<'a>,
+    }
+    let response = match outcome {
+        Ok(objects) => Body {
+            uid,
+            result: json!({"status": "Success"}),
+            converted_objects: Some(objects),
+        },
+        Err(message) => Body {
+            uid,
+            result: json!({"status": "Failure", "message": message}),
+            converted_objects: None,
+        },
+    };
+    let review = Review {
+        api_version: "apiextensions.k8s.io/v1",
+        kind: "ConversionReview",
+        response,
+    };
+    // Serializing strings, a Value and raw JSON text into a Vec cannot fail.
+    serde_json::to_vec(&review).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +509,76 @@ mod tests {
             group_kind(&json!({"apiVersion": "v1", "kind": "Pod"})),
             None
         );
+    }
+
+    #[test]
+    fn reads_a_review_from_bytes_keeping_objects_as_sent() {
+        let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+            "request": {"uid": "1", "desiredAPIVersion": "kv.example.com/v1alpha1", "objects": [object(), object()]}});
+        let bytes = serde_json::to_vec(&review).unwrap();
+        let request = parse_bytes(&bytes).unwrap();
+        assert_eq!(request.uid, "1");
+        assert_eq!(request.desired_api_version, "kv.example.com/v1alpha1");
+        assert_eq!(request.objects.len(), 2);
+        let first = &request.objects[0];
+        assert_eq!(first.raw.get(), object().to_string());
+        assert_eq!(
+            first.group_kind(),
+            Some(("kv.example.com", "DistributedKV"))
+        );
+        let head = first.head().unwrap();
+        assert_eq!(head["metadata"], object()["metadata"]);
+        assert_eq!(head.get("spec"), None, "the head leaves the spec out");
+        assert_eq!(describe(&head), "DistributedKV ns/a");
+    }
+
+    #[test]
+    fn refuses_a_review_at_its_first_bad_object() {
+        let review = |objects: Value| {
+            serde_json::to_vec(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+                "request": {"uid": "1", "desiredAPIVersion": "kv.example.com/v1alpha1", "objects": objects}}))
+            .unwrap()
+        };
+        let error = parse_bytes(&review(json!([object(), 0, 0]))).unwrap_err();
+        assert!(error.contains("request.objects[1]"), "{error}");
+        assert!(error.contains("not a JSON object"), "{error}");
+        let error = parse_bytes(&review(json!([{"kind": "X"}]))).unwrap_err();
+        assert!(error.contains("no apiVersion"), "{error}");
+        let mut huge = object();
+        huge["spec"]["items"] = json!(vec![0; MAX_OBJECT_BYTES / 2 + 1]);
+        let error = parse_bytes(&review(json!([huge]))).unwrap_err();
+        assert!(error.contains("request.objects[0]"), "{error}");
+        assert!(
+            error.contains(&format!("over {MAX_OBJECT_BYTES} bytes")),
+            "{error}"
+        );
+        let error = parse_bytes(
+            b"{\"apiVersion\": \"apiextensions.k8s.io/v1beta1\", \"kind\": \"ConversionReview\"}",
+        )
+        .unwrap_err();
+        assert!(error.contains("conversionReviewVersions"), "{error}");
+        assert!(
+            parse_bytes(b"[0,0,0")
+                .unwrap_err()
+                .contains("does not parse")
+        );
+    }
+
+    #[test]
+    fn byte_responses_match_the_value_responses() {
+        let raw = serde_json::value::to_raw_value(&object()).unwrap();
+        let converted = serde_json::value::to_raw_value(&json!({"a": 1})).unwrap();
+        let ok = response_bytes(
+            "u1",
+            Ok(vec![
+                ConvertedObject::Unchanged(&raw),
+                ConvertedObject::Converted(converted),
+            ]),
+        );
+        let ok: Value = serde_json::from_slice(&ok).unwrap();
+        assert_eq!(ok, response("u1", Ok(vec![object(), json!({"a": 1})])));
+        let failed: Value =
+            serde_json::from_slice(&response_bytes("u2", Err("no".into()))).unwrap();
+        assert_eq!(failed, response("u2", Err("no".into())));
     }
 }

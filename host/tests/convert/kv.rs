@@ -36,6 +36,7 @@ pub fn webhook_options() -> WebhookOptions {
             name: SECRET.into(),
         },
         migrate_storage: false,
+        limits: Default::default(),
     }
 }
 

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod hostile;
 mod pull;
 mod push;
 
