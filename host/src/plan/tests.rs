@@ -11,9 +11,16 @@ use super::test_support::{manifest, primary};
 use super::*;
 use crate::contract::Event;
 
+/// The restricted default grant, for contexts that borrow it.
+fn default_grant() -> &'static Grant {
+    static GRANT: std::sync::LazyLock<Grant> = std::sync::LazyLock::new(Grant::default);
+    &GRANT
+}
+
 fn ctx(manifest: &Manifest) -> PlanContext<'_> {
     PlanContext {
         manifest,
+        grant: default_grant(),
         now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
         limits: ReconcileLimits::default(),
         fencing_token: None,
