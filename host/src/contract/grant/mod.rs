@@ -1006,4 +1006,31 @@ mod tests {
             "typos are errors"
         );
     }
+
+    #[test]
+    fn the_workload_policy_resolves_the_grant() {
+        // An existing grant without `workloads` still parses: restricted.
+        let grant: Grant = serde_yaml::from_str("own: [{kind: ConfigMap}]\n").unwrap();
+        assert_eq!(grant.workloads, None);
+        let policy = grant.workload_policy();
+        assert_eq!(policy.level, PodSecurityLevel::Restricted);
+        assert!(policy.service_accounts.is_empty());
+        assert!(!policy.secrets_granted);
+        assert!(!Grant::default().workload_policy().secrets_granted);
+        // Secrets named in own or read are granted to templates.
+        for field in ["own", "read"] {
+            let grant: Grant = serde_yaml::from_str(&format!(
+                "{field}: [{{kind: Secret}}]\nworkloads: {{podSecurity: privileged, serviceAccounts: [ci]}}\nserviceAccount: {{namespace: ops, name: p}}\n"
+            ))
+            .unwrap();
+            let policy = grant.workload_policy();
+            assert!(policy.secrets_granted, "{field}");
+            assert_eq!(policy.level, PodSecurityLevel::Privileged);
+            assert_eq!(policy.service_accounts, ["ci".to_string()]);
+            assert_eq!(policy.grant_account.unwrap().name, "p");
+        }
+        // A wildcard never grants Secrets.
+        let grant: Grant = serde_yaml::from_str("read: [{group: \"\", kind: \"*\"}]\n").unwrap();
+        assert!(!grant.workload_policy().secrets_granted);
+    }
 }
