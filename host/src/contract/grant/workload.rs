@@ -333,11 +333,14 @@ pub fn check_workload(
     Ok(check.out)
 }
 
+/// A container and its field path.
+type AtContainer<'a> = (String, &'a Map<String, Value>);
+
 /// Every container of the three lists, with its path.
 fn containers_of<'a>(
     spec: &'a Map<String, Value>,
     base: &str,
-) -> Result<Vec<(String, &'a Map<String, Value>)>, NotAPodSpec> {
+) -> Result<Vec<AtContainer<'a>>, NotAPodSpec> {
     let mut all = Vec::new();
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         let Some(value) = spec.get(list).filter(|v| !v.is_null()) else {
@@ -424,11 +427,11 @@ fn shown(value: Option<&Value>) -> String {
 /// True when a field that must not be set to true is (any value but
 /// false or null: the API server refuses what is not a boolean anyway).
 fn set(value: Option<&Value>) -> bool {
-    !matches!(value, None | Some(Value::Null) | Some(Value::Bool(false)))
+    !matches!(value, None | Some(Value::Null | Value::Bool(false)))
 }
 
 /// The objects of `list` (a JSON array, absent as empty), with indices.
-fn items<'a>(value: Option<&'a Value>) -> impl Iterator<Item = (usize, &'a Value)> {
+fn items(value: Option<&Value>) -> impl Iterator<Item = (usize, &Value)> {
     value
         .and_then(Value::as_array)
         .into_iter()
@@ -508,12 +511,7 @@ impl Check<'_> {
     }
 
     /// Every Secret reference, unless the grant names Secrets.
-    fn secrets(
-        &mut self,
-        spec: &Map<String, Value>,
-        containers: &[(String, &Map<String, Value>)],
-        base: &str,
-    ) {
+    fn secrets(&mut self, spec: &Map<String, Value>, containers: &[AtContainer<'_>], base: &str) {
         if self.policy.secrets_granted {
             return;
         }
