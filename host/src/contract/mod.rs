@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use grant::{
-    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, RbacRefusal,
-    SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group,
-    rbac_objects, sensitivity,
+    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, NotAPodSpec, PodSecurityLevel,
+    RbacRefusal, SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef,
+    WorkloadGrant, WorkloadPolicy, WorkloadRule, WorkloadViolation, check_workload,
+    is_built_in_group, pod_spec_path, rbac_objects, sensitivity,
 };
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};

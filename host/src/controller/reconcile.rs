@@ -247,6 +247,7 @@ async fn run(
     let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
+        grant: &active.grant,
         now: Utc::now(),
         limits,
         fencing_token: fencing_token.as_ref(),
@@ -352,6 +353,7 @@ async fn finalize(
     let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
+        grant: &active.grant,
         now: Utc::now(),
         limits: active.limits,
         fencing_token: fencing_token.as_ref(),
@@ -467,8 +469,10 @@ mod tests {
             ..Desired::default()
         };
         let limits = ReconcileLimits::default();
+        let grant = crate::contract::Grant::default();
         let plan_ctx = PlanContext {
             manifest: &manifest,
+            grant: &grant,
             now: Utc::now(),
             limits,
             fencing_token: None,
@@ -531,8 +535,10 @@ mod tests {
             ..Desired::default()
         };
         let limits = ReconcileLimits::default();
+        let grant = crate::contract::Grant::default();
         let plan_ctx = PlanContext {
             manifest: &manifest,
+            grant: &grant,
             now: Utc::now(),
             limits,
             fencing_token: None,

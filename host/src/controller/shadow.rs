@@ -169,6 +169,7 @@ pub(super) async fn compute(
     let fencing_token = ctx.writes_for(obj).fencing_token();
     let plan_ctx = PlanContext {
         manifest,
+        grant: &version.grant,
         now,
         limits: version.limits,
         // The stable version's plan carries the same mark: no difference.

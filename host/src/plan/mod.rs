@@ -29,6 +29,7 @@ pub mod names;
 pub mod status;
 pub mod unchanged;
 pub mod validate;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -48,7 +49,7 @@ pub use names::{
 pub use status::build_status;
 
 use crate::cache::CachedObject;
-use crate::contract::{Condition, Desired, Finalized, Manifest, Reason, ReconcileLimits};
+use crate::contract::{Condition, Desired, Finalized, Grant, Manifest, Reason, ReconcileLimits};
 
 /// A child of the primary as a cache shows it.
 #[derive(Debug, Clone)]
@@ -79,6 +80,9 @@ pub struct Observed<'a> {
 pub struct PlanContext<'a> {
     /// The serving plugin version's manifest.
     pub manifest: &'a Manifest,
+    /// The serving version's grant: what the pods of its children may run
+    /// as ([`workloads`]).
+    pub grant: &'a Grant,
     /// The current time: `lastTransitionTime` of conditions that change.
     pub now: DateTime<Utc>,
     /// The serving version's limits per reconcile.
@@ -335,6 +339,17 @@ pub enum PlanError {
         count: usize,
         limit: usize,
     },
+    /// A pod-creating child whose pods would run beyond the grant: as a
+    /// ServiceAccount or with Secrets it does not name, or beyond its Pod
+    /// Security level.
+    #[error(
+        "plugin {plugin} {version} returned workloads whose pods would run beyond its grant: {violations}; nothing was written. Fix the plugin's pod templates, or, if the cluster operator agrees, widen the grant (WasmPlugin spec.permissions.workloads, or `run --grant FILE`)"
+    )]
+    WorkloadDenied {
+        plugin: String,
+        version: String,
+        violations: String,
+    },
     /// The status patch is larger than the limit.
     #[error(
         "plugin {plugin} {version} answered a status of {size} bytes, more than its limit of {limit}; nothing was written. Raise spec.limits.maxStatusSize of the WasmPlugin or fix the plugin"
@@ -351,7 +366,9 @@ impl PlanError {
     /// The condition/event reason.
     pub fn reason(&self) -> &'static str {
         match self {
-            PlanError::CapabilityDenied { .. } => Reason::CapabilityDenied.as_str(),
+            PlanError::CapabilityDenied { .. } | PlanError::WorkloadDenied { .. } => {
+                Reason::CapabilityDenied.as_str()
+            }
             PlanError::InvalidChild { .. } => Reason::PluginInvalidOutput.as_str(),
             PlanError::ChildConflict { .. } => Reason::ChildConflict.as_str(),
             PlanError::TooManyChildren { .. } => Reason::TooManyChildren.as_str(),
@@ -409,7 +426,7 @@ pub fn reconcile(
     let limits = &ctx.limits;
     let primary = observed.primary;
     clamps::children_count(manifest, limits, desired.children.len())?;
-    let apply = planned_children(observed, manifest, &desired.children)?;
+    let apply = planned_children(observed, manifest, ctx.grant, &desired.children)?;
     let prune = children::unwanted(observed.children, &apply);
     let mut breaches = Vec::new();
     // Rate state changes only with a plan: a refused answer records nothing
@@ -462,16 +479,19 @@ pub fn reconcile(
     })
 }
 
-/// The desired children completed and checked: refused when one is not
-/// this primary's to write ([`PlanError::ChildConflict`]), each marked
-/// whether it exists (the caches show it, owned or not).
+/// The desired children completed and checked: refused when a workload's
+/// pods would run beyond `grant` ([`workloads::check`]) or one is not this
+/// primary's to write ([`PlanError::ChildConflict`]), each marked whether
+/// it exists (the caches show it, owned or not).
 fn planned_children(
     observed: &Observed<'_>,
     manifest: &Manifest,
+    grant: &Grant,
     desired: &[serde_json::Value],
 ) -> Result<BTreeMap<ChildKey, ChildApply>, PlanError> {
     let primary = observed.primary;
     let mut apply = children::complete(manifest, primary, desired)?;
+    workloads::check(manifest, grant, &apply)?;
     let conflicts = children::conflicts(
         &apply,
         observed.existing,

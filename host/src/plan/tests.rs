@@ -11,9 +11,16 @@ use super::test_support::{manifest, primary};
 use super::*;
 use crate::contract::Event;
 
+/// The restricted default grant, for contexts that borrow it.
+fn default_grant() -> &'static Grant {
+    static GRANT: std::sync::LazyLock<Grant> = std::sync::LazyLock::new(Grant::default);
+    &GRANT
+}
+
 fn ctx(manifest: &Manifest) -> PlanContext<'_> {
     PlanContext {
         manifest,
+        grant: default_grant(),
         now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
         limits: ReconcileLimits::default(),
         fencing_token: None,
@@ -810,5 +817,95 @@ fn json_size_counts_the_compact_text() {
     assert_eq!(
         super::json_size(&value),
         serde_json::to_vec(&value).unwrap().len()
+    );
+}
+
+/// `webapp` owning Deployments and Pods too.
+fn workload_manifest() -> Manifest {
+    let mut m = manifest();
+    for (group, kind, plural) in [("apps", "Deployment", "deployments"), ("", "Pod", "pods")] {
+        m.owns.push(crate::contract::ResourceKind {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope: crate::contract::Scope::Namespaced,
+        });
+    }
+    m
+}
+
+/// A Deployment whose pods meet `restricted`, with `pod` merged into its
+/// pod spec.
+fn deployment(name: &str, pod: Value) -> Value {
+    let mut spec = json!({
+        "automountServiceAccountToken": false,
+        "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [{"name": "app", "image": "nginx", "securityContext": {
+            "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}}],
+    });
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), pod.as_object()) {
+        spec.extend(extra.clone());
+    }
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": {
+            "metadata": {"labels": {"app": name}}, "spec": spec}},
+    })
+}
+
+#[test]
+fn a_workload_beyond_the_grant_refuses_the_whole_answer() {
+    let m = workload_manifest();
+    let answer = desired(vec![
+        configmap("fine"),
+        deployment("web", json!({})),
+        deployment(
+            "escape",
+            json!({"serviceAccountName": "wasm-operator", "hostPID": true}),
+        ),
+    ]);
+    let err = plan_of(&primary(), &[], &answer, &ctx(&m)).unwrap_err();
+    assert_eq!(err.reason(), "CapabilityDenied");
+    let text = err.to_string();
+    for part in [
+        "plugin webapp 1.2.0",
+        "Deployment prod/escape: `spec.template.spec.hostPID` is true",
+        "workloads.podSecurity: privileged",
+        "Deployment prod/escape: `spec.template.spec.serviceAccountName` is \"wasm-operator\"",
+        "workloads.serviceAccounts",
+        "nothing was written",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(!text.contains("prod/web:"), "{text}");
+    // The same answer under a grant that allows it is planned.
+    let grant = Grant {
+        workloads: Some(crate::contract::WorkloadGrant {
+            pod_security: crate::contract::PodSecurityLevel::Privileged,
+            service_accounts: vec!["wasm-operator".into()],
+        }),
+        ..Grant::default()
+    };
+    let allowed = PlanContext {
+        grant: &grant,
+        ..ctx(&m)
+    };
+    let plan = plan_of(&primary(), &[], &answer, &allowed).unwrap();
+    assert_eq!(plan.apply.len(), 3);
+}
+
+#[test]
+fn a_workload_without_a_pod_spec_is_invalid_output() {
+    let m = workload_manifest();
+    let answer = desired(vec![json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": ["not", "a", "spec"],
+    })]);
+    let err = plan_of(&primary(), &[], &answer, &ctx(&m)).unwrap_err();
+    assert_eq!(err.reason(), "PluginInvalidOutput");
+    assert!(
+        err.to_string()
+            .contains("Pod prod/p: `spec` is not an object"),
+        "{err}"
     );
 }

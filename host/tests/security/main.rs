@@ -1,5 +1,6 @@
 //! Security tests: the hostile test plugins (`plugins/fixtures/hostile`,
-//! `plugins/fixtures/hostile-liar`, `plugins/fixtures/hostile-core`) attack the host through
+//! `plugins/fixtures/hostile-liar`, `plugins/fixtures/hostile-core`,
+//! `plugins/fixtures/hostile-workloads`) attack the host through
 //! the API it writes for them, on a real devcluster over HTTP. Every attack
 //! must end in a refusal or a clear condition, with nothing written that
 //! should not be, and the host serving everything else.
@@ -17,6 +18,7 @@ mod discovery;
 mod grants;
 mod limits;
 mod status;
+mod workloads;
 
 use std::time::Duration;
 

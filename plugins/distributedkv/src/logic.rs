@@ -278,12 +278,20 @@ pub fn children(name: &str, namespace: Option<&str>, spec: &KvSpec) -> [Value; 3
             "selector": {"matchLabels": labels.clone()},
             "template": {
                 "metadata": {"labels": labels.clone()},
-                "spec": {"containers": [{
-                    "name": "kv",
-                    "image": spec.image,
-                    "ports": [{"name": "client", "containerPort": CLIENT_PORT}],
-                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                }]},
+                // Pod Security `restricted` (the host's default grant), and
+                // the namespace's default account without its token: the
+                // nodes need no API access.
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "kv",
+                        "image": spec.image,
+                        "ports": [{"name": "client", "containerPort": CLIENT_PORT}],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
             },
             "volumeClaimTemplates": [claim],
         },

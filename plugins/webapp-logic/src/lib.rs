@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, PodSpec, PodTemplateSpec, Service, ServicePort, ServiceSpec,
+    Capabilities, Container, ContainerPort, PodSecurityContext, PodSpec, PodTemplateSpec, SeccompProfile,
+    SecurityContext, Service, ServicePort, ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -85,6 +86,27 @@ pub fn finalize(app: WebApp) -> Result<Finalized, Failure> {
     Ok(Finalized::Done)
 }
 
+/// The pod-level securityContext of Pod Security `restricted`: non-root,
+/// the runtime's seccomp profile. The host refuses pod templates beyond the
+/// plugin's grant, and `restricted` is the default grant.
+pub fn restricted_pod() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        seccomp_profile: Some(SeccompProfile { type_: "RuntimeDefault".to_owned(), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// The container-level securityContext of Pod Security `restricted`: no
+/// privilege escalation, every capability dropped.
+pub fn restricted_container() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
 /// The Deployment and Service a WebApp stands for. `extra_labels` go on the
 /// objects and the pod template, never into selectors (a Deployment's
 /// selector is immutable, so versions must agree on it).
@@ -103,6 +125,7 @@ pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec, extra_labels: &[(&str, 
         name: "web".to_owned(),
         image: Some(spec.image.clone()),
         ports: Some(vec![ContainerPort { container_port: spec.port, ..Default::default() }]),
+        security_context: Some(restricted_container()),
         ..Default::default()
     };
     let deployment = Deployment {
@@ -112,7 +135,14 @@ pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec, extra_labels: &[(&str, 
             selector: LabelSelector { match_labels: Some(selector.clone()), ..Default::default() },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels), ..Default::default() }),
-                spec: Some(PodSpec { containers: vec![container], ..Default::default() }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    // The namespace's default account, without its token: the
+                    // web server needs no API access.
+                    automount_service_account_token: Some(false),
+                    security_context: Some(restricted_pod()),
+                    ..Default::default()
+                }),
             },
             ..Default::default()
         }),

@@ -19,6 +19,10 @@
 //!   still needs an entry naming it).
 //! - `serviceAccount: {namespace, name}`: the plugin's writes impersonate
 //!   that ServiceAccount, so the API server's RBAC enforces the grant too.
+//! - `workloads: {podSecurity, serviceAccounts}`: what the Pods of the
+//!   plugin's pod-creating children may run as (see [`WorkloadGrant`] and
+//!   [`check_workload`]); absent, Pod Security `restricted` and no
+//!   ServiceAccount but the grant's own.
 //!
 //! Kinds match by group and kind, whatever the version. `kind: "*"`
 //! matches every kind of the group **except** sensitive ones.
@@ -46,8 +50,13 @@
 //! the primary kind it serves.
 
 mod rbac;
+mod workload;
 
 pub use rbac::{RbacRefusal, rbac_objects};
+pub use workload::{
+    NotAPodSpec, PodSecurityLevel, WorkloadGrant, WorkloadPolicy, WorkloadRule, WorkloadViolation,
+    check_workload, pod_spec_path,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -208,6 +217,11 @@ pub struct Grant {
     /// prints the RBAC it needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account: Option<ServiceAccountRef>,
+    /// What the Pods of pod-creating children (Pod, Deployment, Job, ...)
+    /// may run as. Absent: Pod Security `restricted`, no ServiceAccount but
+    /// `serviceAccount`'s, Secrets only when the Secret kind is granted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads: Option<WorkloadGrant>,
 }
 
 /// How a manifest uses a kind.
@@ -428,6 +442,26 @@ impl Grant {
                     || written == format!("{wanted}es")
             })
             .map(|entry| entry.kind.clone())
+    }
+
+    /// The workload rules of this grant, resolved for [`check_workload`]:
+    /// its level and ServiceAccounts, its own account, and whether it names
+    /// Secrets (for reading: a template's Secret is read by its pods).
+    pub fn workload_policy(&self) -> WorkloadPolicy<'_> {
+        let secret = ResourceKind {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Secret".into(),
+            plural: "secrets".into(),
+            scope: Scope::Namespaced,
+        };
+        let workloads = self.workloads.as_ref();
+        WorkloadPolicy {
+            level: workloads.map(|w| w.pod_security).unwrap_or_default(),
+            service_accounts: workloads.map_or(&[], |w| w.service_accounts.as_slice()),
+            grant_account: self.service_account.as_ref(),
+            secrets_granted: self.excess(Access::Read, &secret).is_none(),
+        }
     }
 
     /// True when objects in `namespace` are granted. `labels` are the
@@ -971,5 +1005,32 @@ mod tests {
             serde_yaml::from_str::<Grant>("owns: []").is_err(),
             "typos are errors"
         );
+    }
+
+    #[test]
+    fn the_workload_policy_resolves_the_grant() {
+        // An existing grant without `workloads` still parses: restricted.
+        let grant: Grant = serde_yaml::from_str("own: [{kind: ConfigMap}]\n").unwrap();
+        assert_eq!(grant.workloads, None);
+        let policy = grant.workload_policy();
+        assert_eq!(policy.level, PodSecurityLevel::Restricted);
+        assert!(policy.service_accounts.is_empty());
+        assert!(!policy.secrets_granted);
+        assert!(!Grant::default().workload_policy().secrets_granted);
+        // Secrets named in own or read are granted to templates.
+        for field in ["own", "read"] {
+            let grant: Grant = serde_yaml::from_str(&format!(
+                "{field}: [{{kind: Secret}}]\nworkloads: {{podSecurity: privileged, serviceAccounts: [ci]}}\nserviceAccount: {{namespace: ops, name: p}}\n"
+            ))
+            .unwrap();
+            let policy = grant.workload_policy();
+            assert!(policy.secrets_granted, "{field}");
+            assert_eq!(policy.level, PodSecurityLevel::Privileged);
+            assert_eq!(policy.service_accounts, ["ci".to_string()]);
+            assert_eq!(policy.grant_account.unwrap().name, "p");
+        }
+        // A wildcard never grants Secrets.
+        let grant: Grant = serde_yaml::from_str("read: [{group: \"\", kind: \"*\"}]\n").unwrap();
+        assert!(!grant.workload_policy().secrets_granted);
     }
 }
