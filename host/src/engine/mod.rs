@@ -424,8 +424,12 @@ mod tests {
     /// slot must answer exactly like the first one (nothing left behind).
     #[test]
     fn pooled_slots_are_reused_and_reset_between_calls() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../target/wasm32-wasip2/release/webapp.wasm");
+        // Where scripts/build-plugins.sh wrote it: $CARGO_TARGET_DIR when set.
+        let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+            || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+            std::path::PathBuf::from,
+        );
+        let path = target.join("wasm32-wasip2/release/webapp.wasm");
         let bytes = std::fs::read(&path).unwrap_or_else(|e| {
             panic!(
                 "cannot read {}: {e}; run scripts/build-plugins.sh first",
