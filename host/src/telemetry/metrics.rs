@@ -98,6 +98,12 @@ struct RefusalLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MarkLabels {
+    plugin: String,
+    via: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     plugin: String,
 }
@@ -233,6 +239,7 @@ struct PluginFamilies {
     refusals: Family<FailureLabels, Counter>,
     plugin_ready: Family<PluginNameLabels, Gauge>,
     shadow_comparisons: Family<ShadowLabels, Counter>,
+    host_marks_restored: Family<MarkLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -309,6 +316,12 @@ impl PluginFamilies {
                 "wasm_operator_shadow_comparisons",
                 "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
                 Family::<ShadowLabels, Counter>::default(),
+            ),
+            host_marks_restored: registered(
+                registry,
+                "wasm_operator_host_marks_restored",
+                "Host marks (wasm-operator.dev/* annotations and labels, app.kubernetes.io/managed-by) a plugin's answer changed and the host put back, by the call that tried (convert, upgrade)",
+                Family::<MarkLabels, Counter>::default(),
             ),
         }
     }
@@ -479,6 +492,21 @@ impl Metrics {
                 limit: limit.to_string(),
             })
             .inc();
+    }
+
+    /// `count` host marks a `via` call (`convert`, `upgrade`) of `plugin`
+    /// changed and the host restored.
+    pub fn host_marks_restored(&self, plugin: &str, via: &str, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.plugin
+            .host_marks_restored
+            .get_or_create(&MarkLabels {
+                plugin: plugin.to_string(),
+                via: via.to_string(),
+            })
+            .inc_by(count as u64);
     }
 
     /// `count` API writes of `kind` for `plugin`.

@@ -96,7 +96,20 @@ async fn convert_all(
                 review::check_converted(object, &out, &request.desired_api_version).map(|()| out)
             });
         match result {
-            Ok(out) => converted.push(out),
+            Ok(mut out) => {
+                let forged = review::keep_host_marks(object, &mut out);
+                if !forged.is_empty() {
+                    tracing::warn!(
+                        plugin = %manifest.name,
+                        version = %manifest.version,
+                        object = %name,
+                        marks = ?forged,
+                        "the plugin's convert changed the host's marks; they were put back as stored (a plugin never writes them)"
+                    );
+                    registry.metrics().host_marks_restored(&manifest.name, "convert", forged.len());
+                }
+                converted.push(out);
+            }
             Err(error) => {
                 return Err(format!(
                     "{who} could not convert {name} to {}: {error}",

@@ -13,6 +13,7 @@ mod certificates;
 mod dev;
 mod gate;
 mod kv;
+mod marks;
 mod served;
 mod storage;
 mod versions;
