@@ -415,7 +415,7 @@ async fn prepare(
         &ctx.primary,
         obj,
         &from,
-        &active.plugin,
+        active,
         &call_ctx,
         ctx.cache.clone(),
     )

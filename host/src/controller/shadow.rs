@@ -222,13 +222,18 @@ async fn upgrade(
                 manifest.name, manifest.version
             )
         })?;
-    let write = migration::plan::finish(&object_json(obj, &ctx.primary), &answer, manifest)
-        .map_err(|problem| {
-            format!(
-                "plugin {} {} returned an invalid upgrade from {from}: {problem}",
-                manifest.name, manifest.version
-            )
-        })?;
+    let write = migration::plan::finish(
+        &object_json(obj, &ctx.primary),
+        &answer,
+        manifest,
+        &version.limits,
+    )
+    .map_err(|problem| {
+        format!(
+            "plugin {} {} returned an invalid upgrade from {from}: {problem}",
+            manifest.name, manifest.version
+        )
+    })?;
     let mut object = write.object;
     if let Some(status) = write.status {
         object.data["status"] = status;

@@ -220,8 +220,14 @@ pub(super) fn host_conditions(
 }
 
 /// [`PlanError::StatusTooLarge`] when the status patch is larger than
-/// `limits.max_status_bytes`.
-pub(super) fn status_size(
+/// `limits.max_status_bytes`. Reconcile's answer and upgrade's go through
+/// it alike.
+///
+/// # Errors
+///
+/// [`PlanError::StatusTooLarge`], naming the plugin, its version, the size
+/// and the limit.
+pub fn status_size(
     status: Option<&serde_json::Value>,
     manifest: &Manifest,
     limits: &ReconcileLimits,

@@ -25,6 +25,7 @@ mod clamps;
 pub mod finalizer;
 pub mod host;
 pub mod limits;
+pub mod marks;
 pub mod names;
 pub mod status;
 pub mod unchanged;
@@ -39,13 +40,14 @@ use kube::api::{ApiResource, DynamicObject};
 
 pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
+pub use clamps::status_size;
 pub use finalizer::{DeletionStep, FinalizerChange};
 pub use limits::{Admission, Breach, Limit, ObjectRates};
 pub use names::{
-    FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
+    FINALIZER, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
 };
-pub use status::build_status;
+pub use status::{build_status, without_host_fields};
 
 use crate::cache::CachedObject;
 use crate::contract::{Condition, Desired, Finalized, Manifest, Reason, ReconcileLimits};

@@ -2,9 +2,9 @@
 //! object the way kube-apiserver does, and building the response. Pure: no
 //! plugin calls, no I/O.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::plan::names::{HOST_ANNOTATION_PREFIX, MANAGED_BY_LABEL};
+pub use crate::plan::marks::keep_host_marks;
 
 /// The part of a ConversionReview request the webhook needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,83 +147,6 @@ pub fn check_converted(original: &Value, converted: &Value, desired: &str) -> Re
     Ok(())
 }
 
-/// Puts the host's marks of `original` back on `converted`: every
-/// `wasm-operator.dev/*` annotation, and the `wasm-operator.dev/*` and
-/// `app.kubernetes.io/managed-by` labels, exactly as they were on the way in
-/// (a mark the plugin added is removed, one it dropped comes back). Returns
-/// the field path of each mark the plugin's `convert` changed, empty when it
-/// kept them all.
-///
-/// # Guarantees
-///
-/// The host's marks (fencing token and Lease, version marks, migration
-/// state) read through any served version are the stored ones: a `convert`
-/// cannot forge a fencing token, a `min-compatible-version` or strip a
-/// guard. Everything else the plugin returned is left as it is, so the
-/// conversion still answers (a failed conversion would fail every read of
-/// the object).
-pub fn keep_host_marks(original: &Value, converted: &mut Value) -> Vec<String> {
-    let mut changed = Vec::new();
-    for (field, is_mark) in [
-        ("labels", is_host_label as fn(&str) -> bool),
-        ("annotations", is_host_annotation),
-    ] {
-        let empty = Map::new();
-        let before = original
-            .pointer(&format!("/metadata/{field}"))
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        let after = converted
-            .pointer(&format!("/metadata/{field}"))
-            .and_then(Value::as_object)
-            .unwrap_or(&empty);
-        let forged: std::collections::BTreeSet<String> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|key| is_mark(key) && before.get(*key) != after.get(*key))
-            .cloned()
-            .collect();
-        if forged.is_empty() {
-            continue;
-        }
-        let had_field = original.pointer(&format!("/metadata/{field}")).is_some();
-        let Some(metadata) = converted.get_mut("metadata").and_then(Value::as_object_mut) else {
-            continue;
-        };
-        let entry = metadata
-            .entry(field)
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
-        if let Some(map) = entry.as_object_mut() {
-            for key in &forged {
-                match before.get(key) {
-                    Some(value) => map.insert(key.clone(), value.clone()),
-                    None => map.remove(key),
-                };
-            }
-            if map.is_empty() && !had_field {
-                metadata.remove(field);
-            }
-        }
-        changed.extend(
-            forged
-                .into_iter()
-                .map(|key| format!("metadata.{field}[{key:?}]")),
-        );
-    }
-    changed
-}
-
-fn is_host_label(key: &str) -> bool {
-    key.starts_with(HOST_ANNOTATION_PREFIX) || key == MANAGED_BY_LABEL
-}
-
-fn is_host_annotation(key: &str) -> bool {
-    key.starts_with(HOST_ANNOTATION_PREFIX)
-}
-
 fn shown(value: Option<&Value>) -> String {
     value.map_or_else(|| "unset".to_string(), Value::to_string)
 }
@@ -323,68 +246,6 @@ mod tests {
                 .contains("metadata.finalizers")
         );
         assert!(check_converted(&object(), &json!("text"), desired).is_err());
-    }
-
-    #[test]
-    fn the_host_marks_come_back_as_they_went_in_whatever_convert_returns() {
-        let mut original = object();
-        original["metadata"]["annotations"] = json!({
-            "wasm-operator.dev/fencing-token": "3",
-            "wasm-operator.dev/managed-by-version": "1.0.0",
-            "kv.example.com/note": "x",
-        });
-        original["metadata"]["labels"] = json!({"wasm-operator.dev/plugin": "kv", "app": "a"});
-        let mut converted = original.clone();
-        converted["apiVersion"] = json!("kv.example.com/v1alpha1");
-        converted["metadata"]["annotations"] = json!({
-            "wasm-operator.dev/fencing-token": "18446744073709551615",
-            "wasm-operator.dev/min-compatible-version": "99.0.0",
-            "kv.example.com/note": "changed by convert",
-        });
-        converted["metadata"]["labels"] =
-            json!({"app.kubernetes.io/managed-by": "someone", "app": "b"});
-        let changed = keep_host_marks(&original, &mut converted);
-        assert_eq!(
-            changed,
-            [
-                r#"metadata.labels["app.kubernetes.io/managed-by"]"#,
-                r#"metadata.labels["wasm-operator.dev/plugin"]"#,
-                r#"metadata.annotations["wasm-operator.dev/fencing-token"]"#,
-                r#"metadata.annotations["wasm-operator.dev/managed-by-version"]"#,
-                r#"metadata.annotations["wasm-operator.dev/min-compatible-version"]"#,
-            ]
-        );
-        // The marks are the original's; the plugin's own keys stay its answer.
-        assert_eq!(
-            converted["metadata"]["annotations"],
-            json!({
-                "wasm-operator.dev/fencing-token": "3",
-                "wasm-operator.dev/managed-by-version": "1.0.0",
-                "kv.example.com/note": "changed by convert",
-            })
-        );
-        assert_eq!(
-            converted["metadata"]["labels"],
-            json!({"wasm-operator.dev/plugin": "kv", "app": "b"})
-        );
-        check_converted(&original, &converted, "kv.example.com/v1alpha1").unwrap();
-    }
-
-    #[test]
-    fn marks_added_to_an_object_without_any_are_removed_and_nothing_else_is_touched() {
-        let mut converted = object();
-        converted["metadata"]["annotations"] = json!({"wasm-operator.dev/fencing-token": "1"});
-        let changed = keep_host_marks(&object(), &mut converted);
-        assert_eq!(
-            changed,
-            [r#"metadata.annotations["wasm-operator.dev/fencing-token"]"#]
-        );
-        // No annotations went in, none come out: a round trip stays identical.
-        assert_eq!(converted, object());
-        let mut faithful = object();
-        faithful["spec"] = json!({"size": 1});
-        assert!(keep_host_marks(&object(), &mut faithful).is_empty());
-        assert_eq!(faithful["spec"], json!({"size": 1}));
     }
 
     #[test]

@@ -106,7 +106,9 @@ async fn convert_all(
                         marks = ?forged,
                         "the plugin's convert changed the host's marks; they were put back as stored (a plugin never writes them)"
                     );
-                    registry.metrics().host_marks_restored(&manifest.name, "convert", forged.len());
+                    registry
+                        .metrics()
+                        .host_marks_restored(&manifest.name, "convert", forged.len());
                 }
                 converted.push(out);
             }

@@ -81,7 +81,11 @@ async fn a_convert_that_forges_the_host_marks_is_answered_with_the_stored_marks(
     // Read through the webhook, the marks are the stored ones, not the forged.
     let served = fx.read_kv("v1beta1", "orders").await;
     assert_eq!(served["spec"]["replicaCount"], 3, "{served}");
-    assert_eq!(host_marks(&served, "annotations"), stored_annotations, "{served}");
+    assert_eq!(
+        host_marks(&served, "annotations"),
+        stored_annotations,
+        "{served}"
+    );
     assert!(host_marks(&served, "labels").is_empty(), "{served}");
 
     // The object keeps being reconciled: a forged min-compatible-version
@@ -96,7 +100,11 @@ async fn a_convert_that_forges_the_host_marks_is_answered_with_the_stored_marks(
         .unwrap();
     wait_replicas(&fx, "orders", 5).await;
     let stored = fx.read_kv("v1alpha1", "orders").await;
-    assert_eq!(host_marks(&stored, "annotations"), stored_annotations, "{stored}");
+    assert_eq!(
+        host_marks(&stored, "annotations"),
+        stored_annotations,
+        "{stored}"
+    );
 
     // Every attempt was counted.
     let metrics = fx.registry.metrics().encode();

@@ -16,6 +16,7 @@ mod deletion;
 mod discovery;
 mod grants;
 mod limits;
+mod recorder;
 mod status;
 
 use std::time::Duration;
