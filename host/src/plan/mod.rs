@@ -89,6 +89,10 @@ pub struct PlanContext<'a> {
     /// on the primary ([`annotations::fencing_mark`]); `None` without
     /// leader election.
     pub fencing_token: Option<&'a crate::lease::FencingToken>,
+    /// A fencing token on the primary that its Lease never issued
+    /// ([`crate::lease::LaterTerm::Forged`]): the plan overwrites it and
+    /// reports it ([`annotations::forged_report`]).
+    pub forged_fencing_token: Option<&'a crate::lease::ForgedTerm>,
 }
 
 impl PlanContext<'_> {
@@ -422,7 +426,7 @@ pub fn reconcile(
     let (asked, breach) = clamps::plugin_events(&desired.events, limits);
     breaches.extend(breach);
     events.extend(asked);
-    let (events, dropped, breach) = clamps::event_rate(events, &mut next, limits, ctx.now);
+    let (mut events, dropped, breach) = clamps::event_rate(events, &mut next, limits, ctx.now);
     breaches.extend(breach);
     let events_dropped = dropped
         + desired
@@ -437,6 +441,12 @@ pub fn reconcile(
     let (requeue, breach) = clamps::hot_loop(next.take_throttled(), requeue, limits);
     breaches.extend(breach);
     clamps::host_conditions(&mut conditions, &breaches, manifest);
+    if let Some(forged) = ctx.forged_fencing_token {
+        let (degraded, event) = annotations::forged_report(forged, ctx.fencing_token);
+        conditions.retain(|c| c.kind != "Degraded");
+        conditions.push(degraded);
+        events.push(event);
+    }
     let status = build_status(
         primary,
         desired.status.as_ref(),

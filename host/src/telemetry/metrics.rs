@@ -333,6 +333,7 @@ struct LeaseFamilies {
     leader_status: Family<LeaseLabels, Gauge>,
     leader_transitions: Family<LeaseTransitionLabels, Counter>,
     fenced_writes: Family<NameLabels, Counter>,
+    forged_tokens: Family<NameLabels, Counter>,
     shard_owned: Family<ShardLabels, Gauge>,
     shard_transitions: Family<ShardTransitionLabels, Counter>,
     shard_reconciles: Family<ShardPluginLabels, Counter>,
@@ -357,6 +358,12 @@ impl LeaseFamilies {
                 registry,
                 "wasm_operator_fenced_writes",
                 "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
+                Family::<NameLabels, Counter>::default(),
+            ),
+            forged_tokens: registered(
+                registry,
+                "wasm_operator_forged_fencing_tokens",
+                "Fencing tokens found on a plugin's primaries above every term their Lease has issued (forged); the leader overwrote each",
                 Family::<NameLabels, Counter>::default(),
             ),
             shard_owned: registered(
@@ -477,6 +484,17 @@ impl Metrics {
     pub fn fenced_write(&self, plugin: &str) {
         self.lease
             .fenced_writes
+            .get_or_create(&NameLabels {
+                plugin: plugin.to_string(),
+            })
+            .inc();
+    }
+
+    /// A primary of `plugin` carried a forged fencing token (above every
+    /// term its Lease has issued).
+    pub fn forged_fencing_token(&self, plugin: &str) {
+        self.lease
+            .forged_tokens
             .get_or_create(&NameLabels {
                 plugin: plugin.to_string(),
             })
