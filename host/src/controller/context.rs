@@ -16,7 +16,9 @@ use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
 use crate::contract::{CallContext, ReconcileLimits};
 use crate::engine::CacheReader;
 use crate::lease::{ShardGates, WriteGate};
-use crate::plan::{self, ChildKey, MANAGED_BY_VERSION_ANNOTATION, ObjectRates, OwnedChild};
+use crate::plan::{
+    self, ChildKey, CreationBudget, MANAGED_BY_VERSION_ANNOTATION, ObjectRates, OwnedChild,
+};
 use crate::registry::{ActiveVersion, ServingVersions};
 use crate::telemetry::Metrics;
 
@@ -42,6 +44,9 @@ pub(super) struct Context {
     pub failures: Failures,
     /// Per-object rate-limit state (reconciles, events), by object key.
     pub rates: Mutex<HashMap<String, ObjectRates>>,
+    /// The plugin's creation budget over all its primaries (created with
+    /// the first reconcile's limits).
+    pub creations: Mutex<Option<CreationBudget>>,
     /// What the host last applied to each child: unchanged children are
     /// not applied again ([`plan::unchanged`]).
     pub applied: apply::AppliedChildren,
@@ -76,6 +81,28 @@ impl Context {
             .entry(key.to_string())
             .or_insert_with(|| ObjectRates::new(limits, now));
         f(entry)
+    }
+}
+
+impl Context {
+    /// Takes up to `wanted` creations from the plugin's budget; how many
+    /// were granted.
+    pub(super) fn take_creations(&self, wanted: usize, limits: &ReconcileLimits) -> usize {
+        let now = Utc::now();
+        let mut budget = crate::util::lock(&self.creations);
+        budget
+            .get_or_insert_with(|| CreationBudget::new(limits, now))
+            .take(wanted, limits, now)
+    }
+
+    /// Gives back creations a plan did not use.
+    pub(super) fn refund_creations(&self, unused: usize, limits: &ReconcileLimits) {
+        if unused == 0 {
+            return;
+        }
+        if let Some(budget) = crate::util::lock(&self.creations).as_mut() {
+            budget.refund(unused, limits);
+        }
     }
 }
 

@@ -248,6 +248,7 @@ impl ControllerHandle {
             writes: options.writes.clone(),
             failures: Default::default(),
             rates: Default::default(),
+            creations: Default::default(),
             applied: Default::default(),
             primary_writes: Default::default(),
         });

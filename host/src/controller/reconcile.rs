@@ -235,10 +235,15 @@ async fn run(
     let shadow_job = shadow
         .zip(shadow_children)
         .map(|(candidate, children)| (candidate, children, desired.clone()));
-    let existing = existing(
-        ctx,
-        &plan::children::desired_keys(manifest, obj, &desired.children),
-    );
+    let desired_keys = plan::children::desired_keys(manifest, obj, &desired.children);
+    let existing = existing(ctx, &desired_keys);
+    // New children need the plugin's creation budget: taken before the
+    // plan, what it does not use given back after.
+    let wanted = desired_keys
+        .iter()
+        .filter(|key| !existing.contains_key(*key))
+        .count();
+    let granted = ctx.take_creations(wanted, &limits);
     let observed = Observed {
         primary: obj,
         children: &owned,
@@ -251,6 +256,7 @@ async fn run(
         limits,
         fencing_token: fencing_token.as_ref(),
         forged_fencing_token: forged.as_ref(),
+        creations_allowed: granted,
     };
     // A refused child means no plan, hence no write at all.
     // Planned on a copy, outside the lock (kube-runtime never reconciles
@@ -258,6 +264,7 @@ async fn run(
     let mut rates = ctx.with_rates(&key, &limits, |r| r.clone());
     let mut plan = plan_answer(&observed, &desired, &plan_ctx, &mut rates, &ctx.gate).inspect_err(
         |error| {
+            ctx.refund_creations(granted, &limits);
             if let ReconcileError::Plan(error) = error {
                 ctx.metrics.refusal(&ctx.plugin, error.reason());
                 if let Some(limit) = error.limit() {
@@ -267,6 +274,8 @@ async fn run(
         },
     )?;
     ctx.with_rates(&key, &limits, |r| *r = rates);
+    let creating = plan.apply.values().filter(|child| !child.exists).count();
+    ctx.refund_creations(granted.saturating_sub(creating), &limits);
     let unchanged = plan::unchanged::skip(&mut plan, &owned, |child| ctx.applied.get(child));
     if !unchanged.is_empty() {
         tracing::trace!(plugin = %ctx.plugin, children = unchanged.len(), "unchanged children not applied");
@@ -392,6 +401,7 @@ async fn finalize(
         limits: active.limits,
         fencing_token: fencing_token.as_ref(),
         forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     shell(ctx, writer(ctx, obj)).write(obj, &plan).await?;
@@ -510,6 +520,7 @@ mod tests {
             limits,
             fencing_token: None,
             forged_fencing_token: None,
+            creations_allowed: usize::MAX,
         };
         let now = Utc::now();
         let mut rates = ObjectRates::new(&limits, now);
@@ -575,6 +586,7 @@ mod tests {
             limits,
             fencing_token: None,
             forged_fencing_token: None,
+            creations_allowed: usize::MAX,
         };
         let mut rates = ObjectRates::new(&limits, plan_ctx.now);
         let before = rates.clone();

@@ -174,6 +174,7 @@ pub(super) async fn compute(
         // The stable version's plan carries the same mark: no difference.
         fencing_token: fencing_token.as_ref(),
         forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     };
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {

@@ -42,7 +42,7 @@ pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
 pub use clamps::status_size;
 pub use finalizer::{DeletionStep, FinalizerChange};
-pub use limits::{Admission, Breach, Limit, ObjectRates};
+pub use limits::{Admission, Breach, CreationBudget, Limit, ObjectRates};
 pub use names::{
     FINALIZER, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
@@ -93,6 +93,10 @@ pub struct PlanContext<'a> {
     /// ([`crate::lease::LaterTerm::Forged`]): the plan overwrites it and
     /// reports it ([`annotations::forged_report`]).
     pub forged_fencing_token: Option<&'a crate::lease::ForgedTerm>,
+    /// New children (not shown by the caches) this plan may create: what
+    /// the plugin's [`CreationBudget`] granted; `usize::MAX` when unbounded
+    /// (plans that are never written, tests).
+    pub creations_allowed: usize,
 }
 
 impl PlanContext<'_> {
@@ -418,6 +422,8 @@ pub fn reconcile(
     let apply = planned_children(observed, manifest, &desired.children)?;
     let prune = children::unwanted(observed.children, &apply);
     let mut breaches = Vec::new();
+    let (apply, breach) = clamps::creations(apply, ctx.creations_allowed, limits);
+    breaches.extend(breach);
     // Rate state changes only with a plan: a refused answer records nothing
     // and takes no event tokens.
     let mut next = rates.clone();

@@ -18,6 +18,7 @@ fn ctx(manifest: &Manifest) -> PlanContext<'_> {
         limits: ReconcileLimits::default(),
         fencing_token: None,
         forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     }
 }
 
