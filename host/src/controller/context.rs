@@ -95,6 +95,28 @@ impl Context {
             .take(wanted, limits, now)
     }
 
+    /// When `plan` left new children out for the creation budget and the
+    /// budget refills (its total is not spent): look again once a creation
+    /// is due (the refill, at least the shortest requeue), so they are
+    /// created without waiting for the resync.
+    pub(super) fn creations_wait(
+        &self,
+        plan: &plan::Plan,
+        limits: &ReconcileLimits,
+    ) -> Option<plan::Requeue> {
+        let clamped = plan
+            .breaches
+            .iter()
+            .any(|b| b.limit == plan::Limit::Creations);
+        let spent = crate::util::lock(&self.creations)
+            .as_ref()
+            .is_some_and(|budget| budget.spent(limits));
+        (clamped && !spent).then(|| {
+            let wait = limits.creation_refill.max(limits.min_requeue);
+            plan::Requeue::AfterMs(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+        })
+    }
+
     /// Gives back creations a plan did not use.
     pub(super) fn refund_creations(&self, unused: usize, limits: &ReconcileLimits) {
         if unused == 0 {

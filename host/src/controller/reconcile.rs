@@ -276,6 +276,9 @@ async fn run(
     ctx.with_rates(&key, &limits, |r| *r = rates);
     let creating = plan.apply.values().filter(|child| !child.exists).count();
     ctx.refund_creations(granted.saturating_sub(creating), &limits);
+    if let Some(wait) = ctx.creations_wait(&plan, &limits) {
+        plan.requeue = wait;
+    }
     let unchanged = plan::unchanged::skip(&mut plan, &owned, |child| ctx.applied.get(child));
     if !unchanged.is_empty() {
         tracing::trace!(plugin = %ctx.plugin, children = unchanged.len(), "unchanged children not applied");

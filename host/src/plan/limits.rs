@@ -123,6 +123,11 @@ impl CreationBudget {
             (self.bucket.tokens + unused_count as f64).min(f64::from(limits.creation_burst.max(1)));
     }
 
+    /// True when the total (`max_creations`) is spent: no refill helps.
+    pub fn spent(&self, limits: &ReconcileLimits) -> bool {
+        self.created >= limits.max_creations
+    }
+
     /// Children created so far.
     #[cfg(test)]
     fn created(&self) -> u64 {
@@ -425,6 +430,7 @@ mod tests {
         let later = start + chrono::Duration::seconds(10);
         assert_eq!(budget.take(10, &limits, later), 2);
         assert_eq!(budget.created(), 5);
+        assert!(budget.spent(&limits));
         let much_later = start + chrono::Duration::seconds(1000);
         assert_eq!(budget.take(10, &limits, much_later), 0);
     }
