@@ -314,7 +314,8 @@ async fn judge_later_term(
     theirs: u64,
 ) -> Result<ForgedTerm, ReconcileError> {
     let object = display_name(obj.namespace().as_deref(), &obj.name_any());
-    let issued = lease::issued_term(&ctx.client, ours).await;
+    // The host's own identity reads its Lease (a plugin's impersonated one may not).
+    let issued = lease::issued_term(&ctx.host_client, ours).await;
     match ours.judge_later_term(theirs, issued) {
         LaterTerm::Forged(forged) => {
             ctx.metrics.forged_fencing_token(&ctx.plugin);
