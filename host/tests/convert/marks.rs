@@ -54,6 +54,25 @@ async fn a_convert_that_forges_the_host_marks_is_answered_with_the_stored_marks(
     // of the host goes through the forger's `convert`.
     let fx = Fixture::start_with_storage("v1alpha1").await;
     fx.deploy("distributedkv_forger").await;
+    // kube-apiserver converts through the webhook a moment after the CRD
+    // says so (until then a v1beta1 read is the v1alpha1 spec relabelled):
+    // the object under test is created once a read is really converted.
+    fx.create_kv(alpha("probe", 1)).await;
+    let probes = fx.kvs("v1beta1");
+    wait_until(
+        "v1beta1 reads converted by the webhook",
+        CONVERGE,
+        || async {
+            let probe = probes.get("probe").await.map_err(|e| e.to_string())?;
+            let probe = serde_json::to_value(probe).map_err(|e| e.to_string())?;
+            if probe.pointer("/spec/replicaCount") == Some(&json!(1)) {
+                Ok(())
+            } else {
+                Err(probe.to_string())
+            }
+        },
+    )
+    .await;
     fx.create_kv(alpha("orders", 3)).await;
 
     // Reconciled by 1.3.0: the marks it wrote are stored as the host wrote
