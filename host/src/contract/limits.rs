@@ -54,6 +54,18 @@ pub struct ReconcileLimits {
     /// One more reconcile token per this interval. Default 2 s (30 a minute
     /// sustained: a requeue every second is a hot loop).
     pub reconcile_refill: Duration,
+    /// Children the plugin may create at once, over all its primaries (a
+    /// token bucket; applies to existing children are not creations).
+    /// Default 1000.
+    pub creation_burst: u32,
+    /// One more creation token per this interval. Default 100 ms (600 a
+    /// minute sustained).
+    pub creation_refill: Duration,
+    /// Children the plugin may create in all while this replica's
+    /// controller of it runs. Default 100,000. Beyond a bound, new children
+    /// are left out of the plan (`LimitExceeded`, limit `creations`) and
+    /// created by a later reconcile once the budget allows.
+    pub max_creations: u64,
 }
 
 /// Similar events (same type and reason) on one object within
@@ -76,6 +88,9 @@ impl Default for ReconcileLimits {
             min_requeue: Duration::from_secs(1),
             reconcile_burst: 50,
             reconcile_refill: Duration::from_secs(2),
+            creation_burst: 1000,
+            creation_refill: Duration::from_millis(100),
+            max_creations: 100_000,
         }
     }
 }

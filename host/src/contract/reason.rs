@@ -86,6 +86,12 @@ reasons! {
     /// The answer was clamped (a message truncated, events dropped, a
     /// requeue delayed, a rate limited); the write proceeded.
     LimitExceeded => Reconcile,
+    /// The object carried a fencing token of this replica's Lease above
+    /// every term the Lease has issued (a hand edit or another writer forged
+    /// it): the leader overwrote it with its own term and reported it
+    /// (`Degraded=True`, a Warning event,
+    /// `wasm_operator_forged_fencing_tokens_total`).
+    ForgedFencingToken => Reconcile,
     /// One object was reconciled more often than its rate limit allows
     /// (a Warning event); the next reconcile is delayed.
     HotLoop => Reconcile,

@@ -16,7 +16,9 @@ use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
 use crate::contract::{CallContext, ReconcileLimits};
 use crate::engine::CacheReader;
 use crate::lease::{ShardGates, WriteGate};
-use crate::plan::{self, ChildKey, MANAGED_BY_VERSION_ANNOTATION, ObjectRates, OwnedChild};
+use crate::plan::{
+    self, ChildKey, CreationBudget, MANAGED_BY_VERSION_ANNOTATION, ObjectRates, OwnedChild,
+};
 use crate::registry::{ActiveVersion, ServingVersions};
 use crate::telemetry::Metrics;
 
@@ -42,6 +44,9 @@ pub(super) struct Context {
     pub failures: Failures,
     /// Per-object rate-limit state (reconciles, events), by object key.
     pub rates: Mutex<HashMap<String, ObjectRates>>,
+    /// The plugin's creation budget over all its primaries (created with
+    /// the first reconcile's limits).
+    pub creations: Mutex<Option<CreationBudget>>,
     /// What the host last applied to each child: unchanged children are
     /// not applied again ([`plan::unchanged`]).
     pub applied: apply::AppliedChildren,
@@ -76,6 +81,50 @@ impl Context {
             .entry(key.to_string())
             .or_insert_with(|| ObjectRates::new(limits, now));
         f(entry)
+    }
+}
+
+impl Context {
+    /// Takes up to `wanted` creations from the plugin's budget; how many
+    /// were granted.
+    pub(super) fn take_creations(&self, wanted: usize, limits: &ReconcileLimits) -> usize {
+        let now = Utc::now();
+        let mut budget = crate::util::lock(&self.creations);
+        budget
+            .get_or_insert_with(|| CreationBudget::new(limits, now))
+            .take(wanted, limits, now)
+    }
+
+    /// When `plan` left new children out for the creation budget and the
+    /// budget refills (its total is not spent): look again once a creation
+    /// is due (the refill, at least the shortest requeue), so they are
+    /// created without waiting for the resync.
+    pub(super) fn creations_wait(
+        &self,
+        plan: &plan::Plan,
+        limits: &ReconcileLimits,
+    ) -> Option<plan::Requeue> {
+        let clamped = plan
+            .breaches
+            .iter()
+            .any(|b| b.limit == plan::Limit::Creations);
+        let spent = crate::util::lock(&self.creations)
+            .as_ref()
+            .is_some_and(|budget| budget.spent(limits));
+        (clamped && !spent).then(|| {
+            let wait = limits.creation_refill.max(limits.min_requeue);
+            plan::Requeue::AfterMs(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX))
+        })
+    }
+
+    /// Gives back creations a plan did not use.
+    pub(super) fn refund_creations(&self, unused: usize, limits: &ReconcileLimits) {
+        if unused == 0 {
+            return;
+        }
+        if let Some(budget) = crate::util::lock(&self.creations).as_mut() {
+            budget.refund(unused, limits);
+        }
     }
 }
 

@@ -172,7 +172,6 @@ impl ControllerHandle {
                 .chain(watched.iter().cloned())
                 .collect(),
         );
-
         let shutdown = CancellationToken::new();
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
         let (paced, paced_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -248,6 +247,7 @@ impl ControllerHandle {
             writes: options.writes.clone(),
             failures: Default::default(),
             rates: Default::default(),
+            creations: Default::default(),
             applied: Default::default(),
             primary_writes: Default::default(),
         });

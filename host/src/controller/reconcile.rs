@@ -19,6 +19,7 @@ use super::writes::{Memory, Outcome, Prepared, Shell, after_failure};
 use crate::apply::{self, ApplyError, Writer};
 use crate::cache::{CachedObject, NamespaceGate};
 use crate::contract::Desired;
+use crate::lease::{self, FencingToken, ForgedTerm, LaterTerm};
 use crate::migration;
 use crate::plan::{
     self, Admission, DeletionStep, MANAGED_BY_VERSION_ANNOTATION,
@@ -185,14 +186,13 @@ async fn run(
     // Fencing: an object a later leader wrote is not this replica's to
     // write (checked before the plugin call, which it would waste).
     let ours = ctx.writes_for(obj).fencing_token();
-    if let Some(theirs) = plan::annotations::newer_fencing_token(obj, ours.as_ref()) {
-        return Err(ReconcileError::StaleTerm {
-            plugin: ctx.plugin.clone(),
-            object: display_name(obj.namespace().as_deref(), &obj.name_any()),
-            theirs,
-            ours: ours.map_or(0, |t| t.term),
-        });
-    }
+    let forged = match (
+        plan::annotations::newer_fencing_token(obj, ours.as_ref()),
+        ours.as_ref(),
+    ) {
+        (Some(theirs), Some(token)) => Some(judge_later_term(obj, ctx, token, theirs).await?),
+        _ => None,
+    };
     if obj.metadata.deletion_timestamp.is_some() {
         return finalize(obj, ctx, active, attempt).await;
     }
@@ -235,10 +235,15 @@ async fn run(
     let shadow_job = shadow
         .zip(shadow_children)
         .map(|(candidate, children)| (candidate, children, desired.clone()));
-    let existing = existing(
-        ctx,
-        &plan::children::desired_keys(manifest, obj, &desired.children),
-    );
+    let desired_keys = plan::children::desired_keys(manifest, obj, &desired.children);
+    let existing = existing(ctx, &desired_keys);
+    // New children need the plugin's creation budget: taken before the
+    // plan, what it does not use given back after.
+    let wanted = desired_keys
+        .iter()
+        .filter(|key| !existing.contains_key(*key))
+        .count();
+    let granted = ctx.take_creations(wanted, &limits);
     let observed = Observed {
         primary: obj,
         children: &owned,
@@ -251,6 +256,8 @@ async fn run(
         now: Utc::now(),
         limits,
         fencing_token: fencing_token.as_ref(),
+        forged_fencing_token: forged.as_ref(),
+        creations_allowed: granted,
     };
     // A refused child means no plan, hence no write at all.
     // Planned on a copy, outside the lock (kube-runtime never reconciles
@@ -258,6 +265,7 @@ async fn run(
     let mut rates = ctx.with_rates(&key, &limits, |r| r.clone());
     let mut plan = plan_answer(&observed, &desired, &plan_ctx, &mut rates, &ctx.gate).inspect_err(
         |error| {
+            ctx.refund_creations(granted, &limits);
             if let ReconcileError::Plan(error) = error {
                 ctx.metrics.refusal(&ctx.plugin, error.reason());
                 if let Some(limit) = error.limit() {
@@ -267,6 +275,11 @@ async fn run(
         },
     )?;
     ctx.with_rates(&key, &limits, |r| *r = rates);
+    let creating = plan.apply.values().filter(|child| !child.exists).count();
+    ctx.refund_creations(granted.saturating_sub(creating), &limits);
+    if let Some(wait) = ctx.creations_wait(&plan, &limits) {
+        plan.requeue = wait;
+    }
     let unchanged = plan::unchanged::skip(&mut plan, &owned, |child| ctx.applied.get(child));
     if !unchanged.is_empty() {
         tracing::trace!(plugin = %ctx.plugin, children = unchanged.len(), "unchanged children not applied");
@@ -288,6 +301,42 @@ async fn run(
     }
     executed?;
     Ok(Outcome::of(plan.requeue))
+}
+
+/// Judges `theirs`, a later term of this replica's Lease found on `obj`,
+/// against what the Lease has issued (read now): a term the Lease issued is
+/// a later leader's, so nothing may be written ([`ReconcileError::StaleTerm`]);
+/// a term above all it issued is forged, counted and logged here, and
+/// returned for the plan to overwrite and report.
+async fn judge_later_term(
+    obj: &DynamicObject,
+    ctx: &Context,
+    ours: &FencingToken,
+    theirs: u64,
+) -> Result<ForgedTerm, ReconcileError> {
+    let object = display_name(obj.namespace().as_deref(), &obj.name_any());
+    // The host's own identity reads its Lease (a plugin's impersonated one may not).
+    let issued = lease::issued_term(&ctx.host_client, ours).await;
+    match ours.judge_later_term(theirs, issued) {
+        LaterTerm::Forged(forged) => {
+            ctx.metrics.forged_fencing_token(&ctx.plugin);
+            tracing::warn!(
+                plugin = %ctx.plugin,
+                %object,
+                "it carries fencing token {theirs}, newer than this replica's term {}, but Lease {} has issued terms up to {} only: the token is forged, and this leader overwrites it (ForgedFencingToken)",
+                ours.term,
+                forged.lease,
+                forged.issued
+            );
+            Ok(forged)
+        }
+        LaterTerm::Issued(theirs) => Err(ReconcileError::StaleTerm {
+            plugin: ctx.plugin.clone(),
+            object,
+            theirs,
+            ours: ours.term,
+        }),
+    }
 }
 
 /// The plan for the plugin's answer `desired` ([`plan::reconcile`]), refused
@@ -357,6 +406,8 @@ async fn finalize(
         now: Utc::now(),
         limits: active.limits,
         fencing_token: fencing_token.as_ref(),
+        forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     };
     let plan = plan::finalize(obj, answer, &plan_ctx);
     shell(ctx, writer(ctx, obj)).write(obj, &plan).await?;
@@ -417,7 +468,7 @@ async fn prepare(
         &ctx.primary,
         obj,
         &from,
-        &active.plugin,
+        active,
         &call_ctx,
         ctx.cache.clone(),
     )
@@ -476,6 +527,8 @@ mod tests {
             now: Utc::now(),
             limits,
             fencing_token: None,
+            forged_fencing_token: None,
+            creations_allowed: usize::MAX,
         };
         let now = Utc::now();
         let mut rates = ObjectRates::new(&limits, now);
@@ -542,6 +595,8 @@ mod tests {
             now: Utc::now(),
             limits,
             fencing_token: None,
+            forged_fencing_token: None,
+            creations_allowed: usize::MAX,
         };
         let mut rates = ObjectRates::new(&limits, plan_ctx.now);
         let before = rates.clone();

@@ -174,6 +174,8 @@ pub(super) async fn compute(
         limits: version.limits,
         // The stable version's plan carries the same mark: no difference.
         fencing_token: fencing_token.as_ref(),
+        forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     };
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {
@@ -223,13 +225,18 @@ async fn upgrade(
                 manifest.name, manifest.version
             )
         })?;
-    let write = migration::plan::finish(&object_json(obj, &ctx.primary), &answer, manifest)
-        .map_err(|problem| {
-            format!(
-                "plugin {} {} returned an invalid upgrade from {from}: {problem}",
-                manifest.name, manifest.version
-            )
-        })?;
+    let write = migration::plan::finish(
+        &object_json(obj, &ctx.primary),
+        &answer,
+        manifest,
+        &version.limits,
+    )
+    .map_err(|problem| {
+        format!(
+            "plugin {} {} returned an invalid upgrade from {from}: {problem}",
+            manifest.name, manifest.version
+        )
+    })?;
     let mut object = write.object;
     if let Some(status) = write.status {
         object.data["status"] = status;

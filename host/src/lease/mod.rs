@@ -30,6 +30,7 @@ mod coordinator;
 mod decision;
 mod elector;
 mod gate;
+mod issued;
 mod token;
 
 use std::time::Duration;
@@ -42,7 +43,8 @@ pub use decision::{
 };
 pub use elector::{ElectionStatus, LeaderElectionConfig, LeaderElector, REPORTER};
 pub use gate::{Fenced, InFlight, Leadership, ShardGates, WriteGate};
-pub use token::{FencingToken, TermOrder, lease_identity};
+pub use issued::issued_term;
+pub use token::{FencingToken, ForgedTerm, LaterTerm, TermOrder, lease_identity};
 
 /// The Lease's name when `--leader-election-id` is not given.
 pub const DEFAULT_LEASE_NAME: &str = "wasm-operator";

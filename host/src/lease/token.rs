@@ -55,6 +55,56 @@ impl FencingToken {
     }
 }
 
+/// A term of this replica's Lease on an object, later than this replica's
+/// own, judged against the terms the Lease has issued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaterTerm {
+    /// The Lease issued it: a later leader wrote the object, so this
+    /// replica must not (`StaleTerm`). Also the verdict when the Lease
+    /// cannot be read or was recreated: the safe side is not to write.
+    Issued(u64),
+    /// Above every term the Lease has issued: nobody issued it.
+    Forged(ForgedTerm),
+}
+
+/// A fencing token on an object that its Lease never issued: a hand edit
+/// or a writer other than the host forged it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForgedTerm {
+    /// The Lease the mark names (this replica's, [`lease_identity`]).
+    pub lease: Arc<str>,
+    /// The term the object carries.
+    pub term: u64,
+    /// The Lease's `leaseTransitions` as read now: the latest term it issued.
+    pub issued: u64,
+}
+
+impl FencingToken {
+    /// Judges `term`, a later term of this replica's Lease found on an
+    /// object ([`TermOrder::Newer`]), against `issued`: the Lease's
+    /// `leaseTransitions` read just now (`None` when it cannot be read or
+    /// is another Lease by now). Pure.
+    ///
+    /// A term above `issued` was never issued by any leader: forged. Any
+    /// other later term is a real later leader's.
+    pub fn judge_later_term(&self, term: u64, issued: Option<u64>) -> LaterTerm {
+        match issued {
+            Some(issued) if term > issued => LaterTerm::Forged(ForgedTerm {
+                lease: self.lease.clone(),
+                term,
+                issued,
+            }),
+            _ => LaterTerm::Issued(term),
+        }
+    }
+
+    /// `(namespace, name, uid)` of the Lease this token names.
+    pub fn lease_parts(&self) -> Option<(&str, &str, &str)> {
+        let mut parts = self.lease.splitn(3, '/');
+        Some((parts.next()?, parts.next()?, parts.next()?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +149,31 @@ mod tests {
         }
         // A mark without a Lease (written before tokens named theirs).
         assert_eq!(ours.newer_term_in(None, 7), TermOrder::OtherLease);
+    }
+
+    #[test]
+    fn a_later_term_above_what_the_lease_issued_is_forged() {
+        let ours = token("default/wasm-operator/u1", 3);
+        // The Lease issued 5: term 4 and 5 are real later leaders'.
+        assert_eq!(ours.judge_later_term(5, Some(5)), LaterTerm::Issued(5));
+        assert_eq!(ours.judge_later_term(4, Some(5)), LaterTerm::Issued(4));
+        // Term 6 and 2^64-1 were never issued.
+        for forged in [6, u64::MAX] {
+            assert_eq!(
+                ours.judge_later_term(forged, Some(5)),
+                LaterTerm::Forged(ForgedTerm {
+                    lease: Arc::from("default/wasm-operator/u1"),
+                    term: forged,
+                    issued: 5,
+                })
+            );
+        }
+        // The Lease unreadable (or recreated): never called forged.
+        assert_eq!(
+            ours.judge_later_term(u64::MAX, None),
+            LaterTerm::Issued(u64::MAX)
+        );
+        assert_eq!(ours.lease_parts(), Some(("default", "wasm-operator", "u1")));
+        assert_eq!(token("nonsense", 0).lease_parts(), None);
     }
 }

@@ -15,11 +15,12 @@ use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
 use super::{merge_upgraded, upgrade_from};
-use crate::contract::Manifest;
+use crate::contract::{Manifest, ReconcileLimits};
 use crate::plan::{
     MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
     MigrationState,
 };
+use crate::plan::{status_size, without_host_fields};
 
 /// The mark a failed upgrade leaves, so the next attempt walks again.
 pub const ON_FAILURE: MigrationState = MigrationState::Pending;
@@ -71,23 +72,54 @@ pub struct UpgradeWrite {
     /// its min-compatible version (or none).
     pub object: DynamicObject,
     /// The upgraded status, written through the status subresource when the
-    /// plugin changed it.
+    /// plugin changed it (without the host's `conditions` and
+    /// `observedGeneration`).
     pub status: Option<Value>,
+    /// What the plugin's answer changed that the host owns and put back or
+    /// dropped (field paths, for the log).
+    pub restored: Vec<String>,
 }
 
 /// The writes that complete an upgrade of `stored` (as marked in progress)
 /// to `manifest`'s version, from the plugin's answer `upgraded`.
 ///
+/// The answer goes through the checks reconcile's answer gets: the host's
+/// labels and annotations come from `stored` ([`merge_upgraded`]), the
+/// status loses `conditions` and `observedGeneration` (the host's,
+/// [`without_host_fields`]) and must fit `limits.max_status_bytes`
+/// ([`status_size`]).
+///
 /// # Errors
 ///
-/// What is wrong with the answer (an identity or forbidden field changed, not
-/// a Kubernetes object), for the `UpgradeFailed` message.
+/// What is wrong with the answer (an identity or forbidden field changed, a
+/// status above the limit, not a Kubernetes object), for the
+/// `UpgradeFailed` message.
 pub fn finish(
     stored: &Value,
     upgraded: &Value,
     manifest: &Manifest,
+    limits: &ReconcileLimits,
 ) -> Result<UpgradeWrite, String> {
     let merged = merge_upgraded(stored, upgraded)?;
+    let mut restored = merged.restored;
+    let status = match merged.status {
+        Some(Value::Object(mut status)) => {
+            restored.extend(
+                without_host_fields(&mut status)
+                    .into_iter()
+                    .map(|field| format!("status.{field}")),
+            );
+            let mut before = stored
+                .get("status")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            without_host_fields(&mut before);
+            (before != status).then_some(Value::Object(status))
+        }
+        other => other,
+    };
+    status_size(status.as_ref(), manifest, limits).map_err(|e| e.to_string())?;
     let mut object = merged.object;
     if let Some(annotations) = object
         .pointer_mut("/metadata/annotations")
@@ -110,7 +142,8 @@ pub fn finish(
         .map_err(|e| format!("the upgraded object is not a Kubernetes object: {e}"))?;
     Ok(UpgradeWrite {
         object,
-        status: merged.status,
+        status,
+        restored,
     })
 }
 
@@ -143,6 +176,10 @@ mod tests {
             },
             min_compatible_version: min_compatible.map(str::to_string),
         }
+    }
+
+    fn limits() -> ReconcileLimits {
+        ReconcileLimits::default()
     }
 
     fn stored(annotations: Value) -> Value {
@@ -210,7 +247,7 @@ mod tests {
         upgraded["spec"]["port"] = json!(8080);
         upgraded["status"]["phase"] = json!("Upgraded");
 
-        let write = finish(&before, &upgraded, &manifest("2.0.0", None)).unwrap();
+        let write = finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap();
         let annotations = write.object.annotations();
         assert_eq!(annotations[MANAGED_BY_VERSION_ANNOTATION], "2.0.0");
         assert_eq!(annotations[MIGRATION_STATE_ANNOTATION], "completed");
@@ -219,7 +256,13 @@ mod tests {
         assert_eq!(write.object.metadata.resource_version.as_deref(), Some("7"));
         assert_eq!(write.status, Some(json!({"phase": "Upgraded"})));
 
-        let declares = finish(&before, &before, &manifest("3.0.0", Some("3.0.0"))).unwrap();
+        let declares = finish(
+            &before,
+            &before,
+            &manifest("3.0.0", Some("3.0.0")),
+            &limits(),
+        )
+        .unwrap();
         assert_eq!(
             declares.object.annotations()[MIN_COMPATIBLE_VERSION_ANNOTATION],
             "3.0.0"
@@ -232,7 +275,73 @@ mod tests {
         let before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0"}));
         let mut upgraded = before.clone();
         upgraded["metadata"]["name"] = json!("other");
-        let problem = finish(&before, &upgraded, &manifest("2.0.0", None)).unwrap_err();
+        let problem = finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap_err();
         assert!(problem.contains("metadata.name"), "{problem}");
+    }
+
+    #[test]
+    fn upgrade_cannot_fake_observed_generation_or_conditions() {
+        let mut before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0"}));
+        before["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+        let mut upgraded = before.clone();
+        upgraded["status"]["observedGeneration"] = json!(99);
+        upgraded["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
+        let write = finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap();
+        // Only host fields changed: nothing of the status is written.
+        assert_eq!(write.status, None);
+        assert_eq!(
+            write.restored,
+            ["status.conditions", "status.observedGeneration"]
+        );
+        upgraded["status"]["phase"] = json!("Upgraded");
+        let write = finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap();
+        assert_eq!(write.status, Some(json!({"phase": "Upgraded"})));
+        // The object written keeps the stored status (the status goes
+        // through the subresource).
+        assert_eq!(write.object.data["status"], before["status"]);
+    }
+
+    #[test]
+    fn upgrade_status_above_the_limit_is_refused_naming_size_and_limit() {
+        let before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0"}));
+        let mut upgraded = before.clone();
+        upgraded["status"]["blob"] = json!("x".repeat(300));
+        let small = ReconcileLimits {
+            max_status_bytes: 256,
+            ..ReconcileLimits::default()
+        };
+        let problem = finish(&before, &upgraded, &manifest("2.0.0", None), &small).unwrap_err();
+        assert!(
+            problem.contains("plugin webapp 2.0.0 answered a status of")
+                && problem.contains("more than its limit of 256"),
+            "{problem}"
+        );
+        finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap();
+    }
+
+    #[test]
+    fn upgrade_cannot_change_host_labels_or_marks() {
+        let mut before = stored(json!({MANAGED_BY_VERSION_ANNOTATION: "1.0.0",
+                                       "wasm-operator.dev/fencing-token": "4"}));
+        before["metadata"]["labels"] = json!({"wasm-operator.dev/plugin": "webapp"});
+        let mut upgraded = before.clone();
+        upgraded["metadata"]["labels"] =
+            json!({"wasm-operator.dev/plugin": "other", "tier": "web"});
+        upgraded["metadata"]["annotations"] =
+            json!({"wasm-operator.dev/fencing-token": "18446744073709551615"});
+        let write = finish(&before, &upgraded, &manifest("2.0.0", None), &limits()).unwrap();
+        let labels = write.object.labels();
+        assert_eq!(labels["wasm-operator.dev/plugin"], "webapp");
+        assert_eq!(labels["tier"], "web");
+        let annotations = write.object.annotations();
+        assert_eq!(annotations["wasm-operator.dev/fencing-token"], "4");
+        assert_eq!(annotations[MANAGED_BY_VERSION_ANNOTATION], "2.0.0");
+        assert!(
+            write
+                .restored
+                .contains(&r#"metadata.labels["wasm-operator.dev/plugin"]"#.to_string()),
+            "{:?}",
+            write.restored
+        );
     }
 }

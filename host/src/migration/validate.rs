@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::plan::HOST_ANNOTATION_PREFIX;
+use crate::plan::marks::keep_host_marks;
 
 /// The object to write back after an upgrade.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,6 +13,9 @@ pub struct UpgradedObject {
     pub object: Value,
     /// The upgraded status, when the plugin changed it.
     pub status: Option<Value>,
+    /// The host marks the plugin changed and the merge put back (field
+    /// paths, for the log).
+    pub restored: Vec<String>,
 }
 
 /// Merges the allowed parts of `upgraded` into `stored`, or says which
@@ -67,33 +70,23 @@ pub fn merge_upgraded(stored: &Value, upgraded: &Value) -> Result<UpgradedObject
         .entry("metadata")
         .or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = metadata.as_object_mut() {
-        if let Some(labels) = upgraded.pointer("/metadata/labels") {
-            meta.insert("labels".into(), labels.clone());
-        }
-        let stored_annotations = stored
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let mut annotations: Map<String, Value> = upgraded
-            .pointer("/metadata/annotations")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_else(|| stored_annotations.clone());
-        // The host's own marks are never the plugin's to set or drop.
-        annotations.retain(|k, _| !k.starts_with(HOST_ANNOTATION_PREFIX));
-        for (k, v) in stored_annotations {
-            if k.starts_with(HOST_ANNOTATION_PREFIX) {
-                annotations.insert(k, v);
+        for field in ["labels", "annotations"] {
+            if let Some(value) = upgraded.pointer(&format!("/metadata/{field}")) {
+                meta.insert(field.into(), value.clone());
             }
         }
-        meta.insert("annotations".into(), Value::Object(annotations));
     }
+    // The host's own marks are never the plugin's to set or drop.
+    let restored = keep_host_marks(stored, &mut object);
     let status = new
         .get("status")
         .filter(|s| stored.get("status") != Some(*s))
         .cloned();
-    Ok(UpgradedObject { object, status })
+    Ok(UpgradedObject {
+        object,
+        status,
+        restored,
+    })
 }
 
 fn show(v: Option<&Value>) -> String {
@@ -136,6 +129,10 @@ mod tests {
             "1.0.0"
         );
         assert_eq!(out.object["metadata"]["finalizers"], json!(["f"]));
+        assert_eq!(
+            out.restored,
+            [r#"metadata.annotations["wasm-operator.dev/managed-by-version"]"#]
+        );
         assert_eq!(out.object["metadata"]["resourceVersion"], "7");
         assert_eq!(out.object["status"]["phase"], "Running");
         assert_eq!(out.status, Some(json!({"phase": "Upgraded"})));
@@ -162,6 +159,28 @@ mod tests {
             let err = merge_upgraded(&stored(), &up).unwrap_err();
             assert!(err.contains("may change only spec"), "{pointer}: {err}");
         }
+    }
+
+    #[test]
+    fn the_host_labels_and_annotations_come_from_the_stored_object() {
+        let mut stored = stored();
+        stored["metadata"]["labels"] = json!({"wasm-operator.dev/plugin": "webapp", "app.kubernetes.io/managed-by": "wasm-operator", "app": "a"});
+        let mut up = stored.clone();
+        up["metadata"]["labels"] = json!({"app.kubernetes.io/managed-by": "someone", "app": "b"});
+        up["metadata"]["annotations"] = json!({
+            "wasm-operator.dev/fencing-token": "18446744073709551615",
+            "wasm-operator.dev/min-compatible-version": "99.0.0",
+        });
+        let out = merge_upgraded(&stored, &up).unwrap();
+        assert_eq!(
+            out.object["metadata"]["labels"],
+            json!({"wasm-operator.dev/plugin": "webapp", "app.kubernetes.io/managed-by": "wasm-operator", "app": "b"})
+        );
+        assert_eq!(
+            out.object["metadata"]["annotations"],
+            json!({"wasm-operator.dev/managed-by-version": "1.0.0"})
+        );
+        assert_eq!(out.restored.len(), 5, "{:?}", out.restored);
     }
 
     #[test]

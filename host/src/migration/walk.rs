@@ -10,8 +10,9 @@ use serde_json::json;
 use super::plan::{self, WalkStart};
 use crate::cache::{object_json, object_text};
 use crate::contract::{CallContext, Failure};
-use crate::engine::{CacheReader, CallError, CallFailure, LoadedPlugin};
+use crate::engine::{CacheReader, CallError, CallFailure};
 use crate::plan::{MigrationState, display_name, field_manager};
+use crate::registry::ActiveVersion;
 
 /// Why an object's upgrade did not complete. Every variant leaves the
 /// object's migration-state at `pending` (best effort) so it is retried.
@@ -118,7 +119,8 @@ impl Job<'_> {
     }
 }
 
-/// Upgrades `obj` (last managed by `from`) with `plugin`: marks it
+/// Upgrades `obj` (last managed by `from`) with the plugin version `active`
+/// (its plugin, and its limits for the answer): marks it
 /// `pending` (unless already), then `in-progress`, calls the plugin's
 /// `upgrade`, validates the answer, writes it back with a resourceVersion
 /// precondition (status through the status subresource), and marks it
@@ -134,10 +136,11 @@ pub async fn upgrade_object(
     ar: &ApiResource,
     obj: &DynamicObject,
     from: &str,
-    plugin: &LoadedPlugin,
+    active: &ActiveVersion,
     ctx: &CallContext,
     cache: Arc<dyn CacheReader>,
 ) -> Result<UpgradeOutcome, MigrationError> {
+    let plugin = &active.plugin;
     let manifest = plugin.manifest();
     let api = match obj.namespace() {
         Some(ns) => Api::namespaced_with(client.clone(), &ns, ar),
@@ -191,10 +194,19 @@ pub async fn upgrade_object(
             return Err(job.fail(job.failed(message)).await);
         }
     };
-    let write = match plan::finish(&stored, &upgraded, manifest) {
+    let write = match plan::finish(&stored, &upgraded, manifest, &active.limits) {
         Ok(write) => write,
         Err(problem) => return Err(job.fail(job.failed(problem)).await),
     };
+    if !write.restored.is_empty() {
+        tracing::warn!(
+            plugin = %manifest.name,
+            version = %manifest.version,
+            object = %job.object,
+            fields = ?write.restored,
+            "the plugin's upgrade changed what the host owns; those fields were kept as stored"
+        );
+    }
     // `current`'s resourceVersion is in the object: a concurrent change fails
     // the write (409) instead of being overwritten.
     let mut written = match job

@@ -14,8 +14,9 @@ use super::names::{
     MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION, MIN_COMPATIBLE_VERSION_ANNOTATION,
     MigrationState,
 };
-use crate::contract::Manifest;
-use crate::lease::{FencingToken, TermOrder};
+use super::{EventAction, PlannedEvent, condition};
+use crate::contract::{Condition, Manifest, Reason};
+use crate::lease::{FencingToken, ForgedTerm, TermOrder};
 
 /// Annotation changes on the primary: a value sets the annotation, `None`
 /// removes it. Empty when nothing changes.
@@ -99,6 +100,26 @@ pub fn newer_fencing_token(obj: &DynamicObject, token: Option<&FencingToken>) ->
         TermOrder::Newer(term) => Some(term),
         TermOrder::NotNewer | TermOrder::OtherLease => None,
     }
+}
+
+/// The report of a forged fencing token (one its Lease never issued) that
+/// this reconcile overwrites with the leader's term `ours`:
+/// `Degraded=True`/`ForgedFencingToken` and a Warning event with the same
+/// message, naming the forged term, the Lease and the latest term it issued.
+pub fn forged_report(
+    forged: &ForgedTerm,
+    ours: Option<&FencingToken>,
+) -> (Condition, PlannedEvent) {
+    let ours = ours.map_or_else(|| "none".to_string(), |t| t.term.to_string());
+    let message = format!(
+        "the object carried fencing token {} of Lease {}, which has issued terms up to {} only: nobody issued it, so a hand edit or a writer other than the host forged it; the leader of term {ours} overwrote it with its own. Find the writer of the {FENCING_TOKEN_ANNOTATION} annotation (kubectl get --show-managed-fields)",
+        forged.term, forged.lease, forged.issued
+    );
+    let reason = Reason::ForgedFencingToken.as_str();
+    (
+        condition("Degraded", "True", reason, &message),
+        PlannedEvent::new(true, reason, message, EventAction::Reconcile),
+    )
 }
 
 #[cfg(test)]
@@ -213,6 +234,40 @@ mod tests {
         assert_eq!(
             version_marks(&obj, &declares_min)[MIN_COMPATIBLE_VERSION_ANNOTATION].as_deref(),
             Some("1.0.0")
+        );
+    }
+
+    #[test]
+    fn a_forged_token_is_reported_naming_term_lease_and_what_was_issued() {
+        let forged = ForgedTerm {
+            lease: std::sync::Arc::from(LEASE),
+            term: u64::MAX,
+            issued: 2,
+        };
+        let (condition, event) = forged_report(&forged, Some(&term(2)));
+        assert_eq!(
+            (condition.kind.as_str(), condition.status.as_str()),
+            ("Degraded", "True")
+        );
+        assert_eq!(condition.reason, "ForgedFencingToken");
+        assert_eq!(
+            condition.message,
+            "the object carried fencing token 18446744073709551615 of Lease default/wasm-operator/u1, which has issued terms up to 2 only: nobody issued it, so a hand edit or a writer other than the host forged it; the leader of term 2 overwrote it with its own. Find the writer of the wasm-operator.dev/fencing-token annotation (kubectl get --show-managed-fields)"
+        );
+        assert!(event.warning);
+        assert_eq!(event.reason, "ForgedFencingToken");
+        assert_eq!(event.message, condition.message);
+        // The mark this reconcile writes replaces the forged one.
+        let marked = with_annotations(
+            primary(),
+            &[
+                (FENCING_TOKEN_ANNOTATION, "18446744073709551615"),
+                (FENCING_LEASE_ANNOTATION, LEASE),
+            ],
+        );
+        assert_eq!(
+            fencing_mark(&marked, Some(&term(2)))[FENCING_TOKEN_ANNOTATION].as_deref(),
+            Some("2")
         );
     }
 }

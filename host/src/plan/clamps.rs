@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::{
-    ChildKey, ChildPrune, EventAction, PlanError, PlannedEvent, Requeue, condition, json_size,
+    ChildApply, ChildKey, ChildPrune, EventAction, PlanError, PlannedEvent, Requeue, condition,
+    json_size,
 };
 use crate::contract::{Condition, Event, Manifest, Reason, ReconcileLimits};
 use crate::plan::limits::{Breach, Limit, ObjectRates};
@@ -29,6 +30,36 @@ pub(super) fn children_count(
         count,
         limit: limits.max_children,
     })
+}
+
+/// The children to apply with at most `allowed` new ones (not shown by the
+/// caches; the first in key order are kept), and the breach naming how many
+/// were left out. Applies to existing children are never left out.
+pub(super) fn creations(
+    mut apply: BTreeMap<ChildKey, ChildApply>,
+    allowed: usize,
+    limits: &ReconcileLimits,
+) -> (BTreeMap<ChildKey, ChildApply>, Option<Breach>) {
+    let mut kept = 0usize;
+    let before = apply.len();
+    apply.retain(|_, child| {
+        if child.exists {
+            return true;
+        }
+        kept += 1;
+        kept <= allowed
+    });
+    let left_out = before - apply.len();
+    let breach = (left_out > 0).then(|| Breach {
+        limit: Limit::Creations,
+        detail: format!(
+            "{left_out} new children not created: the plugin may create {} at once and one more every {} ms, at most {} in all; they are created by a later reconcile once its budget allows",
+            limits.creation_burst,
+            limits.creation_refill.as_millis(),
+            limits.max_creations
+        ),
+    });
+    (apply, breach)
 }
 
 /// A `ChildPruned` event per pruned child, recorded only if it really was.
@@ -220,8 +251,14 @@ pub(super) fn host_conditions(
 }
 
 /// [`PlanError::StatusTooLarge`] when the status patch is larger than
-/// `limits.max_status_bytes`.
-pub(super) fn status_size(
+/// `limits.max_status_bytes`. Reconcile's answer and upgrade's go through
+/// it alike.
+///
+/// # Errors
+///
+/// [`PlanError::StatusTooLarge`], naming the plugin, its version, the size
+/// and the limit.
+pub fn status_size(
     status: Option<&serde_json::Value>,
     manifest: &Manifest,
     limits: &ReconcileLimits,
@@ -436,5 +473,49 @@ mod tests {
             }
             other => panic!("expected StatusTooLarge, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn new_children_beyond_the_allowance_are_left_out_and_existing_ones_applied() {
+        let child = |name: &str, exists: bool| {
+            (
+                ChildKey {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    namespace: Some("prod".into()),
+                    name: name.into(),
+                },
+                ChildApply {
+                    resource: kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+                        &(),
+                    ),
+                    document: json!({}),
+                    exists,
+                },
+            )
+        };
+        let apply: BTreeMap<_, _> = [
+            child("a", false),
+            child("b", true),
+            child("c", false),
+            child("d", false),
+        ]
+        .into_iter()
+        .collect();
+        let (all, breach) = creations(apply.clone(), 3, &limits());
+        assert_eq!(all.len(), 4);
+        assert!(breach.is_none());
+        let (kept, breach) = creations(apply, 1, &limits());
+        let names: Vec<&str> = kept.keys().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["a", "b"]);
+        let breach = breach.unwrap();
+        assert_eq!(breach.limit, Limit::Creations);
+        assert!(
+            breach
+                .detail
+                .starts_with("2 new children not created: the plugin may create 1000 at once and one more every 100 ms, at most 100000 in all"),
+            "{}",
+            breach.detail
+        );
     }
 }

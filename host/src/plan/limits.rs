@@ -36,6 +36,8 @@ pub enum Limit {
     RequeueAfter,
     /// Reconciles per object over time (a hot loop; delayed).
     ReconcileRate,
+    /// Children a plugin creates, at once and in all (the rest left out).
+    Creations,
 }
 
 impl Limit {
@@ -49,6 +51,7 @@ impl Limit {
             Limit::EventRate => "eventRate",
             Limit::RequeueAfter => "requeueAfter",
             Limit::ReconcileRate => "reconcileRate",
+            Limit::Creations => "creations",
         }
     }
 }
@@ -72,6 +75,63 @@ pub struct Breach {
 impl fmt::Display for Breach {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.limit, self.detail)
+    }
+}
+
+/// The creations a plugin may still make, over all its primaries: a token
+/// bucket (`creation_burst`, one more every `creation_refill`) and a total
+/// (`max_creations`) since its controller started. A reconcile takes what
+/// its new children need before planning ([`CreationBudget::take`]) and
+/// gives back what the plan did not use ([`CreationBudget::refund`]), so
+/// reconciles running at once never overdraw it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CreationBudget {
+    bucket: TokenBucket,
+    created: u64,
+}
+
+impl CreationBudget {
+    /// A full budget.
+    pub fn new(limits: &ReconcileLimits, now: DateTime<Utc>) -> CreationBudget {
+        CreationBudget {
+            bucket: TokenBucket::full(limits.creation_burst, now),
+            created: 0,
+        }
+    }
+
+    /// Takes up to `wanted` creations; returns how many were granted.
+    pub fn take(&mut self, wanted: usize, limits: &ReconcileLimits, now: DateTime<Utc>) -> usize {
+        let mut granted = 0;
+        while granted < wanted
+            && self.created < limits.max_creations
+            && self
+                .bucket
+                .take(limits.creation_burst, limits.creation_refill, now)
+                .is_ok()
+        {
+            granted += 1;
+            self.created += 1;
+        }
+        granted
+    }
+
+    /// Gives back `unused` creations [`CreationBudget::take`] granted.
+    pub fn refund(&mut self, unused: usize, limits: &ReconcileLimits) {
+        let unused_count = u64::try_from(unused).unwrap_or(u64::MAX);
+        self.created = self.created.saturating_sub(unused_count);
+        self.bucket.tokens =
+            (self.bucket.tokens + unused_count as f64).min(f64::from(limits.creation_burst.max(1)));
+    }
+
+    /// True when the total (`max_creations`) is spent: no refill helps.
+    pub fn spent(&self, limits: &ReconcileLimits) -> bool {
+        self.created >= limits.max_creations
+    }
+
+    /// Children created so far.
+    #[cfg(test)]
+    fn created(&self) -> u64 {
+        self.created
     }
 }
 
@@ -347,5 +407,31 @@ mod tests {
         // Ten minutes after the first, the window starts again.
         let (kept, _) = rates.correlate(vec![event("Boom")], &limits, t(601));
         assert_eq!(kept[0].message, "m");
+    }
+
+    #[test]
+    fn the_creation_budget_grants_a_burst_then_the_refill_and_never_past_the_total() {
+        let limits = ReconcileLimits {
+            creation_burst: 3,
+            creation_refill: Duration::from_secs(1),
+            max_creations: 5,
+            ..ReconcileLimits::default()
+        };
+        let start = Utc::now();
+        let mut budget = CreationBudget::new(&limits, start);
+        assert_eq!(budget.take(2, &limits, start), 2);
+        assert_eq!(budget.take(2, &limits, start), 1);
+        assert_eq!(budget.take(1, &limits, start), 0);
+        // What a plan did not use comes back.
+        budget.refund(1, &limits);
+        assert_eq!(budget.created(), 2);
+        assert_eq!(budget.take(5, &limits, start), 1);
+        // The refill grants more, up to the total.
+        let later = start + chrono::Duration::seconds(10);
+        assert_eq!(budget.take(10, &limits, later), 2);
+        assert_eq!(budget.created(), 5);
+        assert!(budget.spent(&limits));
+        let much_later = start + chrono::Duration::seconds(1000);
+        assert_eq!(budget.take(10, &limits, much_later), 0);
     }
 }

@@ -25,6 +25,7 @@ mod clamps;
 pub mod finalizer;
 pub mod host;
 pub mod limits;
+pub mod marks;
 pub mod names;
 pub mod status;
 pub mod unchanged;
@@ -40,13 +41,14 @@ use kube::api::{ApiResource, DynamicObject};
 
 pub use annotations::AnnotationChanges;
 pub use children::{ChildApply, ChildKey, ChildPrune};
+pub use clamps::status_size;
 pub use finalizer::{DeletionStep, FinalizerChange};
-pub use limits::{Admission, Breach, Limit, ObjectRates};
+pub use limits::{Admission, Breach, CreationBudget, Limit, ObjectRates};
 pub use names::{
-    FINALIZER, HOST_ANNOTATION_PREFIX, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
+    FINALIZER, MANAGED_BY_VERSION_ANNOTATION, MIGRATION_STATE_ANNOTATION,
     MIN_COMPATIBLE_VERSION_ANNOTATION, MigrationState, display_name, field_manager,
 };
-pub use status::build_status;
+pub use status::{build_status, without_host_fields};
 
 use crate::cache::CachedObject;
 use crate::contract::{Condition, Desired, Finalized, Grant, Manifest, Reason, ReconcileLimits};
@@ -91,6 +93,14 @@ pub struct PlanContext<'a> {
     /// on the primary ([`annotations::fencing_mark`]); `None` without
     /// leader election.
     pub fencing_token: Option<&'a crate::lease::FencingToken>,
+    /// A fencing token on the primary that its Lease never issued
+    /// ([`crate::lease::LaterTerm::Forged`]): the plan overwrites it and
+    /// reports it ([`annotations::forged_report`]).
+    pub forged_fencing_token: Option<&'a crate::lease::ForgedTerm>,
+    /// New children (not shown by the caches) this plan may create: what
+    /// the plugin's [`CreationBudget`] granted; `usize::MAX` when unbounded
+    /// (plans that are never written, tests).
+    pub creations_allowed: usize,
 }
 
 impl PlanContext<'_> {
@@ -429,6 +439,8 @@ pub fn reconcile(
     let apply = planned_children(observed, manifest, ctx.grant, &desired.children)?;
     let prune = children::unwanted(observed.children, &apply);
     let mut breaches = Vec::new();
+    let (apply, breach) = clamps::creations(apply, ctx.creations_allowed, limits);
+    breaches.extend(breach);
     // Rate state changes only with a plan: a refused answer records nothing
     // and takes no event tokens.
     let mut next = rates.clone();
@@ -437,7 +449,7 @@ pub fn reconcile(
     let (asked, breach) = clamps::plugin_events(&desired.events, limits);
     breaches.extend(breach);
     events.extend(asked);
-    let (events, dropped, breach) = clamps::event_rate(events, &mut next, limits, ctx.now);
+    let (mut events, dropped, breach) = clamps::event_rate(events, &mut next, limits, ctx.now);
     breaches.extend(breach);
     let events_dropped = dropped
         + desired
@@ -452,6 +464,12 @@ pub fn reconcile(
     let (requeue, breach) = clamps::hot_loop(next.take_throttled(), requeue, limits);
     breaches.extend(breach);
     clamps::host_conditions(&mut conditions, &breaches, manifest);
+    if let Some(forged) = ctx.forged_fencing_token {
+        let (degraded, event) = annotations::forged_report(forged, ctx.fencing_token);
+        conditions.retain(|c| c.kind != "Degraded");
+        conditions.push(degraded);
+        events.push(event);
+    }
     let status = build_status(
         primary,
         desired.status.as_ref(),

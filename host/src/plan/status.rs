@@ -31,9 +31,7 @@ pub fn build_status(
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({}));
     let body = patch.as_object_mut()?;
-    // The host owns these two; a plugin cannot fake them.
-    body.remove("conditions");
-    body.remove("observedGeneration");
+    without_host_fields(body);
     if let Some(g) = generation {
         body.insert("observedGeneration".into(), json!(g));
     }
@@ -69,6 +67,25 @@ pub fn build_status(
     let mut after = current_status.clone();
     json_patch::merge(&mut after, &patch);
     (after != current_status).then_some(patch)
+}
+
+/// The fields of `.status` the host owns: `conditions` (the host merges
+/// the answer's conditions by type) and `observedGeneration`.
+pub const HOST_STATUS_FIELDS: [&str; 2] = ["conditions", "observedGeneration"];
+
+/// Removes the [`HOST_STATUS_FIELDS`] from a status a plugin returned
+/// (`reconcile`'s fields or `upgrade`'s object), and returns the ones it
+/// had set.
+///
+/// # Guarantees
+///
+/// A plugin can fake neither `observedGeneration` (which says the object's
+/// spec was seen) nor the conditions through any answer.
+pub fn without_host_fields(status: &mut Map<String, Value>) -> Vec<&'static str> {
+    HOST_STATUS_FIELDS
+        .into_iter()
+        .filter(|field| status.remove(*field).is_some())
+        .collect()
 }
 
 #[cfg(test)]

@@ -24,6 +24,8 @@ fn ctx(manifest: &Manifest) -> PlanContext<'_> {
         now: Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().unwrap(),
         limits: ReconcileLimits::default(),
         fencing_token: None,
+        forged_fencing_token: None,
+        creations_allowed: usize::MAX,
     }
 }
 

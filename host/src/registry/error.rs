@@ -3,7 +3,7 @@
 //! [`PermissionDenial`], [`KindRefusal`]).
 
 use crate::cache::{DiscoveryError, KindProblem};
-use crate::contract::{Excess, Reason};
+use crate::contract::{Excess, ExcessKind, Reason};
 use crate::engine::EngineError;
 
 /// Why the registry refused or failed an operation.
@@ -59,10 +59,11 @@ pub enum RegistryError {
     },
     /// The manifest asks for more than the plugin's grant.
     #[error(
-        "plugin {} {} from {} asks for more than its grant: {}. Nothing of it was loaded{}. If the cluster operator agrees, widen the grant (WasmPlugin spec.permissions, or `run --grant FILE`); otherwise remove these kinds from the plugin's manifest",
+        "plugin {} {} from {} asks for more than its grant: {}. Nothing of it was loaded{}. {}",
         .0.name, .0.version, .0.source_name,
         .0.excesses.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "),
-        .0.serving.as_ref().map(|v| format!("; version {v} keeps serving")).unwrap_or_default()
+        .0.serving.as_ref().map(|v| format!("; version {v} keeps serving")).unwrap_or_default(),
+        .0.remedy()
     )]
     PermissionDenied(Box<PermissionDenial>),
     /// Another plugin already serves the candidate's primary kind.
@@ -224,6 +225,22 @@ pub struct PermissionDenial {
     pub excesses: Vec<Excess>,
     /// The version that serves under the plugin's name and keeps serving.
     pub serving: Option<String>,
+}
+
+impl PermissionDenial {
+    /// What to do: widen the grant, unless only kinds no grant allows were
+    /// refused.
+    fn remedy(&self) -> &'static str {
+        if self
+            .excesses
+            .iter()
+            .all(|e| matches!(e.problem, ExcessKind::HostOnly(_)))
+        {
+            "Remove these kinds from the plugin's manifest: no grant allows them"
+        } else {
+            "If the cluster operator agrees, widen the grant (WasmPlugin spec.permissions, or `run --grant FILE`); otherwise remove these kinds from the plugin's manifest"
+        }
+    }
 }
 
 /// A manifest refused because the cluster disagrees with its kinds.

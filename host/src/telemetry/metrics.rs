@@ -98,6 +98,12 @@ struct RefusalLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MarkLabels {
+    plugin: String,
+    via: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NameLabels {
     plugin: String,
 }
@@ -233,6 +239,7 @@ struct PluginFamilies {
     refusals: Family<FailureLabels, Counter>,
     plugin_ready: Family<PluginNameLabels, Gauge>,
     shadow_comparisons: Family<ShadowLabels, Counter>,
+    host_marks_restored: Family<MarkLabels, Counter>,
 }
 
 impl PluginFamilies {
@@ -310,6 +317,12 @@ impl PluginFamilies {
                 "Shadow computations of a canary candidate beside the stable version, by result (same, differ, error, skipped)",
                 Family::<ShadowLabels, Counter>::default(),
             ),
+            host_marks_restored: registered(
+                registry,
+                "wasm_operator_host_marks_restored",
+                "Host marks (wasm-operator.dev/* annotations and labels, app.kubernetes.io/managed-by) a plugin's answer changed and the host put back, by the call that tried (convert, upgrade)",
+                Family::<MarkLabels, Counter>::default(),
+            ),
         }
     }
 }
@@ -320,6 +333,7 @@ struct LeaseFamilies {
     leader_status: Family<LeaseLabels, Gauge>,
     leader_transitions: Family<LeaseTransitionLabels, Counter>,
     fenced_writes: Family<NameLabels, Counter>,
+    forged_tokens: Family<NameLabels, Counter>,
     shard_owned: Family<ShardLabels, Gauge>,
     shard_transitions: Family<ShardTransitionLabels, Counter>,
     shard_reconciles: Family<ShardPluginLabels, Counter>,
@@ -344,6 +358,12 @@ impl LeaseFamilies {
                 registry,
                 "wasm_operator_fenced_writes",
                 "Writes a plugin's controller dropped or refused by fencing: not the leader any more, or the object carries a newer fencing token",
+                Family::<NameLabels, Counter>::default(),
+            ),
+            forged_tokens: registered(
+                registry,
+                "wasm_operator_forged_fencing_tokens",
+                "Fencing tokens found on a plugin's primaries above every term their Lease has issued (forged); the leader overwrote each",
                 Family::<NameLabels, Counter>::default(),
             ),
             shard_owned: registered(
@@ -470,6 +490,17 @@ impl Metrics {
             .inc();
     }
 
+    /// A primary of `plugin` carried a forged fencing token (above every
+    /// term its Lease has issued).
+    pub fn forged_fencing_token(&self, plugin: &str) {
+        self.lease
+            .forged_tokens
+            .get_or_create(&NameLabels {
+                plugin: plugin.to_string(),
+            })
+            .inc();
+    }
+
     /// An answer of `plugin` breached `limit` (a `plan::Limit` name).
     pub fn limit_breach(&self, plugin: &str, limit: &str) {
         self.plugin
@@ -479,6 +510,21 @@ impl Metrics {
                 limit: limit.to_string(),
             })
             .inc();
+    }
+
+    /// `count` host marks a `via` call (`convert`, `upgrade`) of `plugin`
+    /// changed and the host restored.
+    pub fn host_marks_restored(&self, plugin: &str, via: &str, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.plugin
+            .host_marks_restored
+            .get_or_create(&MarkLabels {
+                plugin: plugin.to_string(),
+                via: via.to_string(),
+            })
+            .inc_by(count as u64);
     }
 
     /// `count` API writes of `kind` for `plugin`.

@@ -193,7 +193,8 @@ fn diff(a: &Value, b: &Value, path: String, out: &mut Vec<String>) {
 /// `apiVersion`) to each of `others` and back with `plugin`, and returns
 /// every object that does not come back identical or fails on the way.
 /// Each step is also held to the rules of a conversion webhook
-/// ([`review::check_converted`]).
+/// ([`review::check_converted`]) and gets the host's marks back as the
+/// webhook's answer would ([`review::keep_host_marks`]).
 pub async fn round_trip(
     plugin: &LoadedPlugin,
     objects: &[Value],
@@ -242,11 +243,13 @@ pub async fn round_trip(
 }
 
 async fn convert_checked(plugin: &LoadedPlugin, object: &Value, to: &str) -> Result<Value, String> {
-    let converted = plugin
+    let mut converted = plugin
         .convert(object.to_string(), to)
         .await
         .map_err(|e| e.to_string())?;
     review::check_converted(object, &converted, to)?;
+    // As the webhook answers: the host's marks as they went in.
+    review::keep_host_marks(object, &mut converted);
     Ok(converted)
 }
 

@@ -24,6 +24,11 @@
 //! - Answers never break the API server's rules: apiVersion as requested,
 //!   kind, name, namespace, uid and all metadata but labels and annotations
 //!   unchanged.
+//! - The host's marks (`wasm-operator.dev/*` annotations and labels,
+//!   `app.kubernetes.io/managed-by`) in an answer are the ones the object
+//!   came in with, whatever the plugin's `convert` returned
+//!   ([`review::keep_host_marks`]); a changed mark is put back, logged and
+//!   counted (`wasm_operator_host_marks_restored_total{via="convert"}`).
 //! - A version that fails the gate ([`gate::check`]) is never activated by
 //!   the WasmPlugin controller: the previous version keeps converting.
 //!

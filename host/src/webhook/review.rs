@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
+pub use crate::plan::marks::keep_host_marks;
+
 /// The part of a ConversionReview request the webhook needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReviewRequest {

@@ -187,7 +187,20 @@ async fn convert_all<'a>(
             .await
             .map_err(|e| e.to_string())
             .and_then(|out| review::check_converted(&original, &out, desired).map(|()| out))
-            .and_then(|out| {
+            .and_then(|mut out| {
+                let forged = review::keep_host_marks(&original, &mut out);
+                if !forged.is_empty() {
+                    tracing::warn!(
+                        plugin = %manifest.name,
+                        version = %manifest.version,
+                        object = %name,
+                        marks = ?forged,
+                        "the plugin's convert changed the host's marks; they were put back as stored (a plugin never writes them)"
+                    );
+                    registry
+                        .metrics()
+                        .host_marks_restored(&manifest.name, "convert", forged.len());
+                }
                 serde_json::value::to_raw_value(&out)
                     .map_err(|e| format!("its answer cannot be written back as JSON: {e}"))
             });

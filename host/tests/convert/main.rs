@@ -14,6 +14,7 @@ mod dev;
 mod gate;
 mod kv;
 mod limits;
+mod marks;
 mod served;
 mod storage;
 mod versions;

@@ -1,13 +1,16 @@
 //! Fencing tokens name their Lease: a term of another Lease (another
 //! namespace or name, as when the host moves to `POD_NAMESPACE`'s Lease) is
-//! not a newer term, and a change of the mark re-triggers a reconcile.
+//! not a newer term, and a change of the mark re-triggers a reconcile; a
+//! term above every one its Lease issued is forged: reported and
+//! overwritten (issue 23).
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
 use crate::replica::{
-    DEADLINE, Launch, Replica, TOKEN, apply_webapp, install_webapp_crd, tail, transitions,
+    DEADLINE, Launch, Replica, TOKEN, apply_webapp, install_webapp_crd, sum, tail, transitions,
     wait_for_holder, wait_reconciled_by, wait_token, webapps,
 };
 use crate::support;
@@ -101,11 +104,14 @@ async fn a_token_of_another_lease_is_no_newer_term_and_a_changed_mark_retriggers
         tail(&b.logs())
     );
 
-    // A later term of Lease B itself still fences (StaleTerm), and the
-    // change of the mark alone is what makes b look again.
+    // A later term of Lease B itself is judged against what Lease B has
+    // issued (issue 23): 9 is above it (Lease B issued no term past b's), so
+    // b reports it as forged and overwrites it; a term the Lease did issue
+    // still fences (StaleTerm, host/tests/lease/cutoff.rs). The change of the
+    // mark alone is what makes b look again.
     mark(&client, "scoped", json!("9"), json!(mark_b)).await;
     support::wait_until(
-        "b to refuse the newer term of its own Lease",
+        "b to judge the newer term of its own Lease",
         DEADLINE,
         || async {
             if b.logs()
@@ -118,9 +124,112 @@ async fn a_token_of_another_lease_is_no_newer_term_and_a_changed_mark_retriggers
         },
     )
     .await;
+    assert!(
+        b.logs()
+            .contains("the token is forged, and this leader overwrites it"),
+        "{}",
+        tail(&b.logs())
+    );
+    wait_token(&client, NS, "scoped", &term_b).await;
     // Removing the mark by hand (no spec change) re-triggers: b writes it
     // again.
     mark(&client, "scoped", Value::Null, Value::Null).await;
     wait_token(&client, NS, "scoped", &term_b).await;
     assert_eq!(lease_mark(&client, "scoped").await, Some(mark_b));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_above_what_the_lease_issued_is_reported_as_forged_and_overwritten() {
+    let cluster = support::start_cluster().await;
+    let client = cluster.client();
+    install_webapp_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let lease = "forged";
+    let a = Replica::start(&Launch::new(
+        "a",
+        cluster.kubeconfig_path(),
+        NS,
+        lease,
+        dir.path(),
+    ));
+    let held = wait_for_holder(&client, NS, lease, &["a"]).await;
+    let term = transitions(&held).to_string();
+    apply_webapp(&client, NS, "victim", 1).await;
+    wait_reconciled_by(&client, NS, "victim", &term).await;
+    let named = lease_mark(&client, "victim")
+        .await
+        .expect("the Lease is named");
+    let api = webapps(&client, NS);
+    let before = api.get("victim").await.expect("the WebApp");
+    let since = before.metadata.resource_version.clone().unwrap_or_default();
+
+    // 2^64-1 of a's own Lease: nobody issued it. Taken as a later term it
+    // would make every replica skip the object forever.
+    let forged = u64::MAX.to_string();
+    mark(&client, "victim", json!(forged), json!(named)).await;
+    // a overwrites it with its own term ...
+    wait_token(&client, NS, "victim", &term).await;
+    assert_eq!(lease_mark(&client, "victim").await, Some(named));
+    // ... and reports it: a Warning event, the metric, the log, and
+    // Degraded=True/ForgedFencingToken on the object (seen in the watch of
+    // its changes: the next reconcile reports Degraded=False again).
+    let message_part = format!("the object carried fencing token {forged} of Lease");
+    let events = support::wait_until("a ForgedFencingToken event", DEADLINE, || async {
+        let events = support::events_about(&client, NS, Some("WebApp"), "victim").await;
+        if events.iter().any(|(kind, reason, note)| {
+            kind == "Warning" && reason == "ForgedFencingToken" && note.contains(&message_part)
+        }) {
+            Ok(events)
+        } else {
+            Err(format!("{events:?}"))
+        }
+    })
+    .await;
+    assert!(
+        !events.iter().any(|(_, reason, _)| reason == "Fenced"),
+        "{events:?}"
+    );
+    let metrics = a.metrics().await.expect("a's metrics");
+    assert!(
+        sum(&metrics, "wasm_operator_forged_fencing_tokens_total{") >= 1.0,
+        "{metrics}"
+    );
+    assert!(
+        a.logs()
+            .contains("the token is forged, and this leader overwrites it"),
+        "{}",
+        tail(&a.logs())
+    );
+    let mut changes = api
+        .watch(&WatchParams::default(), &since)
+        .await
+        .expect("watch the WebApps")
+        .boxed();
+    let degraded = tokio::time::timeout(DEADLINE, async {
+        while let Some(event) = changes.try_next().await.expect("the watch") {
+            let (WatchEvent::Added(obj) | WatchEvent::Modified(obj)) = event else {
+                continue;
+            };
+            let obj = serde_json::to_value(&obj).expect("JSON");
+            let degraded = support::condition(&obj, "Degraded").cloned();
+            if obj.pointer("/metadata/name") == Some(&json!("victim"))
+                && degraded.as_ref().and_then(|c| c.get("reason"))
+                    == Some(&json!("ForgedFencingToken"))
+            {
+                return degraded;
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+    .expect("a Degraded=True/ForgedFencingToken condition in the WebApp's changes");
+    assert_eq!(degraded["status"], "True", "{degraded}");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&message_part)),
+        "{degraded}"
+    );
 }

@@ -1,6 +1,7 @@
 //! Security tests: the hostile test plugins (`plugins/fixtures/hostile`,
 //! `plugins/fixtures/hostile-liar`, `plugins/fixtures/hostile-core`,
-//! `plugins/fixtures/hostile-workloads`) attack the host through
+//! `plugins/fixtures/hostile-workloads`, `plugins/fixtures/hostile-recorder`,
+//! `plugins/fixtures/hostile-grower`) attack the host through
 //! the API it writes for them, on a real devcluster over HTTP. Every attack
 //! must end in a refusal or a clear condition, with nothing written that
 //! should not be, and the host serving everything else.
@@ -16,7 +17,9 @@ mod children;
 mod deletion;
 mod discovery;
 mod grants;
+mod growth;
 mod limits;
+mod recorder;
 mod status;
 mod workloads;
 
@@ -149,4 +152,12 @@ fn hostile_manifests_ask_for_dangerous_kinds() {
     );
     let (primary, _, _) = kinds("hostile_core");
     assert_eq!(primary, "ConfigMap");
+    let (primary, owns, _) = kinds("hostile_recorder");
+    assert_eq!(primary, "Attack");
+    assert_eq!(owns, ["Event", "Event"], "events.k8s.io and core Events");
+    let (primary, owns, _) = kinds("hostile_grower");
+    assert_eq!(
+        (primary.as_str(), owns.as_slice()),
+        ("Attack", ["Attack".to_string()].as_slice())
+    );
 }

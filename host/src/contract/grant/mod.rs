@@ -48,11 +48,22 @@
 //! `batch`, or a `*.k8s.io` group) as the primary needs an `own` entry
 //! naming it: the host puts its finalizer and annotations on every object of
 //! the primary kind it serves.
+//!
+//! # Never, or only named
+//!
+//! Events (core v1 and `events.k8s.io`) are the host's recorder's: no grant
+//! lets a plugin own them or reconcile them ([`host_only`]). A plugin's own
+//! primary kind as a child (`owns` listing the primary) needs an `own`
+//! entry naming the primary's group and kind exactly
+//! ([`owns_primary_granted`]); its creations are then bounded by the
+//! WasmPlugin's creation limits.
 
 mod rbac;
+mod reserved;
 mod workload;
 
 pub use rbac::{RbacRefusal, rbac_objects};
+pub use reserved::{host_only, owns_primary_granted};
 pub use workload::{
     NotAPodSpec, PodSecurityLevel, WorkloadGrant, WorkloadPolicy, WorkloadRule, WorkloadViolation,
     check_workload, pod_spec_path,
@@ -265,6 +276,11 @@ pub enum ExcessKind {
     Sensitive(&'static str),
     /// A built-in kind as the primary, not named exactly in `own`.
     BuiltInPrimary,
+    /// A kind only the host writes (the reason why): never granted.
+    HostOnly(&'static str),
+    /// The plugin's own primary kind as a child, without an `own` entry
+    /// naming it exactly.
+    OwnsPrimary,
     /// The grant's list does not include the kind.
     NotListed,
     /// The grant's list does not include the kind, but names one like it
@@ -306,6 +322,11 @@ impl fmt::Display for Excess {
             ExcessKind::BuiltInPrimary => write!(
                 f,
                 " (a built-in kind as the primary: the host would put its finalizer and annotations on every such object; needs {named} named exactly in own)"
+            ),
+            ExcessKind::HostOnly(why) => write!(f, " (never granted: {why})"),
+            ExcessKind::OwnsPrimary => write!(
+                f,
+                " (its own primary kind as a child: every child is a primary it reconciles again, so one object can grow without bound; needs {named} named exactly in own, and its creations are bounded by spec.limits.creationsPerMinute and creationsTotal)"
             ),
             ExcessKind::NotListed => {
                 write!(f, " (not in the grant's {} list)", self.access.field())
@@ -369,8 +390,30 @@ impl Grant {
         let uses = std::iter::once((Access::Primary, &manifest.primary))
             .chain(manifest.owns.iter().map(|k| (Access::Own, k)))
             .chain(manifest.watches.iter().map(|k| (Access::Read, k)));
+        let primary = GroupKind::of(&manifest.primary);
         for (access, kind) in uses {
             let gk = GroupKind::of(kind);
+            if access != Access::Read {
+                let problem = if let Some(why) = host_only(kind) {
+                    Some(ExcessKind::HostOnly(why))
+                } else if access == Access::Own
+                    && gk == primary
+                    && !owns_primary_granted(self.own.as_deref(), &manifest.primary)
+                {
+                    Some(ExcessKind::OwnsPrimary)
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    checked.push(gk);
+                    out.push(Excess {
+                        access,
+                        kind: kind.clone(),
+                        problem,
+                    });
+                    continue;
+                }
+            }
             // A kind owned (or the primary) is not checked again as read.
             if access != Access::Primary && checked.contains(&gk) {
                 continue;
@@ -849,6 +892,71 @@ mod tests {
         // The same built-in kind as a child is ordinary.
         let m = manifest(webapp(), vec![configmap()], vec![]);
         assert!(Grant::default().check(&m).is_empty());
+    }
+
+    #[test]
+    fn events_are_never_owned_or_reconciled_whatever_the_grant() {
+        let events = kind("events.k8s.io", "v1", "Event", "events", Scope::Namespaced);
+        let core_events = kind("", "v1", "Event", "events", Scope::Namespaced);
+        let everything = Grant {
+            own: Some(vec![
+                gk("example.com", "WebApp"),
+                gk("events.k8s.io", "Event"),
+                gk("", "Event"),
+            ]),
+            namespaces: Some(vec!["*".into()]),
+            cluster_scoped: true,
+            ..Grant::default()
+        };
+        for grant in [Grant::default(), everything] {
+            let m = manifest(webapp(), vec![events.clone(), core_events.clone()], vec![]);
+            let found = grant.check(&m);
+            assert_eq!(found.len(), 2, "{found:?}");
+            for excess in &found {
+                assert!(matches!(excess.problem, ExcessKind::HostOnly(_)));
+                let message = excess.to_string();
+                assert!(
+                    message.starts_with("owns ")
+                        && message
+                            .contains("Event (never granted: Events are the host's recorder's"),
+                    "{message}"
+                );
+            }
+            let primary = manifest(events.clone(), vec![], vec![]);
+            assert!(matches!(
+                grant.check(&primary)[0].problem,
+                ExcessKind::HostOnly(_)
+            ));
+        }
+        // Reading events stays an ordinary read.
+        let m = manifest(webapp(), vec![], vec![events]);
+        assert!(Grant::default().check(&m).is_empty());
+    }
+
+    #[test]
+    fn owning_the_primary_kind_needs_the_primary_named_in_own() {
+        let m = manifest(webapp(), vec![webapp(), deployment()], vec![]);
+        assert_eq!(
+            problems(&Grant::default(), &m),
+            vec![(Access::Own, "WebApp".to_string(), ExcessKind::OwnsPrimary)]
+        );
+        let message = Grant::default().check(&m)[0].to_string();
+        assert!(
+            message.contains("owns example.com/v1 WebApp (its own primary kind as a child")
+                && message.contains(r#"{group: "example.com", kind: WebApp} named exactly in own"#)
+                && message.contains("creationsPerMinute"),
+            "{message}"
+        );
+        let wildcard = Grant {
+            own: Some(vec![gk("example.com", "*"), gk("apps", "Deployment")]),
+            ..Grant::default()
+        };
+        assert_eq!(wildcard.check(&m).len(), 1, "a wildcard is not enough");
+        let named = Grant {
+            own: Some(vec![gk("example.com", "WebApp"), gk("apps", "Deployment")]),
+            ..Grant::default()
+        };
+        assert!(named.check(&m).is_empty());
     }
 
     #[test]

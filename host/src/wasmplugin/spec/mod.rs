@@ -233,6 +233,21 @@ pub struct LimitsSpec {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
     pub reconcile_refill: Option<String>,
+    /// Children the plugin may create at once, over all its primaries;
+    /// beyond it new children wait (LimitExceeded). Default 1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub creation_burst: Option<u32>,
+    /// One more creation per this interval. Default 100ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+(ms|s|m|h)$"))]
+    pub creation_refill: Option<String>,
+    /// Children the plugin may create in all while a replica's controller
+    /// of it runs; beyond it new children are not created
+    /// (LimitExceeded). Default 100000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100_000_000))]
+    pub max_creations: Option<u64>,
 }
 
 /// `status` of a WasmPlugin, as the WasmPlugin controller writes it: what
@@ -615,6 +630,15 @@ impl WasmPluginSpec {
         if let Some(value) = &spec.reconcile_refill {
             limits.reconcile_refill = parse_duration("limits.reconcileRefill", value)?;
         }
+        if let Some(n) = spec.creation_burst {
+            limits.creation_burst = n.max(1);
+        }
+        if let Some(value) = &spec.creation_refill {
+            limits.creation_refill = parse_duration("limits.creationRefill", value)?;
+        }
+        if let Some(n) = spec.max_creations {
+            limits.max_creations = n;
+        }
         Ok(limits)
     }
 
@@ -785,7 +809,8 @@ mod tests {
             "limits": {"maxChildren": 10, "maxStatusSize": "4Ki", "maxConditionMessage": "1Ki",
                        "maxEventsPerReconcile": 3, "eventBurst": 5, "eventRefill": "1m",
                        "minRequeueAfter": "2s", "reconcileBurst": 7, "reconcileRefill": "500ms",
-                       "logSize": "1Ki"},
+                       "logSize": "1Ki", "creationBurst": 4, "creationRefill": "1s",
+                       "maxCreations": 40},
         }}))
         .unwrap();
         let limits = set.reconcile_limits().unwrap();
@@ -801,6 +826,9 @@ mod tests {
                 min_requeue: Duration::from_secs(2),
                 reconcile_burst: 7,
                 reconcile_refill: Duration::from_millis(500),
+                creation_burst: 4,
+                creation_refill: Duration::from_secs(1),
+                max_creations: 40,
             }
         );
         assert_eq!(
