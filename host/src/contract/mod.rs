@@ -6,6 +6,7 @@
 //! contract before anything acts on it.
 
 mod grant;
+mod host_objects;
 pub mod limits;
 mod reason;
 
@@ -17,6 +18,7 @@ pub use grant::{
     SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group,
     rbac_objects, sensitivity,
 };
+pub use host_objects::{CANARY_DIFFS_SUFFIX, HOST_OBJECT_LABEL, HostObject, HostObjects};
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};
 

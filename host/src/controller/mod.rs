@@ -40,7 +40,7 @@ use crate::apply::EventSink;
 use crate::cache::{
     CacheLease, CacheView, CachedObject, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
-use crate::contract::ResourceKind;
+use crate::contract::{HostObjects, ResourceKind};
 use crate::lease::ShardGates;
 use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
@@ -126,6 +126,9 @@ pub struct ControllerOptions {
     /// Consulted before every write (the gate of the object's shard); its
     /// token is recorded on primaries.
     pub writes: ShardGates,
+    /// The host's namespaces and objects: outside the plugin's grant unless
+    /// it names the namespace; no child may be named like them.
+    pub host_objects: Arc<HostObjects>,
 }
 
 impl ControllerHandle {
@@ -153,7 +156,8 @@ impl ControllerHandle {
         let namespace_lease = grant
             .needs_namespace_labels()
             .then(|| cache.acquire(&namespace_kind(), None));
-        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store));
+        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store))
+            .reserving(options.host_objects.clone());
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = owns.iter().map(|k| cache.acquire(k, None)).collect();
         let watched: Vec<CacheLease> = watches

@@ -52,6 +52,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
+use crate::contract::HostObjects;
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
 use crate::lease::{
     ElectionStatus, LeaderElectionConfig, LeaderElector, Leadership, ShardCoordinator, ShardGates,
@@ -106,6 +107,12 @@ pub struct ManagerOptions {
     /// it is fetched (a file or ConfigMap change arrives as several
     /// notifications).
     pub source_settle: Duration,
+    /// The host's own namespaces and objects: no plugin's grant reaches
+    /// them unless it names the namespace exactly, and no child may be
+    /// named like them. The default reserves nothing (an embedded
+    /// manager); `wasm-operator run` fills it from the pod's namespace and
+    /// its flags.
+    pub host_objects: HostObjects,
 }
 
 impl Default for ManagerOptions {
@@ -117,6 +124,7 @@ impl Default for ManagerOptions {
             shards: 1,
             metrics_addr: None,
             source_settle: WasmPluginOptions::default().source_settle,
+            host_objects: HostObjects::default(),
         }
     }
 }
@@ -162,6 +170,8 @@ struct ControllerDeps {
     shards: ShardGates,
     controllers: Controllers,
     serving: Serving,
+    /// The host's namespaces and objects, kept from every plugin.
+    host_objects: Arc<HostObjects>,
 }
 
 impl ControllerDeps {
@@ -294,6 +304,7 @@ impl Manager {
             shards: shards.clone(),
             controllers: Controllers::default(),
             serving: Serving::default(),
+            host_objects: Arc::new(options.host_objects.clone()),
         };
         let mut electors = Vec::new();
         let mut coordinator = None;
@@ -891,6 +902,7 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
         &ControllerOptions {
             concurrency,
             writes: deps.shards.clone(),
+            host_objects: deps.host_objects.clone(),
         },
     );
     lock(&deps.controllers).insert(name, controller);

@@ -452,6 +452,15 @@ impl Grant {
         listed || selected
     }
 
+    /// True when the `namespaces` list names `namespace` exactly (not
+    /// through `"*"`): what grants one of the host's own namespaces
+    /// ([`crate::contract::HostObjects::grants_namespace`]).
+    pub fn names_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_deref()
+            .is_some_and(|l| l.iter().any(|n| n == namespace))
+    }
+
     /// True when deciding a namespace needs its Namespace object's labels.
     pub fn needs_namespace_labels(&self) -> bool {
         self.namespace_selector.is_some()

@@ -23,7 +23,7 @@ pub(super) const DIFFS_MANAGER: &str = "wasm-operator-canary";
 /// The namespace of the diffs ConfigMaps: the host's own (from
 /// `POD_NAMESPACE`, set by deploy/deployment.yaml's downward API), else
 /// `default`.
-pub(super) fn diffs_namespace() -> String {
+pub fn diffs_namespace() -> String {
     std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|ns| !ns.is_empty())
@@ -32,7 +32,7 @@ pub(super) fn diffs_namespace() -> String {
 
 /// The name of WasmPlugin `wasmplugin`'s diffs ConfigMap.
 pub fn diffs_config_map_name(wasmplugin: &str) -> String {
-    format!("{wasmplugin}-canary-diffs")
+    format!("{wasmplugin}{}", crate::contract::CANARY_DIFFS_SUFFIX)
 }
 
 /// The diffs document of WasmPlugin `wasmplugin`'s canary of `plugin`,
