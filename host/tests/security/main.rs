@@ -15,6 +15,7 @@ mod children;
 mod deletion;
 mod discovery;
 mod grants;
+mod host_objects;
 mod limits;
 mod status;
 
