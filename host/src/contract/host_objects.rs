@@ -69,6 +69,54 @@ impl fmt::Display for HostObject {
     }
 }
 
+impl HostObject {
+    /// The value of [`HOST_OBJECT_LABEL`] on this object when the host
+    /// created it.
+    pub const fn label_value(&self) -> &'static str {
+        match self {
+            HostObject::LeaderLease => "leader-lease",
+            HostObject::ShardLease => "shard-lease",
+            HostObject::MemberLease => "member-lease",
+            HostObject::WebhookSecret => "webhook-cert",
+            HostObject::CanaryDiffs => "canary-diffs",
+        }
+    }
+
+    /// The labels the host creates this object with.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(
+            HOST_OBJECT_LABEL.to_string(),
+            self.label_value().to_string(),
+        )])
+    }
+
+    /// True when an existing object with `labels` is this host object as
+    /// the host created it: it carries [`HOST_OBJECT_LABEL`] with this
+    /// object's value and is no plugin's child. Anything else at the
+    /// host's name is a squatter, never used or taken over.
+    pub fn created_by_host(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        labels.is_some_and(|labels| {
+            labels.get(HOST_OBJECT_LABEL).map(String::as_str) == Some(self.label_value())
+                && !labels.contains_key(PLUGIN_CHILD_LABEL)
+        })
+    }
+
+    /// What a squatter at `kind namespace/name` means and what the cluster
+    /// operator does about it, for logs, `/readyz` and status.
+    pub fn squatter_message(&self, kind: &str, namespace: &str, name: &str) -> String {
+        format!(
+            "{kind} {namespace}/{name} is named like {self} but the host did not create it (it lacks the label {HOST_OBJECT_LABEL}={}); the host neither uses nor takes over an object it did not create. Check who planted it, then delete it (kubectl -n {namespace} delete {} {name}) and the host creates its own",
+            self.label_value(),
+            kind.to_ascii_lowercase()
+        )
+    }
+}
+
+/// The label the host puts on every plugin child, naming the plugin
+/// (`crate::plan::PLUGIN_LABEL`): an object carrying it is a child, never
+/// a host object.
+pub const PLUGIN_CHILD_LABEL: &str = "wasm-operator.dev/plugin";
+
 impl HostObjects {
     /// Nothing reserved yet; `pod_namespace` (the namespace the host runs
     /// in, when it runs in a pod) is reserved.

@@ -18,7 +18,9 @@ pub use grant::{
     SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef, is_built_in_group,
     rbac_objects, sensitivity,
 };
-pub use host_objects::{CANARY_DIFFS_SUFFIX, HOST_OBJECT_LABEL, HostObject, HostObjects};
+pub use host_objects::{
+    CANARY_DIFFS_SUFFIX, HOST_OBJECT_LABEL, HostObject, HostObjects, PLUGIN_CHILD_LABEL,
+};
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};
 

@@ -660,6 +660,16 @@ fn leadership_check(
     leadership: Leadership,
     status: &crate::lease::ElectionStatus,
 ) -> ReadinessCheck {
+    if let Some(squatter) = &status.squatter {
+        // Not ready: this replica will not lead until the cluster operator
+        // deletes the planted Lease.
+        return ReadinessCheck {
+            name: "leader-election".to_string(),
+            plugin: None,
+            ready: false,
+            detail: squatter.clone(),
+        };
+    }
     let holder = status.holder.as_deref().unwrap_or("nobody");
     let version = status.holder_version.as_deref().unwrap_or("unknown");
     let detail = match (leadership.leading, leadership.draining) {
@@ -979,6 +989,24 @@ fn starts_dry_run(rollout: &Rollout, state: DryRunState, running: bool, restarte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planted_leader_lease_fails_readiness_naming_it() {
+        let squatter = "Lease ops/wasm-operator is named like the host's leader-election Lease but the host did not create it";
+        let status = crate::lease::ElectionStatus {
+            squatter: Some(squatter.to_string()),
+            ..Default::default()
+        };
+        let check = leadership_check("ops/wasm-operator", Leadership::default(), &status);
+        assert!(!check.ready);
+        assert_eq!(check.detail, squatter);
+        let check = leadership_check(
+            "ops/wasm-operator",
+            Leadership::default(),
+            &crate::lease::ElectionStatus::default(),
+        );
+        assert!(check.ready, "a standby replica is ready");
+    }
 
     #[test]
     fn a_dry_run_starts_once_per_candidate_and_again_after_a_restart() {
