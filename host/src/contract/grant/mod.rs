@@ -11,7 +11,9 @@
 //! - `read: [{group, kind}]`: kinds it may only read (`watches`). Kinds
 //!   granted in `own` are readable too.
 //! - `namespaces: [..]`: where primaries are served, children written and
-//!   cache reads answered; `"*"` means every namespace, system ones included.
+//!   cache reads answered; `"*"` means every namespace, system ones included
+//!   (the host's own namespaces only when listed by name:
+//!   [`crate::contract::HostObjects`]).
 //! - `namespaceSelector`: a label selector on Namespace objects
 //!   (`matchLabels`, `matchExpressions`). With `namespaces` too, a namespace
 //!   is granted when it is listed **or** selected.
