@@ -40,7 +40,7 @@ use crate::apply::EventSink;
 use crate::cache::{
     CacheLease, CacheView, CachedObject, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
-use crate::contract::{HostObjects, ResourceKind};
+use crate::contract::{Grant, HostObjects, ResourceKind};
 use crate::lease::ShardGates;
 use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
@@ -131,6 +131,22 @@ pub struct ControllerOptions {
     pub host_objects: Arc<HostObjects>,
 }
 
+/// The gate of a plugin's `grant` (keeping it out of the host's namespaces),
+/// and the Namespace cache it reads when the grant selects namespaces by
+/// label.
+fn namespace_gate(
+    cache: &SharedCache,
+    grant: Arc<Grant>,
+    host_objects: &Arc<HostObjects>,
+) -> (NamespaceGate, Option<CacheLease>) {
+    let namespace_lease = grant
+        .needs_namespace_labels()
+        .then(|| cache.acquire(&namespace_kind(), None));
+    let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store))
+        .reserving(host_objects.clone());
+    (gate, namespace_lease)
+}
+
 impl ControllerHandle {
     /// Starts the controller of the plugin whose serving state is `versions`
     /// (its primary, owned and watched kinds are read from the stable
@@ -152,12 +168,7 @@ impl ControllerHandle {
             Some(account) => crate::apply::impersonating(client, account),
             None => client,
         };
-        // Namespace labels, only when the grant selects namespaces by them.
-        let namespace_lease = grant
-            .needs_namespace_labels()
-            .then(|| cache.acquire(&namespace_kind(), None));
-        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store))
-            .reserving(options.host_objects.clone());
+        let (gate, namespace_lease) = namespace_gate(cache, grant, &options.host_objects);
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = owns.iter().map(|k| cache.acquire(k, None)).collect();
         let watched: Vec<CacheLease> = watches
