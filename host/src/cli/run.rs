@@ -682,6 +682,45 @@ mod tests {
     }
 
     #[test]
+    fn the_host_reserves_the_namespaces_its_flags_name_and_protects_its_names() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let cli = super::super::Cli::try_parse_from(
+                ["wasm-operator", "run", "--leader-elect"]
+                    .iter()
+                    .chain(extra)
+                    .copied(),
+            )
+            .unwrap();
+            let super::super::Command::Run(args) = cli.command else {
+                panic!("{cli:?}")
+            };
+            let election = args.election.config("fallback").unwrap();
+            host_objects(&args, election.as_ref())
+        };
+        let host = parse(&[
+            "--leader-election-namespace",
+            "ops",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-secret",
+            "certs/cert",
+        ]);
+        assert!(host.is_host_namespace("ops") && host.is_host_namespace("certs"));
+        let claimed = |host: &HostObjects, ns: &str| {
+            host.claimed("coordination.k8s.io", "Lease", Some(ns), "wasm-operator")
+        };
+        assert!(claimed(&host, "ops").is_some());
+        assert!(host.claimed("", "Secret", Some("certs"), "cert").is_some());
+        // Fallbacks outside a pod reserve nothing; the names stay protected.
+        if crate::lease::pod_namespace().is_none() {
+            let host = parse(&[]);
+            assert!(!host.is_host_namespace("fallback"));
+            assert!(claimed(&host, "fallback").is_some());
+        }
+    }
+
+    #[test]
     fn parses_config_for() {
         let configs =
             parse_configs(&["webapp={\"a\":1}".to_string(), "x = []".to_string()]).unwrap();
