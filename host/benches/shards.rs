@@ -101,9 +101,16 @@ impl Replica {
         let port = free_port();
         let log = std::fs::File::create(dir.join(format!("{name}.log")))
             .unwrap_or_else(|e| panic!("cannot create the replica's log: {e}"));
+        // The Lease's namespace is the host's: the WebApps in it are served
+        // only because the grant names it.
+        let grant = dir.join(format!("{name}-grant.yaml"));
+        std::fs::write(&grant, format!("namespaces: [{NS}]\n"))
+            .unwrap_or_else(|e| panic!("cannot write the replica's grant: {e}"));
         let child = Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
             .args(["run", "--plugin"])
             .arg(&wasm)
+            .arg("--grant")
+            .arg(&grant)
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])

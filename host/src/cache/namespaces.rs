@@ -7,7 +7,7 @@ use kube::runtime::reflector::{ObjectRef as StoreRef, Store};
 use kube::{Resource, ResourceExt};
 
 use super::{CachedObject, api_resource};
-use crate::contract::{Grant, ResourceKind, Scope};
+use crate::contract::{Grant, HostObjects, ResourceKind, Scope};
 
 /// v1 Namespace, the kind a grant's `namespaceSelector` selects.
 pub fn namespace_kind() -> ResourceKind {
@@ -23,11 +23,13 @@ pub fn namespace_kind() -> ResourceKind {
 /// Answers "is this namespace granted?" for one plugin: its [`Grant`] and,
 /// when the grant has a `namespaceSelector`, the shared cache's store of
 /// Namespace objects (a namespace not in it yet is not selected: fail
-/// closed, and it is re-checked on the next event).
+/// closed, and it is re-checked on the next event). The host's own
+/// namespaces ([`HostObjects`]) are allowed only when the grant names them.
 #[derive(Clone)]
 pub struct NamespaceGate {
     grant: Arc<Grant>,
     namespaces: Option<Store<CachedObject>>,
+    host: Arc<HostObjects>,
 }
 
 impl std::fmt::Debug for NamespaceGate {
@@ -42,7 +44,24 @@ impl NamespaceGate {
     /// A gate for `grant`; `namespaces` is the Namespace store, needed when
     /// [`Grant::needs_namespace_labels`].
     pub fn new(grant: Arc<Grant>, namespaces: Option<Store<CachedObject>>) -> NamespaceGate {
-        NamespaceGate { grant, namespaces }
+        NamespaceGate {
+            grant,
+            namespaces,
+            host: Arc::default(),
+        }
+    }
+
+    /// The same gate, keeping the plugin out of the host's namespaces
+    /// unless its grant names them exactly.
+    #[must_use]
+    pub fn reserving(mut self, host: Arc<HostObjects>) -> NamespaceGate {
+        self.host = host;
+        self
+    }
+
+    /// The host's namespaces and objects this gate keeps the plugin from.
+    pub fn host(&self) -> &HostObjects {
+        &self.host
     }
 
     /// True when objects in `namespace` are granted.
@@ -55,7 +74,8 @@ impl NamespaceGate {
                 ))
                 .map(|ns| ns.labels().clone())
         });
-        self.grant.namespace_allowed(namespace, labels.as_ref())
+        self.host
+            .grants_namespace(&self.grant, namespace, labels.as_ref())
     }
 
     /// True when `obj` is in a granted namespace; cluster-scoped objects
@@ -69,6 +89,13 @@ impl NamespaceGate {
 
     /// The grant's namespaces, for messages.
     pub fn describe(&self) -> String {
-        self.grant.describe_namespaces()
+        let granted = self.grant.describe_namespaces();
+        if self.host.namespaces().next().is_none() {
+            return granted;
+        }
+        format!(
+            "{granted}; the host's own namespaces ({}) only when named in spec.permissions.namespaces",
+            self.host.describe_namespaces()
+        )
     }
 }

@@ -16,6 +16,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{CliError, OutputFormat};
+use crate::contract::HostObject;
 use crate::wasmplugin::spec::CanaryStatus;
 use crate::wasmplugin::{ACTION_ANNOTATION, DIFFS_KEY, api_resource, diffs_config_map_name};
 
@@ -75,6 +76,17 @@ pub enum CanaryCliError {
         config_map: String,
         /// What was missing.
         why: String,
+    },
+    /// The diffs ConfigMap was not created by the host (a squatter): its
+    /// figures are not the canary's.
+    #[error(
+        "no shadow diffs for WasmPlugin {name}: {message}. Its content is not the canary's diffs; do not promote on it"
+    )]
+    DiffsNotTheHosts {
+        /// The WasmPlugin.
+        name: String,
+        /// The squatter, what it means and what to do.
+        message: String,
     },
     /// The API server refused.
     #[error("cannot {what} WasmPlugin {name}: {source}")]
@@ -217,8 +229,14 @@ async fn diffs(client: &kube::Client, t: &Target) -> Result<Value, CanaryCliErro
         config_map: config_map.clone(),
         why: why.to_string(),
     };
+    let found = found.ok_or_else(|| no_diffs("does not exist"))?;
+    if !HostObject::CanaryDiffs.created_by_host(found.metadata.labels.as_ref()) {
+        return Err(CanaryCliError::DiffsNotTheHosts {
+            name: t.name.clone(),
+            message: HostObject::CanaryDiffs.squatter_message("ConfigMap", &namespace, &name),
+        });
+    }
     let text = found
-        .ok_or_else(|| no_diffs("does not exist"))?
         .data
         .and_then(|mut d| d.remove(DIFFS_KEY))
         .ok_or_else(|| no_diffs(&format!("has no key {DIFFS_KEY}")))?;
@@ -331,6 +349,9 @@ pub fn render_status(s: &CanaryStatus) -> String {
             out,
             "Diffs:      ConfigMap {cm} (wasm-operator canary diff)"
         );
+    }
+    if let Some(squatter) = &s.diffs_not_the_hosts {
+        let _ = writeln!(out, "Diffs:      none: {squatter}");
     }
     out
 }

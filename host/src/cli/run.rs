@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::webhook::WebhookArgs;
 use super::{CliError, connect};
-use crate::contract::Grant;
+use crate::contract::{Grant, HostObjects};
 use crate::engine::InstanceAllocation;
 use crate::lease::{LeaderElectionConfig, LeaseError};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
@@ -410,6 +410,27 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The host's own namespaces and objects, computed once: the pod's
+/// namespace, the leader-election Lease's and the webhook certificate
+/// Secret's when a flag names them (a fallback to the kubeconfig context's
+/// or `default` outside a pod reserves nothing; the objects' names are
+/// protected anyway), and where the canary diffs ConfigMaps go.
+fn host_objects(args: &RunArgs, leader_election: Option<&LeaderElectionConfig>) -> HostObjects {
+    let mut host = HostObjects::new(crate::lease::pod_namespace().as_deref())
+        .with_canary_diffs(&crate::wasmplugin::diffs_namespace());
+    if let Some(config) = leader_election {
+        let named = args.election.leader_election_namespace.is_some();
+        host = host.with_leader_election(&config.namespace, &config.name, named);
+    }
+    let webhook = args.webhook.webhook_addr.is_some() && args.webhook.webhook_cert_dir.is_none();
+    if webhook {
+        let named = args.webhook.webhook_secret.is_some();
+        let (namespace, name) = args.webhook.secret();
+        host = host.with_webhook_secret(&namespace, &name, named);
+    }
+    host
+}
+
 /// Waits until the API server at `url` answers (any HTTP answer counts:
 /// it is reachable), retrying with backoff and saying which server and why
 /// at every try. Cancelled by dropping it (the caller selects on signals).
@@ -453,6 +474,11 @@ async fn start(
         .election
         .config(client.default_namespace())
         .map_err(RunError::LeaderElection)?;
+    let host_objects = host_objects(args, leader_election.as_ref());
+    tracing::info!(
+        namespaces = %host_objects.describe_namespaces(),
+        "the host's own namespaces: outside every plugin's grant unless it names them"
+    );
     let manager = Manager::start(
         client.clone(),
         ManagerOptions {
@@ -462,6 +488,7 @@ async fn start(
             leader_election,
             shards: usize::from(args.election.shards),
             metrics_addr: Some(args.metrics_addr),
+            host_objects,
             ..ManagerOptions::default()
         },
     )
@@ -652,6 +679,45 @@ mod tests {
         assert_eq!(delays[1], REACH_FIRST_DELAY * 2);
         assert!(delays.windows(2).all(|w| w[0] <= w[1]));
         assert_eq!(*delays.last().unwrap(), REACH_MAX_DELAY);
+    }
+
+    #[test]
+    fn the_host_reserves_the_namespaces_its_flags_name_and_protects_its_names() {
+        use clap::Parser;
+        let parse = |extra: &[&str]| {
+            let cli = super::super::Cli::try_parse_from(
+                ["wasm-operator", "run", "--leader-elect"]
+                    .iter()
+                    .chain(extra)
+                    .copied(),
+            )
+            .unwrap();
+            let super::super::Command::Run(args) = cli.command else {
+                panic!("{cli:?}")
+            };
+            let election = args.election.config("fallback").unwrap();
+            host_objects(&args, election.as_ref())
+        };
+        let host = parse(&[
+            "--leader-election-namespace",
+            "ops",
+            "--webhook-addr",
+            "127.0.0.1:0",
+            "--webhook-secret",
+            "certs/cert",
+        ]);
+        assert!(host.is_host_namespace("ops") && host.is_host_namespace("certs"));
+        let claimed = |host: &HostObjects, ns: &str| {
+            host.claimed("coordination.k8s.io", "Lease", Some(ns), "wasm-operator")
+        };
+        assert!(claimed(&host, "ops").is_some());
+        assert!(host.claimed("", "Secret", Some("certs"), "cert").is_some());
+        // Fallbacks outside a pod reserve nothing; the names stay protected.
+        if crate::lease::pod_namespace().is_none() {
+            let host = parse(&[]);
+            assert!(!host.is_host_namespace("fallback"));
+            assert!(claimed(&host, "fallback").is_some());
+        }
     }
 
     #[test]

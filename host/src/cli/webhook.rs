@@ -89,6 +89,19 @@ fn parse_service(value: &str) -> Result<ClientConfig, String> {
 }
 
 impl WebhookArgs {
+    /// The Secret keeping the generated certificate: `--webhook-secret`,
+    /// else `$POD_NAMESPACE/wasm-operator-webhook-cert` (namespace
+    /// `default` without POD_NAMESPACE).
+    pub fn secret(&self) -> (String, String) {
+        self.webhook_secret.clone().unwrap_or_else(|| {
+            let namespace = std::env::var("POD_NAMESPACE")
+                .ok()
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".to_string());
+            (namespace, DEFAULT_SECRET_NAME.to_string())
+        })
+    }
+
     /// The webhook these flags describe, listening on `--webhook-addr` or
     /// else `default_addr`; `None` when neither is set.
     pub fn options(&self, default_addr: Option<SocketAddr>) -> Option<WebhookOptions> {
@@ -100,13 +113,7 @@ impl WebhookArgs {
         let certs = match &self.webhook_cert_dir {
             Some(dir) => CertSource::Dir(dir.clone()),
             None => {
-                let (namespace, name) = self.webhook_secret.clone().unwrap_or_else(|| {
-                    let namespace = std::env::var("POD_NAMESPACE")
-                        .ok()
-                        .filter(|ns| !ns.is_empty())
-                        .unwrap_or_else(|| "default".to_string());
-                    (namespace, DEFAULT_SECRET_NAME.to_string())
-                });
+                let (namespace, name) = self.secret();
                 CertSource::Secret { namespace, name }
             }
         };

@@ -6,6 +6,7 @@
 //! contract before anything acts on it.
 
 mod grant;
+mod host_objects;
 pub mod limits;
 mod reason;
 
@@ -17,6 +18,9 @@ pub use grant::{
     RbacRefusal, SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServiceAccountRef,
     WorkloadGrant, WorkloadPolicy, WorkloadRule, WorkloadViolation, check_workload,
     is_built_in_group, pod_spec_path, rbac_objects, sensitivity,
+};
+pub use host_objects::{
+    CANARY_DIFFS_SUFFIX, HOST_OBJECT_LABEL, HostObject, HostObjects, PLUGIN_CHILD_LABEL,
 };
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};

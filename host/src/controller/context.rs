@@ -11,9 +11,10 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::{Client, ResourceExt};
 
 use super::backoff::Failures;
+use super::error::ReconcileError;
 use crate::apply::{self, EventSink, Writer};
 use crate::cache::{CacheLease, CachedObject, NamespaceGate, object_text};
-use crate::contract::{CallContext, ReconcileLimits};
+use crate::contract::{CallContext, HostObjects, Manifest, ReconcileLimits};
 use crate::engine::CacheReader;
 use crate::lease::{ShardGates, WriteGate};
 use crate::plan::{
@@ -203,6 +204,45 @@ pub(super) fn children_outside<'a>(
         .collect()
 }
 
+/// The children (as `Kind namespace/name (whose object)`) named like the
+/// host's own objects.
+pub(super) fn children_claimed<'a>(
+    keys: impl Iterator<Item = &'a plan::ChildKey>,
+    host: &HostObjects,
+) -> Vec<String> {
+    keys.filter_map(|key| {
+        let group = key.api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        host.claimed(group, &key.kind, key.namespace.as_deref(), &key.name)
+            .map(|whose| format!("{key} (would be {whose})"))
+    })
+    .collect()
+}
+
+/// Why the children `keys` of `manifest`'s answer may not be written: some
+/// are outside the namespaces `gate` allows, or named like the host's own
+/// objects; `None` when they may.
+pub(super) fn children_refusal<'a>(
+    keys: impl Iterator<Item = &'a plan::ChildKey> + Clone,
+    gate: &NamespaceGate,
+    manifest: &Manifest,
+) -> Option<ReconcileError> {
+    let outside = children_outside(keys.clone(), gate);
+    if !outside.is_empty() {
+        return Some(ReconcileError::ChildOutsideGrant {
+            plugin: manifest.name.clone(),
+            version: manifest.version.clone(),
+            children: outside.join(", "),
+            granted: gate.describe(),
+        });
+    }
+    let claimed = children_claimed(keys, gate.host());
+    (!claimed.is_empty()).then(|| ReconcileError::HostObjectChild {
+        plugin: manifest.name.clone(),
+        version: manifest.version.clone(),
+        children: claimed.join(", "),
+    })
+}
+
 /// The context of a plugin call on `obj` by `active`, its `attempt`th.
 pub(super) fn call_context(
     obj: &DynamicObject,
@@ -242,5 +282,86 @@ mod tests {
             children_outside(keys.iter(), &gate),
             ["ConfigMap kube-system/sneaky"]
         );
+    }
+
+    fn key(api_version: &str, kind: &str, ns: &str, name: &str) -> plan::ChildKey {
+        plan::ChildKey {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some(ns.into()),
+            name: name.into(),
+        }
+    }
+
+    fn manifest() -> Manifest {
+        let primary = crate::contract::ResourceKind {
+            group: "example.com".into(),
+            version: "v1".into(),
+            kind: "App".into(),
+            plural: "apps".into(),
+            scope: crate::contract::Scope::Namespaced,
+        };
+        Manifest {
+            name: "squatter".into(),
+            version: "1.0.0".into(),
+            description: String::new(),
+            primary,
+            owns: Vec::new(),
+            watches: Vec::new(),
+            finalizer: false,
+            implements: Default::default(),
+            min_compatible_version: None,
+        }
+    }
+
+    #[test]
+    fn children_in_the_hosts_namespace_or_named_like_its_objects_are_refused() {
+        let host = Arc::new(
+            HostObjects::new(Some("wasm-operator-system"))
+                .with_leader_election("wasm-operator-system", "wasm-operator", true)
+                .with_webhook_secret("wasm-operator-system", "wasm-operator-webhook-cert", true)
+                .with_canary_diffs("wasm-operator-system"),
+        );
+        let default_grant = NamespaceGate::new(Arc::default(), None).reserving(host.clone());
+        let lease = key(
+            "coordination.k8s.io/v1",
+            "Lease",
+            "wasm-operator-system",
+            "wasm-operator",
+        );
+        let refusal = children_refusal([lease.clone()].iter(), &default_grant, &manifest());
+        assert!(
+            matches!(&refusal, Some(ReconcileError::ChildOutsideGrant { children, .. }) if children.contains("wasm-operator-system/wasm-operator")),
+            "{refusal:?}"
+        );
+        // Granted by name, the namespace is reachable; the host's names are not.
+        let grant: crate::contract::Grant =
+            serde_yaml::from_str("namespaces: [wasm-operator-system, team-a]").unwrap();
+        let named = NamespaceGate::new(Arc::new(grant), None).reserving(host);
+        let secret = key(
+            "v1",
+            "Secret",
+            "wasm-operator-system",
+            "wasm-operator-webhook-cert",
+        );
+        let diffs = key("v1", "ConfigMap", "wasm-operator-system", "kv-canary-diffs");
+        let fine = key("v1", "ConfigMap", "wasm-operator-system", "kv-config");
+        let keys = [lease, secret, diffs, fine.clone()];
+        let refusal = children_refusal(keys.iter(), &named, &manifest());
+        let Some(ReconcileError::HostObjectChild { children, .. }) = &refusal else {
+            panic!("named like the host's objects: {refusal:?}");
+        };
+        assert!(children.contains("Lease wasm-operator-system/wasm-operator (would be the host's leader-election Lease)"), "{children}");
+        assert!(
+            children.contains("webhook certificate Secret"),
+            "{children}"
+        );
+        assert!(children.contains("canary diffs ConfigMap"), "{children}");
+        assert!(!children.contains("kv-config"), "{children}");
+        assert_eq!(
+            refusal.as_ref().map(ReconcileError::reason),
+            Some("CapabilityDenied")
+        );
+        assert!(children_refusal([fine].iter(), &named, &manifest()).is_none());
     }
 }

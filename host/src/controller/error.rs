@@ -35,6 +35,17 @@ pub enum ReconcileError {
         children: String,
         granted: String,
     },
+    /// The plan would write a child named like one of the host's own
+    /// objects (its Leases, its webhook certificate Secret, a canary diffs
+    /// ConfigMap), whatever the grant; nothing was written.
+    #[error(
+        "plugin {plugin} {version} returned children named like the host's own objects: {children}; nothing was written. The host keeps these for itself whatever the grant: the plugin must name its children otherwise"
+    )]
+    HostObjectChild {
+        plugin: String,
+        version: String,
+        children: String,
+    },
     /// A newer version declared the serving one unable to handle the object.
     #[error(
         "plugin {plugin} {version} may not reconcile {object}: version {managed_by} managed it and declared min-compatible-version {min_compatible}; nothing was written. Deploy {plugin} {min_compatible} or newer"
@@ -86,7 +97,9 @@ impl ReconcileError {
             }
             ReconcileError::Upgrade(_) => Reason::UpgradeFailed.as_str(),
             ReconcileError::Incompatible { .. } => Reason::IncompatibleVersion.as_str(),
-            ReconcileError::ChildOutsideGrant { .. } => Reason::CapabilityDenied.as_str(),
+            ReconcileError::ChildOutsideGrant { .. } | ReconcileError::HostObjectChild { .. } => {
+                Reason::CapabilityDenied.as_str()
+            }
             ReconcileError::StaleTerm { .. } => Reason::Fenced.as_str(),
         }
     }
@@ -104,7 +117,9 @@ impl ReconcileError {
             // Only another plugin version can help; a swap reconciles all.
             ReconcileError::Incompatible { .. } => true,
             // The same answer is refused again: wait for a change.
-            ReconcileError::ChildOutsideGrant { .. } => true,
+            ReconcileError::ChildOutsideGrant { .. } | ReconcileError::HostObjectChild { .. } => {
+                true
+            }
             // Only a newer term helps; the new leader's controller runs.
             ReconcileError::StaleTerm { .. } => true,
         }

@@ -40,7 +40,7 @@ use crate::apply::EventSink;
 use crate::cache::{
     CacheLease, CacheView, CachedObject, NamespaceGate, SharedCache, api_resource, namespace_kind,
 };
-use crate::contract::ResourceKind;
+use crate::contract::{Grant, HostObjects, ResourceKind};
 use crate::lease::ShardGates;
 use crate::registry::{ActiveVersion, RolloutCandidate, ServingVersions, VersionSet};
 use crate::telemetry::Metrics;
@@ -126,6 +126,25 @@ pub struct ControllerOptions {
     /// Consulted before every write (the gate of the object's shard); its
     /// token is recorded on primaries.
     pub writes: ShardGates,
+    /// The host's namespaces and objects: outside the plugin's grant unless
+    /// it names the namespace; no child may be named like them.
+    pub host_objects: Arc<HostObjects>,
+}
+
+/// The gate of a plugin's `grant` (keeping it out of the host's namespaces),
+/// and the Namespace cache it reads when the grant selects namespaces by
+/// label.
+fn namespace_gate(
+    cache: &SharedCache,
+    grant: Arc<Grant>,
+    host_objects: &Arc<HostObjects>,
+) -> (NamespaceGate, Option<CacheLease>) {
+    let namespace_lease = grant
+        .needs_namespace_labels()
+        .then(|| cache.acquire(&namespace_kind(), None));
+    let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store))
+        .reserving(host_objects.clone());
+    (gate, namespace_lease)
 }
 
 impl ControllerHandle {
@@ -149,11 +168,7 @@ impl ControllerHandle {
             Some(account) => crate::apply::impersonating(client, account),
             None => client,
         };
-        // Namespace labels, only when the grant selects namespaces by them.
-        let namespace_lease = grant
-            .needs_namespace_labels()
-            .then(|| cache.acquire(&namespace_kind(), None));
-        let gate = NamespaceGate::new(grant, namespace_lease.as_ref().map(CacheLease::store));
+        let (gate, namespace_lease) = namespace_gate(cache, grant, &options.host_objects);
         let primary_lease = cache.acquire(&manifest.primary, None);
         let owned: Vec<CacheLease> = owns.iter().map(|k| cache.acquire(k, None)).collect();
         let watched: Vec<CacheLease> = watches

@@ -12,7 +12,7 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::context::{
-    Context, Observation, call_context, children_outside, existing, host_writer, observe, writer,
+    Context, Observation, call_context, children_refusal, existing, host_writer, observe, writer,
 };
 use super::error::ReconcileError;
 use super::writes::{Memory, Outcome, Prepared, Shell, after_failure};
@@ -342,11 +342,13 @@ async fn judge_later_term(
 /// The plan for the plugin's answer `desired` ([`plan::reconcile`]), refused
 /// when it would write a child outside the plugin's grant `gate` (possible
 /// under a cluster-scoped primary: children of a namespaced primary live in
-/// its granted namespace). `rates` changes only with a plan.
+/// its granted namespace) or named like one of the host's own objects.
+/// `rates` changes only with a plan.
 ///
 /// # Errors
 ///
-/// [`ReconcileError::Plan`] or [`ReconcileError::ChildOutsideGrant`]: the
+/// [`ReconcileError::Plan`], [`ReconcileError::ChildOutsideGrant`] or
+/// [`ReconcileError::HostObjectChild`]: the
 /// answer is refused, nothing may be written for it.
 fn plan_answer(
     observed: &Observed<'_>,
@@ -357,15 +359,8 @@ fn plan_answer(
 ) -> Result<Plan, ReconcileError> {
     let mut next = rates.clone();
     let plan = plan::reconcile(observed, desired, plan_ctx, &mut next)?;
-    let outside = children_outside(plan.apply.keys(), gate);
-    if !outside.is_empty() {
-        let manifest = plan_ctx.manifest;
-        return Err(ReconcileError::ChildOutsideGrant {
-            plugin: manifest.name.clone(),
-            version: manifest.version.clone(),
-            children: outside.join(", "),
-            granted: gate.describe(),
-        });
+    if let Some(refusal) = children_refusal(plan.apply.keys(), gate, plan_ctx.manifest) {
+        return Err(refusal);
     }
     *rates = next;
     Ok(plan)

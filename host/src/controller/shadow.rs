@@ -27,7 +27,7 @@ use kube::runtime::reflector::Store;
 use kube::{Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::context::{Context, call_context, children_outside, existing, observe};
+use super::context::{Context, call_context, children_refusal, existing, observe};
 use super::error::ReconcileError;
 use super::shadow_diff as diff;
 use crate::cache::{CachedObject, object_json, object_text};
@@ -180,15 +180,7 @@ pub(super) async fn compute(
     let mut rates = ObjectRates::new(&version.limits, now);
     let refused = match plan::reconcile(&observed, &desired, &plan_ctx, &mut rates) {
         Err(error) => Some(ReconcileError::Plan(error)),
-        Ok(plan) => {
-            let outside = children_outside(plan.apply.keys(), &ctx.gate);
-            (!outside.is_empty()).then(|| ReconcileError::ChildOutsideGrant {
-                plugin: manifest.name.clone(),
-                version: manifest.version.clone(),
-                children: outside.join(", "),
-                granted: ctx.gate.describe(),
-            })
-        }
+        Ok(plan) => children_refusal(plan.apply.keys(), &ctx.gate, manifest),
     };
     Computed {
         answer: match refused {

@@ -28,6 +28,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::contract::HostObjects;
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{Registry, RegistryOptions};
 use crate::wasmplugin::{AuditRecord, WasmPlugin};
@@ -82,6 +83,20 @@ pub struct DevOptions {
     /// (default: 127.0.0.1, a free port, certificates in Secret
     /// `default/wasm-operator-webhook-cert`); `None` serves none.
     pub webhook: Option<WebhookOptions>,
+}
+
+/// The host's objects in a `dev` session: the webhook certificate Secret
+/// and the canary diffs ConfigMaps are protected by name, but no namespace
+/// is reserved (the throwaway devcluster keeps everything, the examples
+/// included, in `default`).
+fn dev_host_objects(webhook: Option<&WebhookOptions>) -> HostObjects {
+    let host = HostObjects::default().with_canary_diffs(&crate::wasmplugin::diffs_namespace());
+    match webhook.map(|w| &w.certs) {
+        Some(CertSource::Secret { namespace, name }) => {
+            host.with_webhook_secret(namespace, name, false)
+        }
+        _ => host,
+    }
 }
 
 /// The webhook `dev` serves by default: loopback, a free port, the
@@ -326,6 +341,7 @@ impl DevSession {
                 shards: 1,
                 metrics_addr: options.metrics_addr,
                 source_settle: options.debounce,
+                host_objects: dev_host_objects(options.webhook.as_ref()),
             },
         )
         .await?;

@@ -18,6 +18,7 @@
 //! not depend on it: a shard Lease is only taken when released or expired,
 //! by the ordinary rules of [`super::decide`].
 
+use crate::contract::HostObject;
 use crate::util::lock;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -224,7 +225,11 @@ impl Round {
         let mut names = BTreeSet::new();
         for lease in &leases {
             let name = lease.name_any();
-            if !name.starts_with(&prefix) {
+            // A member Lease the host did not create (planted to count a
+            // phantom replica) is no member: never counted, never deleted.
+            if !name.starts_with(&prefix)
+                || !HostObject::MemberLease.created_by_host(lease.metadata.labels.as_ref())
+            {
                 continue;
             }
             let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
@@ -301,6 +306,19 @@ impl Round {
             ..LeaseSpec::default()
         };
         match self.api.get_opt(&self.member).await? {
+            Some(lease)
+                if !HostObject::MemberLease.created_by_host(lease.metadata.labels.as_ref()) =>
+            {
+                // Not the host's: never written (its name hashes this
+                // process's random identity, so it was planted after the
+                // host started). Other replicas do not count it either.
+                let message = HostObject::MemberLease.squatter_message(
+                    "Lease",
+                    &self.config.namespace,
+                    &self.member,
+                );
+                tracing::error!(lease = %self.member, "{message}");
+            }
             Some(mut lease) => {
                 lease.spec = Some(spec);
                 self.api
@@ -312,6 +330,7 @@ impl Round {
                     metadata: ObjectMeta {
                         name: Some(self.member.clone()),
                         namespace: Some(self.config.namespace.clone()),
+                        labels: Some(HostObject::MemberLease.labels()),
                         ..ObjectMeta::default()
                     },
                     spec: Some(spec),

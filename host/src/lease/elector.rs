@@ -23,6 +23,7 @@ use super::decision::{
     decide,
 };
 use super::gate::WriteGate;
+use crate::contract::HostObject;
 use crate::telemetry::Metrics;
 
 /// The reporting controller of the Lease's events.
@@ -98,6 +99,9 @@ pub struct ElectionStatus {
     pub holder: Option<String>,
     /// The holder's host version last observed.
     pub holder_version: Option<String>,
+    /// A Lease at the host's name that the host did not create: why this
+    /// replica neither takes nor waits on it, and what to do.
+    pub squatter: Option<String>,
 }
 
 /// A running elector. [`LeaderElector::release`] stops it and gives the
@@ -182,6 +186,7 @@ impl LeaderElector {
             last_renewed: None,
             drain_started: None,
             asked: false,
+            squatter: None,
         };
         let task = tokio::spawn(elector.run(cancel.clone()));
         tracing::info!(
@@ -270,6 +275,8 @@ struct Elector {
     drain_started: Option<Instant>,
     /// A handoff request was written for the current holder.
     asked: bool,
+    /// The Lease at this name was not created by the host: why.
+    squatter: Option<String>,
 }
 
 /// The outcome of one try.
@@ -280,6 +287,9 @@ enum Outcome {
     Following,
     /// The leader handed over and released.
     Released,
+    /// The Lease at the host's name was not created by the host (a
+    /// squatter): neither taken nor waited on.
+    Squatted { message: String },
 }
 
 fn record_of(lease: &Lease, default_duration: Duration) -> LeaseRecord {
@@ -332,6 +342,7 @@ impl Elector {
                 Ok(Ok(Outcome::Leading { token })) => self.leading(token, started).await,
                 Ok(Ok(Outcome::Following)) => self.following().await,
                 Ok(Ok(Outcome::Released)) => {}
+                Ok(Ok(Outcome::Squatted { message })) => self.squatted(message).await,
                 Ok(Err(error)) => self.failed(&error.to_string()).await,
                 Err(_) => self.failed("the request timed out").await,
             }
@@ -363,6 +374,7 @@ impl Elector {
                 .observed
                 .as_ref()
                 .and_then(|o| o.record.holder_version.as_ref().map(ToString::to_string)),
+            squatter: self.squatter.clone(),
         };
         *crate::util::lock(&self.status) = status;
     }
@@ -386,7 +398,15 @@ impl Elector {
     }
 
     async fn try_once(&mut self, started: Instant) -> Result<Outcome, kube::Error> {
-        match self.api.get_opt(&self.config.name).await? {
+        let found = self.api.get_opt(&self.config.name).await?;
+        if let Some(message) = self.squatter_at(found.as_ref()) {
+            self.observed = None;
+            return Ok(Outcome::Squatted { message });
+        }
+        if self.squatter.take().is_some() {
+            tracing::info!(lease = %self.config.lease(), "the planted Lease is gone; electing again");
+        }
+        match found {
             Some(lease) => self.observe(lease),
             None => self.observed = None,
         }
@@ -441,6 +461,42 @@ impl Elector {
         }
     }
 
+    /// Which of the host's Leases this elector's is.
+    fn role(&self) -> HostObject {
+        if self.shard.is_some() {
+            HostObject::ShardLease
+        } else {
+            HostObject::LeaderLease
+        }
+    }
+
+    /// Why `found` (the Lease at this elector's name) is a squatter the host
+    /// did not create, or `None` when it is the host's (or absent).
+    fn squatter_at(&self, found: Option<&Lease>) -> Option<String> {
+        let lease = found?;
+        (!self.role().created_by_host(lease.metadata.labels.as_ref())).then(|| {
+            self.role()
+                .squatter_message("Lease", &self.config.namespace, &self.config.name)
+        })
+    }
+
+    /// A squatter holds the host's Lease name: stop writing if leading,
+    /// report it (once per squatter) and try again at the next retry.
+    async fn squatted(&mut self, message: String) {
+        if self.gate.leadership().leading {
+            self.lose("the Lease was replaced by one the host did not create")
+                .await;
+        }
+        if self.squatter.as_ref() != Some(&message) {
+            tracing::error!(
+                lease = %self.config.lease(), identity = %self.config.identity,
+                "{message}; this replica does not lead until it is gone"
+            );
+            self.squatter = Some(message);
+            self.publish_status();
+        }
+    }
+
     /// The Lease held by this replica with `transitions`, based on
     /// `current` (its metadata, resourceVersion included).
     fn lease_for_me(&self, current: Option<&Lease>, transitions: u64) -> Lease {
@@ -449,6 +505,7 @@ impl Elector {
             || ObjectMeta {
                 name: Some(self.config.name.clone()),
                 namespace: Some(self.config.namespace.clone()),
+                labels: Some(self.role().labels()),
                 ..ObjectMeta::default()
             },
             |l| l.metadata.clone(),

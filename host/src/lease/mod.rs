@@ -108,10 +108,9 @@ pub fn holder_identity() -> String {
     format!("{base}_{:08x}", rand::random::<u32>())
 }
 
-/// The namespace of the Lease when `--leader-election-namespace` is not
-/// given: the pod's (`POD_NAMESPACE`, else the service account's namespace
-/// file in a pod), else `fallback` (the kubeconfig context's).
-pub fn default_namespace(fallback: &str) -> String {
+/// The namespace the host's pod runs in (`POD_NAMESPACE`, else the
+/// service account's namespace file in a pod), `None` outside a pod.
+pub fn pod_namespace() -> Option<String> {
     std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|v| !v.is_empty())
@@ -121,7 +120,13 @@ pub fn default_namespace(fallback: &str) -> String {
                 .map(|n| n.trim().to_string())
                 .filter(|n| !n.is_empty())
         })
-        .unwrap_or_else(|| fallback.to_string())
+}
+
+/// The namespace of the Lease when `--leader-election-namespace` is not
+/// given: the pod's ([`pod_namespace`]), else `fallback` (the kubeconfig
+/// context's).
+pub fn default_namespace(fallback: &str) -> String {
+    pod_namespace().unwrap_or_else(|| fallback.to_string())
 }
 
 /// Parses a duration as the flags take it: `15s`, `500ms`, `2m`, or plain

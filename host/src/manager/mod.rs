@@ -52,6 +52,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Discovery, SharedCache};
+use crate::contract::HostObjects;
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
 use crate::lease::{
     ElectionStatus, LeaderElectionConfig, LeaderElector, Leadership, ShardCoordinator, ShardGates,
@@ -106,6 +107,12 @@ pub struct ManagerOptions {
     /// it is fetched (a file or ConfigMap change arrives as several
     /// notifications).
     pub source_settle: Duration,
+    /// The host's own namespaces and objects: no plugin's grant reaches
+    /// them unless it names the namespace exactly, and no child may be
+    /// named like them. The default reserves nothing (an embedded
+    /// manager); `wasm-operator run` fills it from the pod's namespace and
+    /// its flags.
+    pub host_objects: HostObjects,
 }
 
 impl Default for ManagerOptions {
@@ -117,6 +124,7 @@ impl Default for ManagerOptions {
             shards: 1,
             metrics_addr: None,
             source_settle: WasmPluginOptions::default().source_settle,
+            host_objects: HostObjects::default(),
         }
     }
 }
@@ -162,6 +170,8 @@ struct ControllerDeps {
     shards: ShardGates,
     controllers: Controllers,
     serving: Serving,
+    /// The host's namespaces and objects, kept from every plugin.
+    host_objects: Arc<HostObjects>,
 }
 
 impl ControllerDeps {
@@ -294,6 +304,7 @@ impl Manager {
             shards: shards.clone(),
             controllers: Controllers::default(),
             serving: Serving::default(),
+            host_objects: Arc::new(options.host_objects.clone()),
         };
         let mut electors = Vec::new();
         let mut coordinator = None;
@@ -649,6 +660,16 @@ fn leadership_check(
     leadership: Leadership,
     status: &crate::lease::ElectionStatus,
 ) -> ReadinessCheck {
+    if let Some(squatter) = &status.squatter {
+        // Not ready: this replica will not lead until the cluster operator
+        // deletes the planted Lease.
+        return ReadinessCheck {
+            name: "leader-election".to_string(),
+            plugin: None,
+            ready: false,
+            detail: squatter.clone(),
+        };
+    }
     let holder = status.holder.as_deref().unwrap_or("nobody");
     let version = status.holder_version.as_deref().unwrap_or("unknown");
     let detail = match (leadership.leading, leadership.draining) {
@@ -891,6 +912,7 @@ fn start_controller(deps: &ControllerDeps, versions: Arc<ServingVersions>, concu
         &ControllerOptions {
             concurrency,
             writes: deps.shards.clone(),
+            host_objects: deps.host_objects.clone(),
         },
     );
     lock(&deps.controllers).insert(name, controller);
@@ -967,6 +989,24 @@ fn starts_dry_run(rollout: &Rollout, state: DryRunState, running: bool, restarte
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planted_leader_lease_fails_readiness_naming_it() {
+        let squatter = "Lease ops/wasm-operator is named like the host's leader-election Lease but the host did not create it";
+        let status = crate::lease::ElectionStatus {
+            squatter: Some(squatter.to_string()),
+            ..Default::default()
+        };
+        let check = leadership_check("ops/wasm-operator", Leadership::default(), &status);
+        assert!(!check.ready);
+        assert_eq!(check.detail, squatter);
+        let check = leadership_check(
+            "ops/wasm-operator",
+            Leadership::default(),
+            &crate::lease::ElectionStatus::default(),
+        );
+        assert!(check.ready, "a standby replica is ready");
+    }
 
     #[test]
     fn a_dry_run_starts_once_per_candidate_and_again_after_a_restart() {

@@ -6,7 +6,7 @@
 //! read them from one place without importing each other.
 
 /// Label naming the plugin that manages a child.
-pub const PLUGIN_LABEL: &str = "wasm-operator.dev/plugin";
+pub const PLUGIN_LABEL: &str = crate::contract::PLUGIN_CHILD_LABEL;
 /// Standard label every child carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Value of [`MANAGED_BY_LABEL`].

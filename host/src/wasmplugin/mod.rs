@@ -37,7 +37,7 @@ use crate::registry::Registry;
 use crate::webhook::WebhookBoard;
 
 pub use audit::{AuditRecord, REPORTER, Transition};
-pub use canary::{ACTION_ANNOTATION, DIFFS_KEY, diffs_config_map_name};
+pub use canary::{ACTION_ANNOTATION, DIFFS_KEY, diffs_config_map_name, diffs_namespace};
 pub use spec::{
     OciSpec, OutsideGrantStatus, Source, StorageMigrationStatus, WasmPlugin, WasmPluginSpec,
     WasmPluginStatus, crd_yaml,

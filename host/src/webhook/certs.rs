@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::contract::HostObject;
 use base64::Engine as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -62,6 +63,13 @@ pub enum CertError {
         origin: String,
         /// What is wrong with it.
         problem: String,
+    },
+    /// A Secret at the certificate's name that the host did not create
+    /// (no host label): planted, never served nor written into CRDs.
+    #[error("{message}; the conversion webhook does not start")]
+    NotTheHosts {
+        /// The squatter, what it means and what to do.
+        message: String,
     },
     /// The Secret could not be read or created.
     #[error(
@@ -178,7 +186,16 @@ impl Certificates {
             source,
         };
         let origin = format!("Secret {namespace}/{name}");
+        let hosts_own = |secret: &Secret| {
+            if HostObject::WebhookSecret.created_by_host(secret.metadata.labels.as_ref()) {
+                return Ok(());
+            }
+            let message = HostObject::WebhookSecret.squatter_message("Secret", namespace, name);
+            tracing::error!(secret = %format!("{namespace}/{name}"), "{message}");
+            Err(CertError::NotTheHosts { message })
+        };
         if let Some(secret) = api.get_opt(name).await.map_err(secret_error)? {
+            hosts_own(&secret)?;
             return Certificates::from_secret_data(&secret, &origin);
         }
         let fresh = Certificates::generate(hosts)?;
@@ -187,6 +204,7 @@ impl Certificates {
             Ok(_) => Ok(fresh),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let secret = api.get(name).await.map_err(secret_error)?;
+                hosts_own(&secret)?;
                 Certificates::from_secret_data(&secret, &origin)
             }
             Err(other) => Err(secret_error(other)),
@@ -212,10 +230,16 @@ impl Certificates {
         Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some(name.to_string()),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "wasm-operator".to_string(),
-                )])),
+                labels: Some(
+                    HostObject::WebhookSecret
+                        .labels()
+                        .into_iter()
+                        .chain([(
+                            "app.kubernetes.io/managed-by".to_string(),
+                            "wasm-operator".to_string(),
+                        )])
+                        .collect(),
+                ),
                 ..Default::default()
             },
             type_: Some("kubernetes.io/tls".to_string()),
@@ -291,6 +315,11 @@ mod tests {
         assert_ne!(certs.ca_pem, certs.cert_pem);
         certs.server_config("test").unwrap();
         let secret = certs.to_secret("s");
+        assert!(
+            HostObject::WebhookSecret.created_by_host(secret.metadata.labels.as_ref()),
+            "the host's Secret carries its label: {:?}",
+            secret.metadata.labels
+        );
         let back = Certificates::from_secret_data(&secret, "Secret x/s").unwrap();
         assert_eq!(back, certs);
         assert!(!format!("{certs:?}").contains("PRIVATE"));

@@ -77,3 +77,85 @@ async fn two_replicas_starting_together_share_one_certificate() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// A Secret planted at the certificate's name before the host first
+/// starts (a plugin granted Secrets there, or anyone who may write them)
+/// is not the host's: the webhook does not start, never serves the
+/// planted key nor writes its CA into a CRD, and says what to delete;
+/// once it is gone the host generates and keeps its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_certificate_secret_is_never_served_nor_written_into_crds() {
+    use kube::api::{DeleteParams, PostParams};
+    use wasm_operator::webhook::{CertError, Certificates, WebhookError};
+
+    crate::install_crypto_provider();
+    let cluster = crate::support::start_cluster().await;
+    let client = cluster.client();
+    crate::install_kv_crd(&client, "v1beta1").await;
+    let planted = Certificates::generate(&["attacker.example".to_string()]).unwrap();
+    let mut secret = planted.to_secret(SECRET);
+    secret.metadata.labels = None;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("plant the Secret");
+    let registry = wasm_operator::registry::Registry::new(Default::default()).unwrap();
+
+    let refused =
+        ConversionWebhook::start(client.clone(), registry.clone(), webhook_options()).await;
+    let message = match refused {
+        Err(error @ WebhookError::Certs(CertError::NotTheHosts { .. })) => error.to_string(),
+        Err(other) => panic!("expected the squatter to be named, got {other}"),
+        Ok(_) => panic!("the webhook started on a planted certificate"),
+    };
+    assert!(
+        message.contains(&format!(
+            "Secret {NS}/{SECRET} is named like the host's conversion webhook certificate Secret"
+        )) && message.contains(&format!("kubectl -n {NS} delete secret {SECRET}"))
+            && message.contains("the conversion webhook does not start"),
+        "{message}"
+    );
+    // Untouched, and its CA is in no CRD.
+    let still = secrets.get(SECRET).await.unwrap();
+    assert!(still.metadata.labels.is_none(), "{:?}", still.metadata);
+    let crd = crate::support::get_json(
+        &crate::support::dynamic_api(
+            &client,
+            &crate::support::api_resource(
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+            ),
+            None,
+        ),
+        crate::CRD,
+    )
+    .await
+    .expect("the DistributedKV CRD");
+    assert!(
+        !crd.to_string().contains(&planted.ca_bundle()),
+        "the planted CA was written into the CRD: {crd}"
+    );
+
+    // Deleted by the cluster operator: the host keeps its own.
+    secrets
+        .delete(SECRET, &DeleteParams::default())
+        .await
+        .unwrap();
+    let webhook = ConversionWebhook::start(client.clone(), registry, webhook_options())
+        .await
+        .expect("the webhook starts once the squatter is gone");
+    assert_ne!(webhook.ca_bundle(), planted.ca_bundle());
+    let mine = secrets.get(SECRET).await.unwrap();
+    assert_eq!(
+        mine.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("wasm-operator.dev/host-object"))
+            .map(String::as_str),
+        Some("webhook-cert")
+    );
+    webhook.shutdown().await;
+}

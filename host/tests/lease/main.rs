@@ -18,3 +18,4 @@ mod handoff;
 mod replica;
 mod scoped;
 mod shards;
+mod squatter;

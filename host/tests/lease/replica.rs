@@ -102,9 +102,16 @@ impl Replica {
         let log = launch.dir.join(format!("{}.log", launch.name));
         let file = std::fs::File::create(&log).expect("create the replica's log");
         let port = free_port();
+        // The Lease's namespace is the host's: the webapps in it are served
+        // only because the grant names it (a default grant does not reach it).
+        let grant = launch.dir.join(format!("{}-grant.yaml", launch.name));
+        std::fs::write(&grant, format!("namespaces: [{}]\n", launch.namespace))
+            .expect("write the replica's grant");
         let mut command = Command::new(env!("CARGO_BIN_EXE_wasm-operator"));
         command
             .args(["run", "--plugin", wasm.to_str().expect("utf-8 path")])
+            .arg("--grant")
+            .arg(&grant)
             .arg("--kubeconfig")
             .arg(launch.kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])

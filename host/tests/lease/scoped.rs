@@ -56,7 +56,10 @@ async fn a_token_of_another_lease_is_no_newer_term_and_a_changed_mark_retriggers
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({
-                "metadata": {"name": lease_a, "namespace": NS},
+                // A Lease the host created (its label): one it did not
+                // create is a squatter it never takes (squatter.rs).
+                "metadata": {"name": lease_a, "namespace": NS,
+                             "labels": {"wasm-operator.dev/host-object": "leader-lease"}},
                 "spec": {"leaseTransitions": 2, "leaseDurationSeconds": 3},
             }))
             .expect("a Lease"),

@@ -20,7 +20,7 @@ fn gk(group: &str, kind: &str) -> GroupKind {
     GroupKind::new(group, kind)
 }
 
-async fn create_namespace(host: &Host, name: &str, labels: &[(&str, &str)]) {
+pub(crate) async fn create_namespace(host: &Host, name: &str, labels: &[(&str, &str)]) {
     let ns = Namespace {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -40,7 +40,7 @@ async fn create_namespace(host: &Host, name: &str, labels: &[(&str, &str)]) {
         .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
 }
 
-async fn create_config_map(host: &Host, namespace: &str, name: &str) {
+pub(crate) async fn create_config_map(host: &Host, namespace: &str, name: &str) {
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -56,7 +56,7 @@ async fn create_config_map(host: &Host, namespace: &str, name: &str) {
         .unwrap_or_else(|e| panic!("creating ConfigMap {namespace}/{name}: {e}"));
 }
 
-async fn create_secret(host: &Host, namespace: &str, name: &str) {
+pub(crate) async fn create_secret(host: &Host, namespace: &str, name: &str) {
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.to_string()),
@@ -76,7 +76,7 @@ async fn create_secret(host: &Host, namespace: &str, name: &str) {
 }
 
 /// The Attack `namespace/name` once `pred` holds.
-async fn wait_attack(
+pub(crate) async fn wait_attack(
     host: &Host,
     namespace: &str,
     name: &str,

@@ -18,6 +18,7 @@ mod deletion;
 mod discovery;
 mod grants;
 mod growth;
+mod host_objects;
 mod limits;
 mod recorder;
 mod status;

@@ -5,6 +5,7 @@
 
 use devcluster::TestCluster;
 use serde_json::json;
+use wasm_operator::contract::HostObjects;
 use wasm_operator::engine::{CallLimits, EngineConfig};
 use wasm_operator::manager::{Manager, ManagerOptions};
 use wasm_operator::registry::{LoadedVersion, Registry, RegistryError, RegistryOptions};
@@ -19,6 +20,8 @@ pub struct Host {
     pub metrics: Metrics,
     /// The limits every plugin call gets; a restart keeps them.
     limits: CallLimits,
+    /// The host's own namespaces and objects; a restart keeps them.
+    host_objects: HostObjects,
     cache_dir: tempfile::TempDir,
 }
 
@@ -28,12 +31,20 @@ pub struct Host {
 pub struct HostBuilder {
     limits: CallLimits,
     crds: Vec<String>,
+    host_objects: HostObjects,
 }
 
 impl HostBuilder {
     /// Every plugin call gets `limits` (default: [`CallLimits::default`]).
     pub fn limits(mut self, limits: CallLimits) -> HostBuilder {
         self.limits = limits;
+        self
+    }
+
+    /// The host's own namespaces and objects (default: none, as an embedded
+    /// manager), what `run` computes from the pod's namespace and its flags.
+    pub fn host_objects(mut self, host_objects: HostObjects) -> HostBuilder {
+        self.host_objects = host_objects;
         self
     }
 
@@ -64,13 +75,21 @@ impl HostBuilder {
         }
         let cache_dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new();
-        let manager = new_manager(&cluster, &cache_dir, &metrics, self.limits).await;
+        let manager = new_manager(
+            &cluster,
+            &cache_dir,
+            &metrics,
+            self.limits,
+            &self.host_objects,
+        )
+        .await;
         Host {
             cluster,
             registry: manager.registry().clone(),
             manager,
             metrics,
             limits: self.limits,
+            host_objects: self.host_objects,
             cache_dir,
         }
     }
@@ -91,8 +110,14 @@ impl Host {
     /// after a process restart.
     pub async fn restart(&mut self) {
         self.manager.shutdown().await;
-        self.manager =
-            new_manager(&self.cluster, &self.cache_dir, &self.metrics, self.limits).await;
+        self.manager = new_manager(
+            &self.cluster,
+            &self.cache_dir,
+            &self.metrics,
+            self.limits,
+            &self.host_objects,
+        )
+        .await;
         self.registry = self.manager.registry().clone();
     }
 
@@ -115,6 +140,7 @@ async fn new_manager(
     cache_dir: &tempfile::TempDir,
     metrics: &Metrics,
     limits: CallLimits,
+    host_objects: &HostObjects,
 ) -> Manager {
     let options = RegistryOptions {
         concurrency: 4,
@@ -129,6 +155,7 @@ async fn new_manager(
         cluster.client(),
         ManagerOptions {
             registry: options,
+            host_objects: host_objects.clone(),
             ..ManagerOptions::default()
         },
     )

@@ -323,3 +323,86 @@ async fn the_dry_run_catches_a_failing_candidate_before_it_serves_anything() {
     assert!(text.contains("Phase:      DryRun"), "{text}");
     assert!(text.contains("default/app-0"), "{text}");
 }
+
+/// A ConfigMap planted at the canary's diffs name before the canary (by a
+/// plugin, or anyone who may write ConfigMaps there) claims no difference:
+/// the host neither writes nor reads it, status names it, and `canary
+/// diff` says it is not the host's instead of printing its `0 differing`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_diffs_configmap_is_named_never_shown_as_the_canarys_diffs() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use wasm_operator::cli::canary::CanaryCliError;
+
+    let fx = Fixture::start().await;
+    let planted_doc = json!({"wasmplugin": "webapp", "counts": {"compared": 200, "differing": 0},
+                             "objects": []})
+    .to_string();
+    let planted: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "webapp-canary-diffs", "namespace": NS},
+        "data": {"diffs.json": planted_doc},
+    }))
+    .unwrap();
+    let config_maps: Api<ConfigMap> = Api::namespaced(fx.client(), NS);
+    config_maps
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect("plant the diffs ConfigMap");
+    stable(&fx).await;
+    let differ = candidate(&fx, "webapp_differ");
+    fx.patch_spec(
+        "webapp",
+        json!({"canary": {
+            "source": {"file": {"path": differ}},
+            "mode": "Shadow", "promotion": "Auto",
+            "analysis": {"interval": "1s", "minCalls": 2, "failureLimit": 2},
+        }}),
+    )
+    .await;
+    for i in 0..2 {
+        create_webapp(&fx, &format!("sq-{i}"), false).await;
+    }
+    let o = fx
+        .wait_for("webapp", "status.canary.diffsNotTheHosts", |o| {
+            o.pointer("/status/canary/diffsNotTheHosts").is_some()
+        })
+        .await;
+    let named = o["status"]["canary"]["diffsNotTheHosts"].as_str().unwrap();
+    assert!(
+        named.contains(&format!("ConfigMap {NS}/webapp-canary-diffs is named like"))
+            && named.contains(&format!(
+                "kubectl -n {NS} delete configmap webapp-canary-diffs"
+            )),
+        "{named}"
+    );
+    assert!(o.pointer("/status/canary/diffsConfigMap").is_none(), "{o}");
+
+    let refused = canary::run(
+        &fx.client(),
+        &CanaryCommand::Diff(target("webapp", OutputFormat::Text)),
+    )
+    .await;
+    match refused {
+        Err(error @ CanaryCliError::DiffsNotTheHosts { .. }) => {
+            let text = error.to_string();
+            assert!(
+                text.contains("not the canary's diffs") && text.contains("did not create it"),
+                "{text}"
+            );
+        }
+        other => panic!("`canary diff` must name the squatter, got {other:?}"),
+    }
+    let status = canary::run(
+        &fx.client(),
+        &CanaryCommand::Status(target("webapp", OutputFormat::Text)),
+    )
+    .await
+    .unwrap();
+    assert!(status.contains("Diffs:      none: ConfigMap"), "{status}");
+    // Untouched: neither written nor labelled by the host.
+    let still = config_maps.get("webapp-canary-diffs").await.unwrap();
+    assert_eq!(
+        still.data.unwrap_or_default().get("diffs.json"),
+        Some(&planted_doc)
+    );
+    assert!(still.metadata.labels.is_none(), "{:?}", still.metadata);
+}

@@ -11,7 +11,9 @@
 //! - `read: [{group, kind}]`: kinds it may only read (`watches`). Kinds
 //!   granted in `own` are readable too.
 //! - `namespaces: [..]`: where primaries are served, children written and
-//!   cache reads answered; `"*"` means every namespace, system ones included.
+//!   cache reads answered; `"*"` means every namespace, system ones included
+//!   (the host's own namespaces only when listed by name:
+//!   [`crate::contract::HostObjects`]).
 //! - `namespaceSelector`: a label selector on Namespace objects
 //!   (`matchLabels`, `matchExpressions`). With `namespaces` too, a namespace
 //!   is granted when it is listed **or** selected.
@@ -527,6 +529,15 @@ impl Grant {
             _ => false,
         };
         listed || selected
+    }
+
+    /// True when the `namespaces` list names `namespace` exactly (not
+    /// through `"*"`): what grants one of the host's own namespaces
+    /// ([`crate::contract::HostObjects::grants_namespace`]).
+    pub fn names_namespace(&self, namespace: &str) -> bool {
+        self.namespaces
+            .as_deref()
+            .is_some_and(|l| l.iter().any(|n| n == namespace))
     }
 
     /// True when deciding a namespace needs its Namespace object's labels.

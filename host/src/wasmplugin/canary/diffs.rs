@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::contract::{HOST_OBJECT_LABEL, HostObject};
 use crate::registry::CanaryObservations;
 use crate::wasmplugin::{GROUP, KIND, VERSION};
 
@@ -23,16 +24,28 @@ pub(super) const DIFFS_MANAGER: &str = "wasm-operator-canary";
 /// The namespace of the diffs ConfigMaps: the host's own (from
 /// `POD_NAMESPACE`, set by deploy/deployment.yaml's downward API), else
 /// `default`.
-pub(super) fn diffs_namespace() -> String {
+pub fn diffs_namespace() -> String {
     std::env::var("POD_NAMESPACE")
         .ok()
         .filter(|ns| !ns.is_empty())
         .unwrap_or_else(|| "default".to_string())
 }
 
+/// What writing the diffs ConfigMap came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DiffsWrite {
+    /// Written: `namespace/name`.
+    Written(String),
+    /// The write failed; retried later.
+    Failed,
+    /// A ConfigMap the host did not create holds the name (a squatter):
+    /// not written, never taken over; what it is and what to do.
+    NotTheHosts(String),
+}
+
 /// The name of WasmPlugin `wasmplugin`'s diffs ConfigMap.
 pub fn diffs_config_map_name(wasmplugin: &str) -> String {
-    format!("{wasmplugin}-canary-diffs")
+    format!("{wasmplugin}{}", crate::contract::CANARY_DIFFS_SUFFIX)
 }
 
 /// The diffs document of WasmPlugin `wasmplugin`'s canary of `plugin`,
@@ -85,7 +98,10 @@ pub(super) fn config_map(
         "metadata": {
             "name": name,
             "namespace": namespace,
-            "labels": {"wasm-operator.dev/canary-diffs": wasmplugin},
+            "labels": {
+                "wasm-operator.dev/canary-diffs": wasmplugin,
+                HOST_OBJECT_LABEL: HostObject::CanaryDiffs.label_value(),
+            },
             "ownerReferences": [owner],
         },
         "data": {DIFFS_KEY: document},

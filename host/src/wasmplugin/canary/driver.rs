@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use super::CanaryIo;
 use super::analysis::analyse;
-use super::diffs;
+use super::diffs::{self, DiffsWrite};
 use super::machine::{self, DryRunFailure, Input, Next, Phase};
 use super::restore::restore;
 use super::run::{self, ACTION_ANNOTATION, Action, CanaryRun};
@@ -662,8 +662,18 @@ async fn write_diffs<Io: CanaryIo>(
     }
     run.diffs_written = Some(at);
     let document = diffs::document(io.name(), &run.plugin, obs, &now());
-    if let Some(written) = io.write_diffs(document).await {
-        run.diffs_config_map = Some(written);
+    match io.write_diffs(document).await {
+        DiffsWrite::Written(written) => {
+            run.diffs_config_map = Some(written);
+            run.diffs_squatter = None;
+        }
+        DiffsWrite::Failed => {}
+        // Status names the squatter instead of a ConfigMap whose figures
+        // are not the canary's.
+        DiffsWrite::NotTheHosts(message) => {
+            run.diffs_config_map = None;
+            run.diffs_squatter = Some(message);
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::diffs;
+use super::diffs::{self, DiffsWrite};
+use crate::contract::HostObject;
 use crate::registry::{
     ActivationOptions, CanaryObservations, Candidate, CounterSnapshot, LoadedVersion,
     RegistryError, RolloutSettings,
@@ -123,9 +124,10 @@ pub(crate) trait CanaryIo {
     /// Records a transition of the WasmPlugin (Event + audit line), with a
     /// related object on the Event.
     async fn record(&mut self, transition: &Transition, related: Option<ObjectReference>);
-    /// Writes the diffs document to the diffs ConfigMap; returns it as
-    /// `namespace/name`, `None` when the write failed (it is retried later).
-    async fn write_diffs(&mut self, document: String) -> Option<String>;
+    /// Writes the diffs document to the diffs ConfigMap: written (as
+    /// `namespace/name`), failed (retried later), or refused because a
+    /// ConfigMap the host did not create holds the name.
+    async fn write_diffs(&mut self, document: String) -> DiffsWrite;
     /// Removes the `canary-action` annotation from the WasmPlugin.
     async fn remove_action_annotation(&mut self);
     /// Watches `source`, sending a trigger on every change.
@@ -223,10 +225,25 @@ impl CanaryIo for Cluster {
             .await;
     }
 
-    async fn write_diffs(&mut self, document: String) -> Option<String> {
+    async fn write_diffs(&mut self, document: String) -> DiffsWrite {
         let namespace = diffs::diffs_namespace();
         let name = diffs::diffs_config_map_name(&self.name);
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &namespace);
+        match api.get_opt(&name).await {
+            Ok(Some(found))
+                if !HostObject::CanaryDiffs.created_by_host(found.metadata.labels.as_ref()) =>
+            {
+                let message =
+                    HostObject::CanaryDiffs.squatter_message("ConfigMap", &namespace, &name);
+                tracing::error!(wasmplugin = %self.name, configmap = %name, "{message}");
+                return DiffsWrite::NotTheHosts(message);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, wasmplugin = %self.name, configmap = %name, "cannot read the canary diffs ConfigMap; retrying later");
+                return DiffsWrite::Failed;
+            }
+        }
         let body = diffs::config_map(
             &self.name,
             self.object.metadata.uid.as_deref(),
@@ -237,15 +254,17 @@ impl CanaryIo for Cluster {
         match api
             .patch(
                 &name,
-                &PatchParams::apply(diffs::DIFFS_MANAGER).force(),
+                // Not forced: a manager other than the host's on these
+                // fields (a squatter planted since the read) is a conflict.
+                &PatchParams::apply(diffs::DIFFS_MANAGER),
                 &Patch::Apply(&body),
             )
             .await
         {
-            Ok(_) => Some(format!("{namespace}/{name}")),
+            Ok(_) => DiffsWrite::Written(format!("{namespace}/{name}")),
             Err(error) => {
                 tracing::warn!(%error, wasmplugin = %self.name, configmap = %name, "cannot write the canary diffs ConfigMap; retrying later");
-                None
+                DiffsWrite::Failed
             }
         }
     }

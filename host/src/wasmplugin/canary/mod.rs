@@ -24,7 +24,7 @@ pub mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use diffs::{DIFFS_KEY, diffs_config_map_name};
+pub use diffs::{DIFFS_KEY, diffs_config_map_name, diffs_namespace};
 pub(crate) use driver::{CANARY_TICK, CanaryDriver};
 pub(crate) use io::CanaryIo;
 pub use run::ACTION_ANNOTATION;

@@ -109,6 +109,7 @@ pub(super) fn restore(
         }
     }
     run.diffs_config_map = canary.diffs_config_map.clone();
+    run.diffs_squatter = canary.diffs_not_the_hosts.clone();
     run.last_figures = Some(canary);
     Some(run)
 }

@@ -176,6 +176,9 @@ pub struct CanaryRun {
     pub diffs_written: Option<Instant>,
     /// The diffs ConfigMap, `namespace/name`, once written.
     pub diffs_config_map: Option<String>,
+    /// A ConfigMap the host did not create holds the diffs' name: what it
+    /// is and what to do (status shows it instead of diffs).
+    pub diffs_squatter: Option<String>,
     /// The figures status showed while the candidate was in the registry:
     /// they stay once it left (promoted, rolled back).
     pub last_figures: Option<CanaryStatus>,
@@ -215,6 +218,7 @@ impl CanaryRun {
             reported_kinds: 0,
             diffs_written: None,
             diffs_config_map: None,
+            diffs_squatter: None,
             last_figures: None,
             resume: false,
         }
@@ -483,6 +487,7 @@ impl CanaryRun {
                 None => shadow,
             },
             diffs_config_map: self.diffs_config_map.clone(),
+            diffs_not_the_hosts: self.diffs_squatter.clone(),
         }
     }
 }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::diffs::DiffsWrite;
 use super::machine::Phase;
 use super::run::Action;
 use super::{CanaryDriver, CanaryIo};
@@ -71,6 +72,8 @@ struct Recording {
     counters: Option<(CounterSnapshot, Option<CounterSnapshot>)>,
     /// The next `set_rollout` is refused with this.
     refuse_rollout: Option<RegistryError>,
+    /// What writing the diffs ConfigMap comes to.
+    diffs_write: DiffsWrite,
 }
 
 impl Recording {
@@ -84,6 +87,7 @@ impl Recording {
             observations: None,
             counters: Some(Default::default()),
             refuse_rollout: None,
+            diffs_write: DiffsWrite::Written("default/web-canary-diffs".into()),
         }
     }
 
@@ -243,9 +247,9 @@ impl CanaryIo for Recording {
         self.transitions.push(transition.clone());
     }
 
-    async fn write_diffs(&mut self, _document: String) -> Option<String> {
+    async fn write_diffs(&mut self, _document: String) -> DiffsWrite {
         self.calls.push(Call::WriteDiffs);
-        Some("default/web-canary-diffs".into())
+        self.diffs_write.clone()
     }
 
     async fn remove_action_annotation(&mut self) {
@@ -859,4 +863,38 @@ async fn a_shadow_canary_rolled_back_leaves_its_latest_diffs_whatever_the_refres
     io.advance(Duration::from_secs(10));
     driver.tick(&mut io, &mut loaded).await;
     assert!(!io.take().contains(&Call::WriteDiffs));
+}
+
+#[tokio::test]
+async fn a_diffs_configmap_the_host_did_not_create_is_named_in_status_instead_of_diffs() {
+    let mut io = Recording::new();
+    let mut loaded = stable();
+    let (tx, _rx) = mpsc::channel(1);
+    let mut driver = CanaryDriver::default();
+    driver.listen(tx);
+    let spec = spec(canary("Shadow", json!({"skipDryRun": true})));
+    driver
+        .sync(&mut io, Some(&spec), &mut loaded, &Value::Null, Some(1))
+        .await;
+    driver.load_candidate(&mut io, &mut loaded).await;
+    io.take();
+    io.candidate_observations().record_shadow(
+        crate::registry::ObjectName {
+            namespace: Some("default".into()),
+            name: "a".into(),
+            uid: "uid-a".into(),
+        },
+        crate::registry::ShadowOutcome::Differ {
+            fields: Vec::new(),
+            signature: "spec.replicas".into(),
+        },
+        "2026-01-01T00:00:00Z",
+    );
+    let squatter = "ConfigMap default/web-canary-diffs is named like a WasmPlugin's canary diffs ConfigMap but the host did not create it";
+    io.diffs_write = DiffsWrite::NotTheHosts(squatter.into());
+    driver.tick(&mut io, &mut loaded).await;
+    assert!(io.take().contains(&Call::WriteDiffs));
+    let part = driver.status_part(&io).expect("a canary's status");
+    assert_eq!(part.status.diffs_config_map, None);
+    assert_eq!(part.status.diffs_not_the_hosts.as_deref(), Some(squatter));
 }

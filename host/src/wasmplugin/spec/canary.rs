@@ -196,6 +196,11 @@ pub struct CanaryStatus {
     /// with `wasm-operator canary diff`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diffs_config_map: Option<String>,
+    /// Set when a ConfigMap the host did not create holds the diffs
+    /// ConfigMap's name: what it is and what to do. Its content is not the
+    /// canary's diffs; the host neither writes nor reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diffs_not_the_hosts: Option<String>,
 }
 
 /// One version of a canary, with its figures.
