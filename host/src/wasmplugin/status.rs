@@ -98,18 +98,7 @@ pub fn build(
     let conditions: Vec<Value> = all
         .into_iter()
         .map(|(kind, status, reason, message)| {
-            let since = previous
-                .get("conditions")
-                .and_then(Value::as_array)
-                .and_then(|cs| {
-                    cs.iter().find(|c| {
-                        c.get("type").and_then(Value::as_str) == Some(kind)
-                            && c.get("status").and_then(Value::as_str) == Some(status)
-                    })
-                })
-                .and_then(|c| c.get("lastTransitionTime"))
-                .and_then(Value::as_str)
-                .unwrap_or(now);
+            let since = transition_time(previous, kind, status, now);
             json!({
                 "type": kind, "status": status, "reason": reason, "message": message,
                 "lastTransitionTime": since, "observedGeneration": generation,
@@ -206,18 +195,7 @@ pub fn add_access(
         return;
     };
     for (kind, state, reason, message) in added {
-        let since = previous
-            .get("conditions")
-            .and_then(Value::as_array)
-            .and_then(|cs| {
-                cs.iter().find(|c| {
-                    c.get("type").and_then(Value::as_str) == Some(kind)
-                        && c.get("status").and_then(Value::as_str) == Some(state)
-                })
-            })
-            .and_then(|c| c.get("lastTransitionTime"))
-            .and_then(Value::as_str)
-            .unwrap_or(now);
+        let since = transition_time(previous, kind, state, now);
         conditions.push(json!({
             "type": kind, "status": state, "reason": reason, "message": message,
             "lastTransitionTime": since, "observedGeneration": generation,
@@ -348,6 +326,24 @@ pub fn storage_migration(
 
 /// The refused objects for a message: up to [`MAX_REFUSED_NAMED`], then a
 /// count.
+/// When condition `kind` last became `status`: its `lastTransitionTime` in
+/// the `previous` status when it already had that status there, else `now`
+/// (a condition keeps its transition time while its status holds).
+fn transition_time<'a>(previous: &'a Value, kind: &str, status: &str, now: &'a str) -> &'a str {
+    previous
+        .get("conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.get("type").and_then(Value::as_str) == Some(kind)
+                    && c.get("status").and_then(Value::as_str) == Some(status)
+            })
+        })
+        .and_then(|c| c.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+        .unwrap_or(now)
+}
+
 fn named_refusals(refused: &[String]) -> String {
     let mut named = refused
         .iter()
