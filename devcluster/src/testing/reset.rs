@@ -159,9 +159,20 @@ pub async fn reset(
     let deadline = Instant::now() + timeout;
     loop {
         let mut left = Vec::new();
+        disarm_conversion_webhooks(client, baseline).await?;
         for (ar, caps) in resources(client).await? {
             let name = resource_name(&ar);
-            for obj in list(client, &ar).await? {
+            // A custom resource whose CRD converted through a webhook that
+            // went with its test cannot be read or deleted (500) until the
+            // API server applies the `None` strategy set above: retried.
+            let objects = match list(client, &ar).await {
+                Ok(objects) => objects,
+                Err(e) => {
+                    left.push(e);
+                    continue;
+                }
+            };
+            for obj in objects {
                 let labels = obj.metadata.labels.as_ref();
                 let seen = Seen {
                     resource: &name,
@@ -174,12 +185,15 @@ pub async fn reset(
                 if !leftover(&seen, baseline) {
                     continue;
                 }
-                remove(client, &ar, &caps, &name, &obj).await?;
-                left.push(format!(
+                let described = format!(
                     "{name} {}/{}",
                     obj.metadata.namespace.as_deref().unwrap_or("-"),
                     obj.metadata.name.as_deref().unwrap_or("?")
-                ));
+                );
+                left.push(match remove(client, &ar, &caps, &name, &obj).await {
+                    Ok(()) => described,
+                    Err(e) => format!("{described} ({e})"),
+                });
             }
         }
         if left.is_empty() {
@@ -194,6 +208,49 @@ pub async fn reset(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The CRDs a test created that convert through a webhook, switched to
+/// the `None` strategy: the webhook (a host in the test's process) is gone
+/// with the test, and while the CRD still names it every read or delete of
+/// an object stored in another version fails, so nothing could be reset.
+async fn disarm_conversion_webhooks(
+    client: &kube::Client,
+    baseline: &HashSet<String>,
+) -> Result<(), String> {
+    let crds = ApiResource {
+        group: "apiextensions.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "apiextensions.k8s.io/v1".into(),
+        kind: "CustomResourceDefinition".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crds);
+    for crd in list(client, &crds).await? {
+        let created_by_a_test = !crd
+            .metadata
+            .uid
+            .as_deref()
+            .is_some_and(|uid| baseline.contains(uid));
+        let converts_by_webhook = crd.data.pointer("/spec/conversion/strategy")
+            == Some(&serde_json::Value::String("Webhook".into()));
+        if !(created_by_a_test && converts_by_webhook) || crd.metadata.deletion_timestamp.is_some()
+        {
+            continue;
+        }
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let patch =
+            serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+            Err(e) => return Err(format!("switching CRD {name} to conversion None: {e}")),
+        }
+    }
+    Ok(())
 }
 
 async fn remove(
