@@ -244,7 +244,9 @@ mod tests {
         assert!(!check.ready);
         assert_eq!(check.name, "shards");
         assert!(
-            check.detail.starts_with(&format!("{squatter}; holding shards [] of 2")),
+            check
+                .detail
+                .starts_with(&format!("{squatter}; holding shards [] of 2")),
             "{}",
             check.detail
         );
