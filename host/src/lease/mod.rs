@@ -18,7 +18,8 @@
 //! gate.
 //!
 //! The manager subscribes to the gate's [`Leadership`] to start and stop
-//! the controllers. `docs/leader-election.md` states the guarantees and
+//! the controllers, and asks [`ElectionReadiness`] for the `/readyz` check
+//! about the election. `docs/leader-election.md` states the guarantees and
 //! their limits.
 //!
 //! This module only needs telemetry (its metrics); everything that writes
@@ -31,6 +32,7 @@ mod decision;
 mod elector;
 mod gate;
 mod issued;
+mod readiness;
 mod token;
 
 use std::time::Duration;
@@ -44,6 +46,7 @@ pub use decision::{
 pub use elector::{ElectionStatus, LeaderElectionConfig, LeaderElector, REPORTER};
 pub use gate::{Fenced, InFlight, Leadership, ShardGates, WriteGate};
 pub use issued::issued_term;
+pub use readiness::ElectionReadiness;
 pub use token::{FencingToken, ForgedTerm, LaterTerm, TermOrder, lease_identity};
 
 /// The Lease's name when `--leader-election-id` is not given.

@@ -55,8 +55,8 @@ use crate::cache::{Discovery, SharedCache};
 use crate::contract::HostObjects;
 use crate::controller::{ControllerHandle, ControllerOptions, kinds_of};
 use crate::lease::{
-    ElectionStatus, LeaderElectionConfig, LeaderElector, Leadership, ShardCoordinator, ShardGates,
-    ShardStatus, WriteGate, shard_lease_name,
+    ElectionReadiness, LeaderElectionConfig, LeaderElector, Leadership, ShardCoordinator,
+    ShardGates, WriteGate, shard_lease_name,
 };
 use crate::registry::{
     Announcement, DEFAULT_ROLLOUT_RATE, DryRunState, Registry, RegistryError, RegistryOptions,
@@ -201,34 +201,7 @@ struct Inner {
     electors: tokio::sync::Mutex<Vec<LeaderElector>>,
     coordinator: tokio::sync::Mutex<Option<ShardCoordinator>>,
     /// What readiness reports about the election, when electing.
-    election: Option<ElectionView>,
-}
-
-/// What `/readyz?verbose` reads about the election.
-#[derive(Clone)]
-struct ElectionView {
-    /// The leader's Lease, or the shard Leases' prefix (`namespace/name`).
-    lease: String,
-    gate: WriteGate,
-    status: Option<Arc<dyn Fn() -> ElectionStatus + Send + Sync>>,
-    shards: ShardGates,
-    shard_status: Option<Arc<dyn Fn() -> ShardStatus + Send + Sync>>,
-}
-
-impl ElectionView {
-    fn check(&self) -> ReadinessCheck {
-        match (&self.shard_status, &self.status) {
-            (Some(status), _) => shards_check(&self.lease, &self.shards, &status()),
-            (None, Some(status)) => {
-                leadership_check(&self.lease, self.gate.leadership(), &status())
-            }
-            (None, None) => leadership_check(
-                &self.lease,
-                self.gate.leadership(),
-                &ElectionStatus::default(),
-            ),
-        }
-    }
+    election: Option<ElectionReadiness>,
 }
 
 /// The host's composition root. Cheap to clone; clones share everything.
@@ -328,24 +301,17 @@ impl Manager {
                     ));
                 }
                 let started = ShardCoordinator::start(client.clone(), &config, wants);
-                election = Some(ElectionView {
-                    lease: config.lease(),
-                    gate: gate.clone(),
-                    status: None,
-                    shards: shards.clone(),
-                    shard_status: Some(Arc::new(started.status_handle())),
-                });
+                election = Some(ElectionReadiness::sharded(
+                    config.lease(),
+                    shards.clone(),
+                    &started,
+                    &electors,
+                ));
                 coordinator = Some(started);
             } else {
                 let elector =
                     LeaderElector::start(client.clone(), config, gate.clone(), metrics.clone());
-                election = Some(ElectionView {
-                    lease: elector.config().lease(),
-                    gate: gate.clone(),
-                    status: Some(Arc::new(elector.status_handle())),
-                    shards: shards.clone(),
-                    shard_status: None,
-                });
+                election = Some(ElectionReadiness::leader(&elector, gate.clone()));
                 electors.push(elector);
             }
         }
@@ -612,80 +578,6 @@ fn readiness(controllers: &Controllers) -> Vec<ReadinessCheck> {
     }];
     checks.extend(plugins);
     checks
-}
-
-/// The `/readyz?verbose` line about the shards: always passing, saying
-/// which shards this replica holds (with their fencing tokens) and who
-/// holds each shard, e.g. `holding shards [0, 2] of 4 (fencing tokens [3,
-/// 1]), fair share 2, 3 replicas live; shard 0: a_1f, shard 1: b_2e, …`.
-fn shards_check(lease: &str, shards: &ShardGates, status: &ShardStatus) -> ReadinessCheck {
-    let leadership = shards.leadership();
-    let held: Vec<usize> = (0..leadership.len())
-        .filter(|i| leadership[*i].leading)
-        .collect();
-    let tokens: Vec<u64> = held
-        .iter()
-        .map(|i| leadership[*i].token.unwrap_or_default())
-        .collect();
-    let holders: Vec<String> = (0..shards.count())
-        .map(|i| {
-            let holder = status
-                .holders
-                .get(i)
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| "nobody".to_string());
-            format!("shard {i}: {holder}")
-        })
-        .collect();
-    let detail = format!(
-        "holding shards {held:?} of {} (Leases {lease}-shard-N, fencing tokens {tokens:?}), fair share {}, {} replicas live; {}",
-        shards.count(),
-        status.plan.share,
-        status.live.len(),
-        holders.join(", ")
-    );
-    ReadinessCheck {
-        name: "shards".to_string(),
-        plugin: None,
-        ready: true,
-        detail,
-    }
-}
-
-/// The `/readyz?verbose` line about leadership: always passing (a standby
-/// is ready: it serves webhooks and takes over warm), saying who leads.
-fn leadership_check(
-    lease: &str,
-    leadership: Leadership,
-    status: &crate::lease::ElectionStatus,
-) -> ReadinessCheck {
-    if let Some(squatter) = &status.squatter {
-        // Not ready: this replica will not lead until the cluster operator
-        // deletes the planted Lease.
-        return ReadinessCheck {
-            name: "leader-election".to_string(),
-            plugin: None,
-            ready: false,
-            detail: squatter.clone(),
-        };
-    }
-    let holder = status.holder.as_deref().unwrap_or("nobody");
-    let version = status.holder_version.as_deref().unwrap_or("unknown");
-    let detail = match (leadership.leading, leadership.draining) {
-        (true, false) => format!(
-            "leading (Lease {lease}, fencing token {})",
-            leadership.token.unwrap_or_default()
-        ),
-        (true, true) => format!("handing over (Lease {lease}): finishing reconciles in flight"),
-        (false, _) => format!("standby (Lease {lease} held by {holder}, host {version})"),
-    };
-    ReadinessCheck {
-        name: "leader-election".to_string(),
-        plugin: None,
-        ready: true,
-        detail,
-    }
 }
 
 /// Applies the registry's announcements and this replica's changes of
@@ -989,24 +881,6 @@ fn starts_dry_run(rollout: &Rollout, state: DryRunState, running: bool, restarte
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_planted_leader_lease_fails_readiness_naming_it() {
-        let squatter = "Lease ops/wasm-operator is named like the host's leader-election Lease but the host did not create it";
-        let status = crate::lease::ElectionStatus {
-            squatter: Some(squatter.to_string()),
-            ..Default::default()
-        };
-        let check = leadership_check("ops/wasm-operator", Leadership::default(), &status);
-        assert!(!check.ready);
-        assert_eq!(check.detail, squatter);
-        let check = leadership_check(
-            "ops/wasm-operator",
-            Leadership::default(),
-            &crate::lease::ElectionStatus::default(),
-        );
-        assert!(check.ready, "a standby replica is ready");
-    }
 
     #[test]
     fn a_dry_run_starts_once_per_candidate_and_again_after_a_restart() {

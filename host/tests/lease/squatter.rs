@@ -2,7 +2,9 @@
 //! first starts (by a plugin, or anyone who may write Leases there) is not
 //! the host's: the replica neither takes it nor waits out its duration, it
 //! reports the squatter (`/readyz` fails naming it and saying what to do)
-//! and leads once the cluster operator deletes it.
+//! and leads once the cluster operator deletes it. With `--shards N` the
+//! same holds for a planted shard Lease (the `shards` check fails naming
+//! it), while the replica serves the other shards.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, PostParams};
@@ -97,4 +99,101 @@ async fn a_planted_leader_lease_is_reported_never_taken_nor_waited_on() {
     wait_reconciled_by(&client, NS, "after-squat", &transitions(&mine).to_string()).await;
     let (status, body) = a.readyz().await.expect("a answers /readyz");
     assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_shard_lease_is_reported_never_taken_while_the_other_shards_serve() {
+    let cluster = support::start_cluster().await;
+    let client = cluster.client();
+    install_webapp_crd(&client).await;
+    let dir = tempfile::tempdir().unwrap();
+    let name = "lease-shard-squat";
+    let squatted = format!("{name}-shard-1");
+    let leases = Api::<Lease>::namespaced(client.clone(), NS);
+    // Shard 1's Lease, held for an hour by someone who is no replica.
+    let planted: Lease = serde_json::from_value(json!({
+        "metadata": {"name": squatted, "namespace": NS},
+        "spec": {
+            "holderIdentity": "squatter",
+            "leaseDurationSeconds": 3600,
+            "renewTime": k8s_openapi::jiff::Timestamp::now().to_string(),
+            "leaseTransitions": 7,
+        },
+    }))
+    .expect("a Lease");
+    leases
+        .create(&PostParams::default(), &planted)
+        .await
+        .expect("plant the shard Lease");
+
+    let a = Replica::start(
+        &Launch::new("a", cluster.kubeconfig_path(), NS, name, dir.path()).with_shards(2),
+    );
+    // Shard 0 is the host's as usual: its Lease carries the host's label.
+    let shard0 = wait_for_holder(&client, NS, &format!("{name}-shard-0"), &["a"]).await;
+    assert_eq!(
+        shard0
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("wasm-operator.dev/host-object"))
+            .map(String::as_str),
+        Some("shard-lease")
+    );
+    let body = support::wait_until(
+        "replica a to report the planted shard Lease on /readyz",
+        DEADLINE,
+        || async {
+            match a.readyz().await {
+                Some((status, body)) if status != 200 && body.contains("did not create it") => {
+                    Ok(body)
+                }
+                other => Err(format!("{other:?}; log:\n{}", tail(&a.logs()))),
+            }
+        },
+    )
+    .await;
+    assert!(
+        body.contains(&format!(
+            "[-]shards Lease {NS}/{squatted} is named like a shard Lease of the host's leader election"
+        )) && body.contains(&format!("kubectl -n {NS} delete lease {squatted}")),
+        "{body}"
+    );
+    assert!(body.contains("holding shards [0] of 2"), "{body}");
+    assert!(
+        a.logs().contains("does not lead until it is gone"),
+        "{}",
+        tail(&a.logs())
+    );
+    // Neither taken nor written: the squatter's Lease is as planted.
+    let still = lease(&client, NS, &squatted)
+        .await
+        .expect("the planted Lease");
+    assert_eq!(holder(&still).as_deref(), Some("squatter"));
+    assert_eq!(transitions(&still), 7);
+    assert!(still.metadata.labels.is_none(), "{:?}", still.metadata);
+
+    // Deleted by the cluster operator: the replica creates its own shard
+    // Lease (with the host's label) at once, and /readyz passes again.
+    leases
+        .delete(&squatted, &DeleteParams::default())
+        .await
+        .expect("delete the planted shard Lease");
+    let mine = wait_for_holder(&client, NS, &squatted, &["a"]).await;
+    assert_eq!(
+        mine.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("wasm-operator.dev/host-object"))
+            .map(String::as_str),
+        Some("shard-lease")
+    );
+    let body = support::wait_until("replica a ready with both shards", DEADLINE, || async {
+        match a.readyz().await {
+            Some((200, body)) if body.contains("[+]shards holding shards [0, 1] of 2") => Ok(body),
+            other => Err(format!("{other:?}; log:\n{}", tail(&a.logs()))),
+        }
+    })
+    .await;
+    assert!(!body.contains("did not create it"), "{body}");
 }

@@ -3,8 +3,10 @@
 //! namespace (only a `namespaces` list naming it does), for primaries,
 //! children and reads alike; and no child may be named like an object the
 //! host keeps there (its webhook certificate Secret, a canary diffs
-//! ConfigMap, its Leases), even where the namespace is granted by name.
+//! ConfigMap, its leader and shard Leases), even where the namespace is
+//! granted by name.
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 use serde_json::json;
@@ -157,5 +159,62 @@ async fn children_named_like_the_hosts_objects_are_refused_even_where_granted() 
     );
     let cms = Api::<ConfigMap>::namespaced(host.client(), HOST_NS);
     assert!(cms.get_opt("kv-canary-diffs").await.unwrap().is_none());
+    assert!(cms.get_opt("fine-ok").await.unwrap().is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_named_like_the_hosts_leader_lease_is_refused_even_where_granted() {
+    let host = start().await;
+    // The host's Lease namespace, granted by name; Leases are an ordinary
+    // kind, which the restricted default lets a plugin own.
+    let grant = Grant {
+        namespaces: Some(vec![HOST_NS.into()]),
+        ..Grant::default()
+    };
+    host.load_with("hostile_workloads", grant).await.unwrap();
+    host.attack(HOST_NS, "fine", json!({"mode": "ok"})).await;
+    host.attack(HOST_NS, "leader", json!({"mode": "lease-child"}))
+        .await;
+    host.attack(
+        HOST_NS,
+        "shard",
+        json!({"mode": "lease-child", "target": "wasm-operator-shard-0"}),
+    )
+    .await;
+    // The same plugin may own a Lease of its own name there.
+    host.attack(
+        HOST_NS,
+        "own",
+        json!({"mode": "lease-child", "target": "own-lease"}),
+    )
+    .await;
+
+    wait_attack(&host, HOST_NS, "fine", "a served Attack", ready).await;
+    wait_attack(&host, HOST_NS, "own", "a served Attack", ready).await;
+    for (name, whose) in [
+        ("leader", "the host's leader-election Lease"),
+        ("shard", "a shard Lease of the host's leader election"),
+    ] {
+        let o = wait_attack(&host, HOST_NS, name, "CapabilityDenied", capability_denied).await;
+        let ready_condition = condition(&o, "Ready").expect("a Ready condition");
+        assert_eq!(ready_condition["status"], "False", "{o}");
+        let message = condition(&o, "Degraded").unwrap()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            message.contains(whose) && message.contains("nothing was written"),
+            "{message}"
+        );
+    }
+    let leases = Api::<Lease>::namespaced(host.client(), HOST_NS);
+    for planted in ["wasm-operator", "wasm-operator-shard-0"] {
+        assert!(
+            leases.get_opt(planted).await.unwrap().is_none(),
+            "the planted Lease {planted} was written"
+        );
+    }
+    assert!(leases.get_opt("own-lease").await.unwrap().is_some());
+    let cms = Api::<ConfigMap>::namespaced(host.client(), HOST_NS);
     assert!(cms.get_opt("fine-ok").await.unwrap().is_some());
 }
