@@ -109,6 +109,11 @@ struct NameLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LeaseLabels {
     name: String,
 }
@@ -388,6 +393,37 @@ impl LeaseFamilies {
     }
 }
 
+/// Why the conversion webhook refused a review before converting any of it
+/// (the `reason` label of `wasm_operator_webhook_refusals_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WebhookRefusal {
+    /// 413: the review's `Content-Length` (or the bytes sent without one)
+    /// passed `--webhook-max-review-bytes`.
+    TooLarge,
+    /// 503: the reviews (or bytes of reviews) in flight were at their bound.
+    Busy,
+    /// The review carried an object over the per-object bound; it failed
+    /// unparsed.
+    ObjectTooLarge,
+}
+
+impl WebhookRefusal {
+    /// Every reason, to create their series at zero.
+    pub const ALL: [WebhookRefusal; 3] = [
+        WebhookRefusal::TooLarge,
+        WebhookRefusal::Busy,
+        WebhookRefusal::ObjectTooLarge,
+    ];
+
+    fn as_str(self) -> &'static str {
+        match self {
+            WebhookRefusal::TooLarge => "too_large",
+            WebhookRefusal::Busy => "busy",
+            WebhookRefusal::ObjectTooLarge => "object_too_large",
+        }
+    }
+}
+
 /// Every metric the host records, in one Prometheus registry. Cheap to clone:
 /// clones share the same families.
 #[derive(Clone)]
@@ -396,6 +432,7 @@ pub struct Metrics {
     controller: ControllerFamilies,
     plugin: PluginFamilies,
     lease: LeaseFamilies,
+    webhook_refusals: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -417,11 +454,37 @@ impl Metrics {
         let controller = ControllerFamilies::register(&mut registry);
         let plugin = PluginFamilies::register(&mut registry);
         let lease = LeaseFamilies::register(&mut registry);
+        let webhook_refusals = registered(
+            &mut registry,
+            "wasm_operator_webhook_refusals",
+            "ConversionReviews the conversion webhook refused before converting any object, by reason (too_large: 413, busy: 503, object_too_large: an object over the per-object bound)",
+            Family::<ReasonLabels, Counter>::default(),
+        );
         Metrics {
             registry: Arc::new(registry),
             controller,
             plugin,
             lease,
+            webhook_refusals,
+        }
+    }
+
+    /// The conversion webhook refused a review for `reason`.
+    pub fn webhook_refusal(&self, reason: WebhookRefusal) {
+        self.webhook_refusals
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str().to_string(),
+            })
+            .inc();
+    }
+
+    /// Creates the webhook's refusal series at zero, so an alert on them
+    /// sees `0` before the first refusal.
+    pub fn webhook_started(&self) {
+        for reason in WebhookRefusal::ALL {
+            let _ = self.webhook_refusals.get_or_create(&ReasonLabels {
+                reason: reason.as_str().to_string(),
+            });
         }
     }
 
@@ -808,6 +871,9 @@ mod tests {
         m.events("webapp", 2, 5);
         m.refusal("webapp", "ChildConflict");
         m.shadow_comparison("webapp", "1.0.0", "1.2.0", ShadowResult::Differ);
+        m.webhook_started();
+        m.webhook_refusal(WebhookRefusal::TooLarge);
+        m.webhook_refusal(WebhookRefusal::TooLarge);
         let text = m.encode();
         for needle in [
             "controller_runtime_reconcile_total{controller=\"webapp\",result=\"error\"} 1",
@@ -823,6 +889,9 @@ mod tests {
             "wasm_operator_events_total{plugin=\"webapp\",outcome=\"dropped\"} 5",
             "wasm_operator_refusals_total{plugin=\"webapp\",reason=\"ChildConflict\"} 1",
             "wasm_operator_shadow_comparisons_total{plugin=\"webapp\",stable=\"1.0.0\",candidate=\"1.2.0\",result=\"differ\"} 1",
+            "wasm_operator_webhook_refusals_total{reason=\"too_large\"} 2",
+            "wasm_operator_webhook_refusals_total{reason=\"busy\"} 0",
+            "wasm_operator_webhook_refusals_total{reason=\"object_too_large\"} 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

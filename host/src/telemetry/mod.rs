@@ -9,5 +9,5 @@ mod metrics;
 mod server;
 
 pub use logging::init_logging;
-pub use metrics::{Metrics, ReconcileResult, ShadowResult, WriteKind};
+pub use metrics::{Metrics, ReconcileResult, ShadowResult, WebhookRefusal, WriteKind};
 pub use server::{ReadinessCheck, readiness_report, serve, serve_checks};

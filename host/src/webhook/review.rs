@@ -238,6 +238,25 @@ impl RawObject<'_> {
     }
 }
 
+/// Why a review's bytes are not a ConversionReview the webhook converts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReviewError {
+    /// `request.objects[index]` is `size` bytes, over [`MAX_OBJECT_BYTES`]:
+    /// refused unparsed.
+    #[error(
+        "request.objects[{index}]: the object is {size} bytes; objects over {MAX_OBJECT_BYTES} bytes are refused (the API server stores none over 3 MiB), so this review did not come from it"
+    )]
+    ObjectTooLarge {
+        /// The object's index in `request.objects`.
+        index: usize,
+        /// Its size in bytes.
+        size: usize,
+    },
+    /// Not a ConversionReview v1 request (the sentence says what is wrong).
+    #[error("{0}")]
+    Invalid(String),
+}
+
 /// Reads a ConversionReview v1 request from `body` (see [`parse`] for the
 /// rules), checking each object as it is read: a JSON object of at most
 /// [`MAX_OBJECT_BYTES`] with a string `apiVersion` and `kind`. The first
@@ -245,8 +264,10 @@ impl RawObject<'_> {
 /// malformed body is kept.
 ///
 /// # Errors
-/// A message for the response (and the API server's error).
-pub fn parse_bytes(body: &[u8]) -> Result<RawReviewRequest<'_>, String> {
+/// [`ReviewError::ObjectTooLarge`] for an object over the bound,
+/// [`ReviewError::Invalid`] for anything else; both are messages for the
+/// response (and the API server's error).
+pub fn parse_bytes(body: &[u8]) -> Result<RawReviewRequest<'_>, ReviewError> {
     #[derive(Deserialize)]
     struct Review<'a> {
         #[serde(default, rename = "apiVersion")]
@@ -263,68 +284,103 @@ pub fn parse_bytes(body: &[u8]) -> Result<RawReviewRequest<'_>, String> {
         #[serde(default, rename = "desiredAPIVersion")]
         desired: String,
         #[serde(borrow, default)]
-        objects: Objects<'a>,
+        objects: Option<&'a RawValue>,
     }
+    let invalid = ReviewError::Invalid;
     let review: Review<'_> = serde_json::from_slice(body)
-        .map_err(|e| format!("the ConversionReview does not parse: {e}"))?;
+        .map_err(|e| invalid(format!("the ConversionReview does not parse: {e}")))?;
     if review.api_version != "apiextensions.k8s.io/v1" || review.kind != "ConversionReview" {
-        return Err(format!(
+        return Err(invalid(format!(
             "expected an apiextensions.k8s.io/v1 ConversionReview, got {:?} {:?}; set conversionReviewVersions: [v1] on the CRD",
             review.api_version, review.kind
-        ));
+        )));
     }
     let request = review
         .request
-        .ok_or("the ConversionReview has no request")?;
+        .ok_or_else(|| invalid("the ConversionReview has no request".into()))?;
     if request.uid.is_empty() {
-        return Err("the ConversionReview request has no uid".into());
+        return Err(invalid("the ConversionReview request has no uid".into()));
     }
     if !request.desired.contains('/') {
-        return Err(format!(
+        return Err(invalid(format!(
             "the ConversionReview request asks for apiVersion {:?}; a custom resource's apiVersion is group/version",
             request.desired
-        ));
+        )));
     }
+    let objects = match request.objects {
+        Some(objects) => read_objects(objects)?,
+        None => Vec::new(),
+    };
     Ok(RawReviewRequest {
         uid: request.uid,
         desired_api_version: request.desired,
-        objects: request.objects.0,
+        objects,
     })
 }
 
-/// `request.objects`, each checked while the array is read.
-#[derive(Debug, Default)]
-struct Objects<'a>(Vec<RawObject<'a>>);
-
-impl<'de: 'a, 'a> Deserialize<'de> for Objects<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
-            type Value = Objects<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an array of objects")
-            }
-            fn visit_seq<S: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: S,
-            ) -> Result<Self::Value, S::Error> {
-                let mut objects = Vec::new();
-                while let Some(raw) = seq.next_element::<&'de RawValue>()? {
-                    let index = objects.len();
-                    let object = read_object(raw).map_err(|e| {
-                        serde::de::Error::custom(format!("request.objects[{index}]: {e}"))
-                    })?;
-                    objects.push(object);
-                }
-                Ok(Objects(objects))
-            }
-        }
-        deserializer.deserialize_seq(Visit(std::marker::PhantomData))
+/// `request.objects` (raw), each object checked as the array is read.
+fn read_objects(objects: &RawValue) -> Result<Vec<RawObject<'_>>, ReviewError> {
+    use serde::de::DeserializeSeed as _;
+    let mut too_large = None;
+    let mut deserializer = serde_json::Deserializer::from_str(objects.get());
+    let read = Objects {
+        too_large: &mut too_large,
+    }
+    .deserialize(&mut deserializer);
+    match (read, too_large) {
+        (_, Some(refusal)) => Err(refusal),
+        (Ok(objects), None) => Ok(objects),
+        (Err(e), None) => Err(ReviewError::Invalid(format!(
+            "the ConversionReview does not parse: {e}"
+        ))),
     }
 }
 
-/// Checks one raw object's size and reads its `apiVersion` and `kind`
-/// (everything else is skipped, not built).
+/// Reads `request.objects`; an object over [`MAX_OBJECT_BYTES`] stops the
+/// read and is reported in `too_large` (a serde error carries only text).
+struct Objects<'s> {
+    too_large: &'s mut Option<ReviewError>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Objects<'_> {
+    type Value = Vec<RawObject<'de>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Objects<'_> {
+    type Value = Vec<RawObject<'de>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an array of objects")
+    }
+
+    fn visit_seq<S: serde::de::SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+        let mut objects = Vec::new();
+        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+            let index = objects.len();
+            let size = raw.get().len();
+            if size > MAX_OBJECT_BYTES {
+                let refusal = ReviewError::ObjectTooLarge { index, size };
+                let message = refusal.to_string();
+                *self.too_large = Some(refusal);
+                return Err(serde::de::Error::custom(message));
+            }
+            let object = read_object(raw)
+                .map_err(|e| serde::de::Error::custom(format!("request.objects[{index}]: {e}")))?;
+            objects.push(object);
+        }
+        Ok(objects)
+    }
+}
+
+/// Reads one raw object's `apiVersion` and `kind` (everything else is
+/// skipped, not built); its size was checked.
 fn read_object(raw: &RawValue) -> Result<RawObject<'_>, String> {
     #[derive(Deserialize)]
     struct Kinded<'a> {
@@ -332,12 +388,6 @@ fn read_object(raw: &RawValue) -> Result<RawObject<'_>, String> {
         api_version: Option<Cow<'a, str>>,
         #[serde(borrow)]
         kind: Option<Cow<'a, str>>,
-    }
-    let size = raw.get().len();
-    if size > MAX_OBJECT_BYTES {
-        return Err(format!(
-            "the object is {size} bytes; objects over {MAX_OBJECT_BYTES} bytes are refused (the API server stores none over 3 MiB), so this review did not come from it"
-        ));
     }
     if !raw.get().starts_with('{') {
         return Err("it is not a JSON object".into());
@@ -541,15 +591,24 @@ mod tests {
                 "request": {"uid": "1", "desiredAPIVersion": "kv.example.com/v1alpha1", "objects": objects}}))
             .unwrap()
         };
-        let error = parse_bytes(&review(json!([object(), 0, 0]))).unwrap_err();
+        let error = parse_bytes(&review(json!([object(), 0, 0])))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("request.objects[1]"), "{error}");
         assert!(error.contains("not a JSON object"), "{error}");
-        let error = parse_bytes(&review(json!([{"kind": "X"}]))).unwrap_err();
+        let error = parse_bytes(&review(json!([{"kind": "X"}])))
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("no apiVersion"), "{error}");
         let mut huge = object();
         huge["spec"]["items"] = json!(vec![0; MAX_OBJECT_BYTES / 2 + 1]);
-        let error = parse_bytes(&review(json!([huge]))).unwrap_err();
-        assert!(error.contains("request.objects[0]"), "{error}");
+        let refusal = parse_bytes(&review(json!([object(), huge]))).unwrap_err();
+        assert!(
+            matches!(refusal, ReviewError::ObjectTooLarge { index: 1, size } if size > MAX_OBJECT_BYTES),
+            "{refusal:?}"
+        );
+        let error = refusal.to_string();
+        assert!(error.contains("request.objects[1]"), "{error}");
         assert!(
             error.contains(&format!("over {MAX_OBJECT_BYTES} bytes")),
             "{error}"
@@ -557,11 +616,13 @@ mod tests {
         let error = parse_bytes(
             b"{\"apiVersion\": \"apiextensions.k8s.io/v1beta1\", \"kind\": \"ConversionReview\"}",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("conversionReviewVersions"), "{error}");
         assert!(
             parse_bytes(b"[0,0,0")
                 .unwrap_err()
+                .to_string()
                 .contains("does not parse")
         );
     }

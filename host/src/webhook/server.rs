@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::crd::PATH;
 use super::review::{self, ConvertedObject};
 use crate::registry::{ActiveVersion, Registry};
+use crate::telemetry::WebhookRefusal;
 
 /// The default of [`ServeLimits::max_review_bytes`] (32 MiB). The API
 /// server sends a whole list in one review: 10,000 small objects are ~4 MiB,
@@ -115,14 +116,27 @@ pub async fn answer(registry: &Registry, review_json: &Value) -> Value {
 
 /// [`answer`] from the review's bytes to the response's bytes, keeping the
 /// objects as the text they were sent as: only the object being converted
-/// is ever parsed into a tree, and only its `metadata`.
+/// is ever parsed into a tree, and only its `metadata`. A review refused for
+/// an object over the per-object bound counts in
+/// `wasm_operator_webhook_refusals_total{reason="object_too_large"}`.
 pub async fn answer_bytes(registry: &Registry, body: &[u8]) -> Vec<u8> {
     match review::parse_bytes(body) {
         Ok(request) => {
             let outcome = convert_all(registry, &request).await;
             review::response_bytes(&request.uid, outcome)
         }
-        Err(message) => {
+        Err(error) => {
+            if let review::ReviewError::ObjectTooLarge { index, size } = error {
+                tracing::warn!(
+                    index,
+                    size,
+                    "the conversion webhook refused a review carrying an object over the per-object bound"
+                );
+                registry
+                    .metrics()
+                    .webhook_refusal(WebhookRefusal::ObjectTooLarge);
+            }
+            let message = error.to_string();
             // The uid, when the body says one, even if the rest is wrong.
             let uid = serde_json::from_slice::<UidOnly>(body)
                 .ok()
@@ -235,15 +249,25 @@ struct Served {
     bytes: Arc<Semaphore>,
 }
 
-/// A refusal before a review is converted: the status and a sentence.
-fn refuse(status: StatusCode, message: String) -> Response {
-    let mut response = (status, message).into_response();
-    if status == StatusCode::SERVICE_UNAVAILABLE {
+impl Served {
+    /// A refusal before a review is read whole: 413 or 503 and a sentence,
+    /// counted in `wasm_operator_webhook_refusals_total`.
+    fn refuse(&self, refusal: WebhookRefusal, message: String) -> Response {
+        self.registry.metrics().webhook_refusal(refusal);
+        let status = match refusal {
+            WebhookRefusal::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            WebhookRefusal::TooLarge | WebhookRefusal::ObjectTooLarge => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+        };
+        let mut response = (status, message).into_response();
+        if refusal == WebhookRefusal::Busy {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
         response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }
-    response
 }
 
 async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) -> Response {
@@ -255,16 +279,16 @@ async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) ->
     if let Some(length) = announced
         && length > max
     {
-        return refuse(
-            StatusCode::PAYLOAD_TOO_LARGE,
+        return served.refuse(
+            WebhookRefusal::TooLarge,
             too_large(&format!("announces {length} bytes"), max),
         );
     }
     // Both permits are taken before a byte of the body is read; a review
     // without a Content-Length is charged the largest a review can be.
     let Ok(_review) = served.reviews.clone().try_acquire_owned() else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
+        return served.refuse(
+            WebhookRefusal::Busy,
             format!(
                 "the conversion webhook is converting {} reviews already, its bound; retry",
                 served.limits.max_reviews_in_flight
@@ -276,8 +300,8 @@ async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) ->
         .clone()
         .try_acquire_many_owned(kib(announced.unwrap_or(max)))
     else {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
+        return served.refuse(
+            WebhookRefusal::Busy,
             format!(
                 "the conversion webhook holds {} bytes of reviews already, its bound; retry",
                 served.limits.bytes_in_flight()
@@ -288,14 +312,15 @@ async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) ->
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0));
     while let Some(chunk) = stream.next().await {
         let Ok(chunk) = chunk else {
-            return refuse(
+            return (
                 StatusCode::BAD_REQUEST,
-                "the review's body ended early".into(),
-            );
+                "the review's body ended early".to_string(),
+            )
+                .into_response();
         };
         if bytes.len() + chunk.len() > max {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
+            return served.refuse(
+                WebhookRefusal::TooLarge,
                 too_large(&format!("sent more than {max} bytes"), max),
             );
         }
@@ -321,6 +346,7 @@ pub async fn serve(
     limits: ServeLimits,
     cancel: CancellationToken,
 ) {
+    registry.metrics().webhook_started();
     let served = Served {
         registry,
         limits,

@@ -25,6 +25,37 @@ fn review(uid: &str, objects: &str) -> String {
     )
 }
 
+/// The sum of the host's counter lines starting with `series` and carrying
+/// every label of `labels` (read from the registry the test's host records
+/// in, as its `/metrics` would serve them).
+fn counted(fx: &Fixture, series: &str, labels: &[&str]) -> f64 {
+    fx.registry
+        .metrics()
+        .encode()
+        .lines()
+        .filter(|line| line.starts_with(series) && labels.iter().all(|l| line.contains(l)))
+        .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// `wasm_operator_webhook_refusals_total{reason}`.
+fn refusals(fx: &Fixture, reason: &str) -> f64 {
+    counted(
+        fx,
+        "wasm_operator_webhook_refusals_total{",
+        &[&format!(r#"reason="{reason}""#)],
+    )
+}
+
+/// The DistributedKV plugin's `convert` calls so far.
+fn convert_calls(fx: &Fixture) -> f64 {
+    counted(
+        fx,
+        "wasm_operator_plugin_call_duration_seconds_count{",
+        &[r#"plugin="distributedkv""#, r#"function="convert""#],
+    )
+}
+
 /// A second webhook of the fixture's host with `limits`.
 async fn limited(fx: &Fixture, limits: ServeLimits) -> ConversionWebhook {
     ConversionWebhook::start_with(
@@ -116,6 +147,7 @@ async fn a_review_past_the_size_bound_is_refused_before_it_is_read() {
     assert!(text.contains("announces 2097152 bytes"), "{text}");
     assert!(text.contains("at most 1048576 bytes"), "{text}");
     assert!(text.contains("--webhook-max-review-bytes"), "{text}");
+    assert_eq!(refusals(&fx, "too_large"), 1.0);
     // A review within the bound is answered; tiny top-level elements are
     // refused at the first one, naming it.
     let (status, text) = post(&client, &webhook, review("small", "[0,0,0]")).await;
@@ -125,6 +157,112 @@ async fn a_review_past_the_size_bound_is_refused_before_it_is_read() {
     assert_eq!(answer["response"]["result"]["status"], "Failure");
     let message = answer["response"]["result"]["message"].as_str().unwrap();
     assert!(message.contains("request.objects[0]"), "{message}");
+    assert_eq!(refusals(&fx, "object_too_large"), 0.0);
+    // Within the review bound (the fixture's webhook: 32 MiB), an object
+    // over the per-object bound fails the review unparsed, and counts.
+    let huge = format!(
+        r#"[{{"apiVersion":"kv.example.com/v1beta1","kind":"DistributedKV","metadata":{{"name":"huge","namespace":"default"}},"spec":{{"items":[{}0]}}}}]"#,
+        "0,".repeat(3 << 20)
+    );
+    let (status, text) = post(
+        &self::client(&fx.webhook),
+        &fx.webhook,
+        review("huge", &huge),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["uid"], "huge");
+    assert_eq!(answer["response"]["result"]["status"], "Failure");
+    let message = answer["response"]["result"]["message"].as_str().unwrap();
+    assert!(message.contains("request.objects[0]"), "{message}");
+    assert!(message.contains("objects over 4194304 bytes"), "{message}");
+    assert_eq!(refusals(&fx, "object_too_large"), 1.0);
+    assert_eq!(refusals(&fx, "too_large"), 1.0, "nothing else refused");
+    assert_eq!(refusals(&fx, "busy"), 0.0);
+}
+
+/// A review sent without a `Content-Length` (chunked) is refused with 413
+/// the moment its bytes pass the bound, and nothing of it is converted,
+/// though a converting plugin is loaded and the review is a real one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunked_review_past_the_size_bound_is_refused_when_it_passes_it() {
+    const MAX: usize = 64 << 10;
+    let fx = Fixture::start().await;
+    fx.deploy("distributedkv").await;
+    let webhook = limited(
+        &fx,
+        ServeLimits {
+            max_review_bytes: MAX,
+            ..ServeLimits::default()
+        },
+    )
+    .await;
+    let objects = |count: usize| {
+        let objects: Vec<Value> = (0..count)
+            .map(|i| crate::beta(&format!("kv-{i}"), 3, 1))
+            .collect();
+        serde_json::to_string(&objects).unwrap()
+    };
+    let body = review("chunked", &objects(1_000));
+    assert!(body.len() > 2 * MAX, "{} bytes", body.len());
+    let converted_before = convert_calls(&fx);
+    let refused_before = refusals(&fx, "too_large");
+
+    // The review's first MAX + 1 bytes in 4 KiB chunks, with no
+    // Content-Length; the last chunk's closing CRLF is not sent, so every
+    // byte sent is one the server reads to see the bound passed.
+    let mut tls = tls_connect(&webhook).await;
+    tls.write_all(b"POST /convert HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .await
+        .unwrap();
+    let sent = &body.as_bytes()[..=MAX];
+    let chunks: Vec<&[u8]> = sent.chunks(4096).collect();
+    for (i, chunk) in chunks.iter().enumerate() {
+        let mut frame = format!("{:x}\r\n", chunk.len()).into_bytes();
+        frame.extend_from_slice(chunk);
+        if i + 1 < chunks.len() {
+            frame.extend_from_slice(b"\r\n");
+        }
+        tls.write_all(&frame).await.unwrap();
+    }
+    tls.flush().await.unwrap();
+    let mut answer = Vec::new();
+    // Whatever arrived before the server closed (or, bounding the test
+    // only, within half a minute); the refusal is in it.
+    let _ = tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(
+        text.contains(&format!("sent more than {MAX} bytes")),
+        "{text}"
+    );
+    assert!(text.contains("--webhook-max-review-bytes"), "{text}");
+    assert!(
+        !text.contains("ConversionReview\","),
+        "no review answer: {text}"
+    );
+    assert_eq!(refusals(&fx, "too_large"), refused_before + 1.0);
+    assert_eq!(
+        convert_calls(&fx),
+        converted_before,
+        "nothing of the refused review was converted"
+    );
+
+    // The same review, within the bound, is converted: the plugin was there
+    // to convert, and the count above would have seen it.
+    let (status, text) = post(&client(&webhook), &webhook, review("small", &objects(3))).await;
+    assert_eq!(status, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["response"]["uid"], "small");
+    assert_eq!(
+        answer["response"]["result"]["status"], "Success",
+        "{answer}"
+    );
+    let converted = answer["response"]["convertedObjects"].as_array().unwrap();
+    assert_eq!(converted.len(), 3, "{answer}");
+    assert_eq!(converted[0]["apiVersion"], DESIRED, "{answer}");
+    assert_eq!(convert_calls(&fx), converted_before + 3.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,6 +302,8 @@ async fn reviews_beyond_the_in_flight_bound_are_refused_with_503() {
         refused.contains("converting 1 reviews already"),
         "{refused}"
     );
+    assert_eq!(refusals(&fx, "busy"), 1.0, "the one 503 counted");
+    assert_eq!(refusals(&fx, "too_large"), 0.0);
     // The slot comes back when the holder goes away.
     drop(holder);
     let answered = wait_until("a review answered again", Duration::from_secs(60), || {
