@@ -82,4 +82,13 @@ fi
 passed=$(cat "${logs[@]}" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(cat "${logs[@]}" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
 printf '\n%s passed, %s failed\n' "$passed" "$failed"
+# Name the failures last, where a CI log's tail shows them: each failing test
+# and the first line of its panic, from every pass.
+if [ "$failed" != 0 ]; then
+    printf '\nfailed:\n'
+    for log in "${logs[@]}"; do
+        grep -E '^test .* \.\.\. FAILED$' "$log" | sed -E "s|^test (.*) \.\.\. FAILED$|  \1 (${log#target/})|" || true
+        grep -E -A 2 "^thread '.*' panicked at" "$log" | head -n 30 | sed 's/^/    /' || true
+    done
+fi
 exit "$status"
