@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use faults::{ClientFault, Faults};
-pub use testing::{TestCluster, test_cluster};
+pub use testing::{TestCluster, test_cluster, test_cluster_simulating_workloads};
 
 /// How to start a [`DevCluster`].
 #[derive(Debug, Clone)]
@@ -53,6 +53,12 @@ pub struct DevClusterOptions {
     pub kubeconfig: Option<PathBuf>,
     /// How many watch events are kept for resuming watches from an older resourceVersion.
     pub history_window: usize,
+    /// Simulate workloads (issue 25): Pods, Deployments, ReplicaSets,
+    /// StatefulSets, DaemonSets and Jobs move to Ready/Complete through
+    /// kwok-compatible stages, as kube-scheduler, kube-controller-manager and
+    /// a kubelet would move them. Off by default (tests ask for it);
+    /// `wasm-operator dev` turns it on.
+    pub simulate_workloads: bool,
 }
 
 impl Default for DevClusterOptions {
@@ -63,6 +69,7 @@ impl Default for DevClusterOptions {
             data: None,
             kubeconfig: None,
             history_window: 10_000,
+            simulate_workloads: false,
         }
     }
 }

@@ -43,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         data: args.data,
         kubeconfig: Some(args.kubeconfig),
         history_window: args.history_window,
+        simulate_workloads: false,
     })
     .await?;
     println!("devcluster serving at {}", cluster.url());

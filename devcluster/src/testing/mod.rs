@@ -254,6 +254,33 @@ pub fn real_backend(test: &str, needs: &str) -> bool {
 
 /// Starts (or leases) a cluster for a test; see the module docs.
 pub async fn try_test_cluster() -> Result<TestCluster, DevClusterError> {
+    try_test_cluster_with(DevClusterOptions::default()).await
+}
+
+/// Like [`try_test_cluster`], with workloads that run: on the devcluster its
+/// workload simulation is on ([`DevClusterOptions::simulate_workloads`]); the
+/// real control plane always runs them (kube-scheduler and kwok).
+pub async fn try_test_cluster_simulating_workloads() -> Result<TestCluster, DevClusterError> {
+    try_test_cluster_with(DevClusterOptions {
+        simulate_workloads: true,
+        ..DevClusterOptions::default()
+    })
+    .await
+}
+
+/// Like [`try_test_cluster_simulating_workloads`], panicking with the reason
+/// when no cluster can be had (meant for `#[tokio::test]` bodies only).
+pub async fn test_cluster_simulating_workloads() -> TestCluster {
+    match try_test_cluster_simulating_workloads().await {
+        Ok(c) => c,
+        Err(e) => panic!("cannot start a test cluster: {e}"),
+    }
+}
+
+/// [`try_test_cluster`] with `dev_options` for the devcluster backend.
+async fn try_test_cluster_with(
+    dev_options: DevClusterOptions,
+) -> Result<TestCluster, DevClusterError> {
     let backend =
         Backend::from_env().map_err(|message| DevClusterError::TestBackend { message })?;
     match &backend {
@@ -278,7 +305,7 @@ pub async fn try_test_cluster() -> Result<TestCluster, DevClusterError> {
             })
         }
         Backend::Dev => {
-            let dev = DevCluster::start(DevClusterOptions::default()).await?;
+            let dev = DevCluster::start(dev_options).await?;
             Ok(TestCluster {
                 client: dev.client(),
                 kubeconfig: dev.kubeconfig_path().to_path_buf(),

@@ -32,9 +32,18 @@ pub struct HostBuilder {
     limits: CallLimits,
     crds: Vec<String>,
     host_objects: HostObjects,
+    simulate_workloads: bool,
 }
 
 impl HostBuilder {
+    /// Workloads run (Pods, Deployments, StatefulSets, Jobs become
+    /// Ready/Complete): the devcluster's simulation is turned on; the real
+    /// control plane always runs them.
+    pub fn simulating_workloads(mut self) -> HostBuilder {
+        self.simulate_workloads = true;
+        self
+    }
+
     /// Every plugin call gets `limits` (default: [`CallLimits::default`]).
     pub fn limits(mut self, limits: CallLimits) -> HostBuilder {
         self.limits = limits;
@@ -69,7 +78,11 @@ impl HostBuilder {
             )
             .with_test_writer()
             .try_init();
-        let cluster = super::start_cluster().await;
+        let cluster = if self.simulate_workloads {
+            devcluster::test_cluster_simulating_workloads().await
+        } else {
+            super::start_cluster().await
+        };
         for example in &self.crds {
             super::install_crd(&cluster.client(), &super::example_crd(example)).await;
         }
