@@ -36,6 +36,10 @@ pub struct CrdVersion {
 pub struct ResourceType {
     /// API group, empty for the core group.
     pub group: String,
+    /// The group whose storage holds the objects: `group` itself, except for
+    /// events.k8s.io Events, which kube-apiserver stores as core v1 Events (one
+    /// store served through both APIs, converted on read and write).
+    pub storage_group: String,
     /// The version this entry serves, e.g. `v1`.
     pub version: String,
     /// E.g. `Deployment`.
@@ -70,9 +74,14 @@ impl ResourceType {
         }
     }
 
-    /// The storage key, independent of the version: `group/plural`.
+    /// The storage key, independent of the version: `storage group/plural`.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.group, self.plural)
+        format!("{}/{}", self.storage_group, self.plural)
+    }
+
+    /// Whether objects are stored as another group's (events.k8s.io Events as core ones).
+    pub fn stored_elsewhere(&self) -> bool {
+        self.storage_group != self.group
     }
 
     /// `deployments.apps`, or `pods` for the core group (as in error messages).
@@ -111,6 +120,7 @@ where
 {
     ResourceType {
         group: K::GROUP.to_string(),
+        storage_group: K::GROUP.to_string(),
         version: K::VERSION.to_string(),
         kind: K::KIND.to_string(),
         list_kind: format!("{}List", K::KIND),
@@ -147,7 +157,10 @@ pub fn builtins() -> Vec<ResourceType> {
         builtin::<core::Pod>(&["po"], ALL, true, false),
         builtin::<core::PersistentVolumeClaim>(&["pvc"], &[], true, false),
         builtin::<core::Event>(&["ev"], &[], false, false),
-        builtin::<events::Event>(&["ev"], &[], false, false),
+        ResourceType {
+            storage_group: String::new(),
+            ..builtin::<events::Event>(&["ev"], &[], false, false)
+        },
         builtin::<apps::Deployment>(&["deploy"], ALL, true, true),
         builtin::<apps::StatefulSet>(&["sts"], ALL, true, true),
         builtin::<apps::DaemonSet>(&["ds"], ALL, true, false),
@@ -206,6 +219,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
             let sub = &v["subresources"];
             ResourceType {
                 group: str_of(&spec["group"]),
+                storage_group: str_of(&spec["group"]),
                 version: str_of(&v["name"]),
                 kind: kind.clone(),
                 list_kind: names["listKind"]
