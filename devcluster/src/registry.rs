@@ -322,7 +322,9 @@ impl Registry {
         self.all().find(|r| r.key() == key)
     }
 
-    /// Group names with their versions, core group excluded, in first-seen order.
+    /// Group names with their versions, core group excluded, groups in first-seen
+    /// order, each group's versions highest priority first (the first is the
+    /// preferred version), as kube-apiserver orders them.
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
         for r in self.all().filter(|r| !r.group.is_empty()) {
@@ -334,6 +336,9 @@ impl Registry {
                 }
                 None => out.push((r.group.clone(), vec![r.version.clone()])),
             }
+        }
+        for (_, versions) in &mut out {
+            versions.sort_by(|a, b| version_priority(b, a));
         }
         out
     }
@@ -418,5 +423,92 @@ impl Registry {
         Some(
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
         )
+    }
+}
+
+/// A parsed Kubernetes version name: `v2`, `v1beta1`, `v3alpha2`.
+fn kube_version(v: &str) -> Option<(u8, u64, u64)> {
+    let rest = v.strip_prefix('v')?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let major: u64 = rest[..digits].parse().ok()?;
+    let (stability, minor) = match &rest[digits..] {
+        "" => return Some((2, major, 0)),
+        tail => match (tail.strip_prefix("beta"), tail.strip_prefix("alpha")) {
+            (Some(n), _) => (1, n),
+            (None, Some(n)) => (0, n),
+            (None, None) => return None,
+        },
+    };
+    if minor.is_empty() || !minor.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((stability, major, minor.parse().ok()?))
+}
+
+/// Kubernetes' version priority (apimachinery `version.CompareKubeAwareVersionStrings`):
+/// `Greater` when `a` is preferred over `b`. GA before beta before alpha, higher
+/// numbers first (`v2 > v1 > v1beta2 > v1beta1 > v1alpha1`); names that are not
+/// Kubernetes versions come after all that are, alphabetically (`foo1` before `foo10`).
+pub fn version_priority(a: &str, b: &str) -> std::cmp::Ordering {
+    match (kube_version(a), kube_version(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (None, None) => b.cmp(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_ordered_by_kubernetes_version_priority() {
+        let mut versions = vec![
+            "foo10", "v1alpha1", "v1", "v1beta1", "v11alpha2", "v2", "foo1", "v1beta2", "v10beta3",
+            "v12alpha1",
+        ];
+        versions.sort_by(|a, b| version_priority(b, a));
+        assert_eq!(
+            versions,
+            [
+                "v2", "v1", "v10beta3", "v1beta2", "v1beta1", "v12alpha1", "v11alpha2", "v1alpha1",
+                "foo1", "foo10"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_preferred_version_of_a_crd_group_is_the_highest_priority_not_the_first_listed() {
+        let crd = json!({"metadata": {"name": "things.example.com"}, "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [{"name": "v1", "served": true, "storage": true},
+                         {"name": "v2", "served": true, "storage": false},
+                         {"name": "v2beta1", "served": true, "storage": false}]}});
+        let mut registry = Registry::default();
+        registry.set_crd(&crd);
+        let group = registry.api_group("example.com").unwrap();
+        assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+        let order: Vec<&Value> = group["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["version"])
+            .collect();
+        assert_eq!(order, [&json!("v2"), &json!("v1"), &json!("v2beta1")]);
+        let list = registry.api_group_list();
+        let listed = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "example.com")
+            .unwrap();
+        assert_eq!(listed, &{
+            let mut g = group.clone();
+            g.as_object_mut().unwrap().remove("kind");
+            g.as_object_mut().unwrap().remove("apiVersion");
+            g
+        });
     }
 }
