@@ -429,7 +429,9 @@ impl Registry {
 /// A parsed Kubernetes version name: `v2`, `v1beta1`, `v3alpha2`.
 fn kube_version(v: &str) -> Option<(u8, u64, u64)> {
     let rest = v.strip_prefix('v')?;
-    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
     let major: u64 = rest[..digits].parse().ok()?;
     let (stability, minor) = match &rest[digits..] {
         "" => return Some((2, major, 0)),
@@ -465,15 +467,31 @@ mod tests {
     #[test]
     fn versions_are_ordered_by_kubernetes_version_priority() {
         let mut versions = vec![
-            "foo10", "v1alpha1", "v1", "v1beta1", "v11alpha2", "v2", "foo1", "v1beta2", "v10beta3",
+            "foo10",
+            "v1alpha1",
+            "v1",
+            "v1beta1",
+            "v11alpha2",
+            "v2",
+            "foo1",
+            "v1beta2",
+            "v10beta3",
             "v12alpha1",
         ];
         versions.sort_by(|a, b| version_priority(b, a));
         assert_eq!(
             versions,
             [
-                "v2", "v1", "v10beta3", "v1beta2", "v1beta1", "v12alpha1", "v11alpha2", "v1alpha1",
-                "foo1", "foo10"
+                "v2",
+                "v1",
+                "v10beta3",
+                "v1beta2",
+                "v1beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "v1alpha1",
+                "foo1",
+                "foo10"
             ]
         );
     }

@@ -23,10 +23,7 @@ pub(super) async fn to_version(
             return Ok(objects);
         }
         let target = api_version(&rt.group, version);
-        return Ok(objects
-            .into_iter()
-            .map(|o| event_as(o, &target))
-            .collect());
+        return Ok(objects.into_iter().map(|o| event_as(o, &target)).collect());
     };
     let target = format!("{}/{}", rt.group, version);
     if objects

@@ -151,7 +151,10 @@ const EVENTS_K8S_IO_FIELDS: [(&str, &str); 10] = [
     ("regarding.name", "involvedObject.name"),
     ("regarding.uid", "involvedObject.uid"),
     ("regarding.apiVersion", "involvedObject.apiVersion"),
-    ("regarding.resourceVersion", "involvedObject.resourceVersion"),
+    (
+        "regarding.resourceVersion",
+        "involvedObject.resourceVersion",
+    ),
     ("regarding.fieldPath", "involvedObject.fieldPath"),
     ("reportingController", "reportingComponent"),
     ("type", "type"),
@@ -238,9 +241,8 @@ impl FieldSelector {
                 )));
             };
             let k = k.trim();
-            let field = stored_field(group, plural, k).ok_or_else(|| {
-                ApiError::bad_request(format!("field label not supported: {k}"))
-            })?;
+            let field = stored_field(group, plural, k)
+                .ok_or_else(|| ApiError::bad_request(format!("field label not supported: {k}")))?;
             out.push((field, eq, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
@@ -346,6 +348,8 @@ mod tests {
         let sel = FieldSelector::parse("source=wasm-operator", "", "events").unwrap();
         assert!(sel.matches(&json!({"reportingComponent": "wasm-operator", "source": {}})));
         assert!(sel.matches(&json!({"source": {"component": "wasm-operator"}})));
-        assert!(!sel.matches(&json!({"source": {"component": "kubelet"}, "reportingComponent": "wasm-operator"})));
+        assert!(!sel.matches(
+            &json!({"source": {"component": "kubelet"}, "reportingComponent": "wasm-operator"})
+        ));
     }
 }

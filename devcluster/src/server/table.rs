@@ -343,7 +343,10 @@ fn event_cells(o: &Value) -> Vec<Value> {
         &source["component"],
         text("reportingComponent", "reportingController"),
     );
-    let instance = first_non_empty(&source["host"], text("reportingInstance", "reportingInstance"));
+    let instance = first_non_empty(
+        &source["host"],
+        text("reportingInstance", "reportingInstance"),
+    );
     let source = if instance.is_empty() {
         component
     } else {
@@ -414,7 +417,15 @@ mod tests {
                 .iter()
                 .map(|c| &c["name"])
                 .collect();
-            assert_eq!(names[..4], [&json!("Last Seen"), &json!("Type"), &json!("Reason"), &json!("Object")]);
+            assert_eq!(
+                names[..4],
+                [
+                    &json!("Last Seen"),
+                    &json!("Type"),
+                    &json!("Reason"),
+                    &json!("Object")
+                ]
+            );
             let cells = &t["rows"][0]["cells"];
             assert_eq!(cells[1], "Normal", "{t}");
             assert_eq!(cells[2], "Loaded", "{t}");
