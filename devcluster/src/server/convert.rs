@@ -118,7 +118,7 @@ const EVENT_RENAMES: [(&str, &str); 7] = [
 /// An Event as `target` (`v1` or `events.k8s.io/v1`) presents it; the fields
 /// both APIs share (reason, type, action, eventTime, series, related,
 /// reportingInstance, metadata) are kept as they are.
-pub(crate) fn event_as(mut obj: Value, target: &str) -> Value {
+fn event_as(mut obj: Value, target: &str) -> Value {
     let to_core = match target {
         "v1" => true,
         "events.k8s.io/v1" => false,
