@@ -51,7 +51,8 @@ fn items(list: &str) -> Vec<Value> {
 /// and an event about a WebApp is recorded as the host records a plugin's
 /// (kube's Recorder), both through events.k8s.io/v1; kubectl shows them through core v1 (`get events
 /// --field-selector involvedObject.kind=…`, `describe`), a core v1 watch
-/// sees them, and the events.k8s.io field labels select them too.
+/// sees them, and the events.k8s.io field labels select them too; an event
+/// written through core v1 is watched and read through events.k8s.io.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_shows_the_hosts_events_through_both_event_apis() {
     let host = Host::builder()
@@ -246,6 +247,65 @@ async fn kubectl_shows_the_hosts_events_through_both_event_apis() {
         .filter_map(|e| e.note)
         .collect();
     assert_eq!(notes, ["wrote the settings of shop"]);
+
+    // The other way: an event written through core v1 (as client-go's legacy
+    // recorder writes them), watched and selected through events.k8s.io.
+    let list_rv = typed
+        .list(&ListParams::default().fields("regarding.name=shop"))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap_or_default();
+    let watch =
+        WatchParams::default().fields("regarding.kind=WebApp,regarding.name=shop,reason=Scaled");
+    let mut stream = typed.watch(&watch, &list_rv).await.unwrap().boxed();
+    let legacy: CoreEvent = serde_json::from_value(json!({
+        "metadata": {"name": "shop.legacy", "namespace": NS},
+        "involvedObject": {"apiVersion": "example.com/v1", "kind": "WebApp", "name": "shop",
+                           "namespace": NS, "uid": app.metadata.uid},
+        "reason": "Scaled", "message": "scaled shop to 1", "type": "Normal", "count": 3,
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:05:00Z",
+        "source": {"component": "legacy-controller"},
+    }))
+    .unwrap();
+    core_events
+        .create(&PostParams::default(), &legacy)
+        .await
+        .unwrap();
+    let watched = tokio::time::timeout(CONVERGE, async {
+        while let Some(event) = stream.try_next().await.unwrap() {
+            if let WatchEvent::Added(e) = event {
+                return e;
+            }
+        }
+        panic!("the watch of events.k8s.io Events ended before the core v1 event came");
+    })
+    .await
+    .expect("no events.k8s.io watch event for the core v1 event");
+    assert_eq!(watched.note.as_deref(), Some("scaled shop to 1"));
+    assert_eq!(watched.deprecated_count, Some(3));
+    let source = watched.deprecated_source.and_then(|s| s.component);
+    assert_eq!(source.as_deref(), Some("legacy-controller"));
+    assert_eq!(watched.regarding.and_then(|r| r.uid), app.metadata.uid);
+    let by_source = items(
+        &kubectl(
+            &kubeconfig,
+            &[
+                "get",
+                "events",
+                "-n",
+                NS,
+                "--field-selector",
+                "source=legacy-controller",
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    );
+    let names: Vec<&Value> = by_source.iter().map(|e| &e["metadata"]["name"]).collect();
+    assert_eq!(names, [&json!("shop.legacy")]);
     host.manager.shutdown().await;
 }
 
