@@ -24,6 +24,7 @@
 pub mod faults;
 pub mod gc;
 pub mod kubeconfig;
+pub mod names;
 pub mod patch;
 pub mod registry;
 pub mod schema;

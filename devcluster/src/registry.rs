@@ -36,6 +36,10 @@ pub struct CrdVersion {
 pub struct ResourceType {
     /// API group, empty for the core group.
     pub group: String,
+    /// The group whose storage holds the objects: `group` itself, except for
+    /// events.k8s.io Events, which kube-apiserver stores as core v1 Events (one
+    /// store served through both APIs, converted on read and write).
+    pub storage_group: String,
     /// The version this entry serves, e.g. `v1`.
     pub version: String,
     /// E.g. `Deployment`.
@@ -70,9 +74,14 @@ impl ResourceType {
         }
     }
 
-    /// The storage key, independent of the version: `group/plural`.
+    /// The storage key, independent of the version: `storage group/plural`.
     pub fn key(&self) -> String {
-        format!("{}/{}", self.group, self.plural)
+        format!("{}/{}", self.storage_group, self.plural)
+    }
+
+    /// Whether objects are stored as another group's (events.k8s.io Events as core ones).
+    pub fn stored_elsewhere(&self) -> bool {
+        self.storage_group != self.group
     }
 
     /// `deployments.apps`, or `pods` for the core group (as in error messages).
@@ -111,6 +120,7 @@ where
 {
     ResourceType {
         group: K::GROUP.to_string(),
+        storage_group: K::GROUP.to_string(),
         version: K::VERSION.to_string(),
         kind: K::KIND.to_string(),
         list_kind: format!("{}List", K::KIND),
@@ -147,7 +157,10 @@ pub fn builtins() -> Vec<ResourceType> {
         builtin::<core::Pod>(&["po"], ALL, true, false),
         builtin::<core::PersistentVolumeClaim>(&["pvc"], &[], true, false),
         builtin::<core::Event>(&["ev"], &[], false, false),
-        builtin::<events::Event>(&["ev"], &[], false, false),
+        ResourceType {
+            storage_group: String::new(),
+            ..builtin::<events::Event>(&["ev"], &[], false, false)
+        },
         builtin::<apps::Deployment>(&["deploy"], ALL, true, true),
         builtin::<apps::StatefulSet>(&["sts"], ALL, true, true),
         builtin::<apps::DaemonSet>(&["ds"], ALL, true, false),
@@ -206,6 +219,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
             let sub = &v["subresources"];
             ResourceType {
                 group: str_of(&spec["group"]),
+                storage_group: str_of(&spec["group"]),
                 version: str_of(&v["name"]),
                 kind: kind.clone(),
                 list_kind: names["listKind"]
@@ -308,7 +322,9 @@ impl Registry {
         self.all().find(|r| r.key() == key)
     }
 
-    /// Group names with their versions, core group excluded, in first-seen order.
+    /// Group names with their versions, core group excluded, groups in first-seen
+    /// order, each group's versions highest priority first (the first is the
+    /// preferred version), as kube-apiserver orders them.
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
         for r in self.all().filter(|r| !r.group.is_empty()) {
@@ -320,6 +336,9 @@ impl Registry {
                 }
                 None => out.push((r.group.clone(), vec![r.version.clone()])),
             }
+        }
+        for (_, versions) in &mut out {
+            versions.sort_by(|a, b| version_priority(b, a));
         }
         out
     }
@@ -404,5 +423,110 @@ impl Registry {
         Some(
             json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}),
         )
+    }
+}
+
+/// A parsed Kubernetes version name: `v2`, `v1beta1`, `v3alpha2`.
+fn kube_version(v: &str) -> Option<(u8, u64, u64)> {
+    let rest = v.strip_prefix('v')?;
+    let digits = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    let major: u64 = rest[..digits].parse().ok()?;
+    let (stability, minor) = match &rest[digits..] {
+        "" => return Some((2, major, 0)),
+        tail => match (tail.strip_prefix("beta"), tail.strip_prefix("alpha")) {
+            (Some(n), _) => (1, n),
+            (None, Some(n)) => (0, n),
+            (None, None) => return None,
+        },
+    };
+    if minor.is_empty() || !minor.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((stability, major, minor.parse().ok()?))
+}
+
+/// Kubernetes' version priority (apimachinery `version.CompareKubeAwareVersionStrings`):
+/// `Greater` when `a` is preferred over `b`. GA before beta before alpha, higher
+/// numbers first (`v2 > v1 > v1beta2 > v1beta1 > v1alpha1`); names that are not
+/// Kubernetes versions come after all that are, alphabetically (`foo1` before `foo10`).
+pub fn version_priority(a: &str, b: &str) -> std::cmp::Ordering {
+    match (kube_version(a), kube_version(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (None, None) => b.cmp(a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_ordered_by_kubernetes_version_priority() {
+        let mut versions = vec![
+            "foo10",
+            "v1alpha1",
+            "v1",
+            "v1beta1",
+            "v11alpha2",
+            "v2",
+            "foo1",
+            "v1beta2",
+            "v10beta3",
+            "v12alpha1",
+        ];
+        versions.sort_by(|a, b| version_priority(b, a));
+        assert_eq!(
+            versions,
+            [
+                "v2",
+                "v1",
+                "v10beta3",
+                "v1beta2",
+                "v1beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "v1alpha1",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_preferred_version_of_a_crd_group_is_the_highest_priority_not_the_first_listed() {
+        let crd = json!({"metadata": {"name": "things.example.com"}, "spec": {
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Thing", "plural": "things"},
+            "versions": [{"name": "v1", "served": true, "storage": true},
+                         {"name": "v2", "served": true, "storage": false},
+                         {"name": "v2beta1", "served": true, "storage": false}]}});
+        let mut registry = Registry::default();
+        registry.set_crd(&crd);
+        let group = registry.api_group("example.com").unwrap();
+        assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+        let order: Vec<&Value> = group["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| &v["version"])
+            .collect();
+        assert_eq!(order, [&json!("v2"), &json!("v1"), &json!("v2beta1")]);
+        let list = registry.api_group_list();
+        let listed = list["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["name"] == "example.com")
+            .unwrap();
+        assert_eq!(listed, &{
+            let mut g = group.clone();
+            g.as_object_mut().unwrap().remove("kind");
+            g.as_object_mut().unwrap().remove("apiVersion");
+            g
+        });
     }
 }

@@ -608,3 +608,78 @@ fn every_relative_link_resolves() {
     assert!(checked > 10, "only {checked} relative links found");
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The `--kubeconfig FILE` of a `bash scripts/dev.sh …` command.
+fn dev_kubeconfig(words: &[String]) -> Option<&str> {
+    let is_dev = words.len() >= 2 && words[0] == "bash" && words[1] == "scripts/dev.sh";
+    let at = words.iter().position(|w| w == "--kubeconfig")?;
+    words.get(at + 1).filter(|_| is_dev).map(String::as_str)
+}
+
+/// The README's set-up and tour agree with what `dev` prints (the form
+/// `cli dev_binary` checks on the real binary: `kubeconfig: FILE`, then
+/// `kubectl --kubeconfig FILE get webapps,deployments,services -A`): every
+/// `scripts/dev.sh --kubeconfig FILE` shown with output shows that FILE, and
+/// every `export KUBECONFIG=$PWD/FILE` exports a FILE a `scripts/dev.sh`
+/// command of the README writes, and so does the set-up table's command (it
+/// once ran `dev` without `--kubeconfig`, and the tour exported a file `dev`
+/// never wrote).
+#[test]
+fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
+    let commands = readme_commands();
+    let mut written = Vec::new();
+    for shown in &commands {
+        let words = shell_words(&shown.command);
+        let Some(file) = dev_kubeconfig(&words) else {
+            continue;
+        };
+        written.push(file.to_string());
+        if shown.output.is_empty() {
+            continue;
+        }
+        let output: Vec<String> = shown.output.iter().map(|l| collapse(l)).collect();
+        for expected in [
+            format!("kubeconfig: {file}"),
+            format!("kubectl --kubeconfig {file} get webapps,deployments,services -A"),
+        ] {
+            assert!(
+                output.contains(&expected),
+                "the README shows `$ {}` printing {output:?}, without {expected:?} as dev prints it",
+                shown.command
+            );
+        }
+    }
+    assert!(
+        !written.is_empty(),
+        "the README shows no `bash scripts/dev.sh --kubeconfig FILE` any more"
+    );
+    let mut exported = 0;
+    for shown in &commands {
+        for word in shell_words(&shown.command) {
+            let Some(file) = word.strip_prefix("KUBECONFIG=$PWD/") else {
+                continue;
+            };
+            exported += 1;
+            assert!(
+                written.iter().any(|w| w == file),
+                "the README exports KUBECONFIG={file} but runs `dev` with --kubeconfig {written:?}"
+            );
+        }
+    }
+    assert!(exported > 0, "the README exports no KUBECONFIG any more");
+    // The set-up table's command too: following the README from the top must
+    // write the file the tour exports.
+    let readme = read(&workspace().join("README.md"));
+    let prose = prose(&readme);
+    let spans: Vec<&str> = prose.split('`').skip(1).step_by(2).collect();
+    for span in spans
+        .into_iter()
+        .filter(|s| s.starts_with("bash scripts/dev.sh"))
+    {
+        let words = shell_words(span);
+        assert!(
+            dev_kubeconfig(&words).is_some_and(|file| written.iter().any(|w| w == file)),
+            "the README runs `{span}`, which writes no kubeconfig the tour exports ({written:?})"
+        );
+    }
+}

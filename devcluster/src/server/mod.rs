@@ -216,13 +216,41 @@ async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Res
     }
 }
 
+/// The largest request body kube-apiserver reads (`MaxRequestBodyBytes`, 3 MiB).
+pub const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
 /// Reads a request body completely.
+///
+/// # Errors
+///
+/// A body over [`MAX_REQUEST_BODY_BYTES`] is 413 `RequestEntityTooLarge` with
+/// kube-apiserver's message (`limitedReadBody`); the rest of it is read and
+/// dropped, so the client gets the answer instead of a reset connection.
 pub(crate) async fn read_body(req: Request<hyper::body::Incoming>) -> Result<Bytes, ApiError> {
-    req.into_body()
-        .collect()
-        .await
-        .map(|c| c.to_bytes())
-        .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))
+    let mut body = req.into_body();
+    let mut kept: Vec<u8> = Vec::new();
+    let mut too_large = false;
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| ApiError::bad_request(format!("cannot read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        too_large = too_large || kept.len() + data.len() > MAX_REQUEST_BODY_BYTES;
+        if too_large {
+            kept = Vec::new();
+        } else {
+            kept.extend_from_slice(&data);
+        }
+    }
+    if too_large {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {MAX_REQUEST_BODY_BYTES}"),
+        ));
+    }
+    Ok(Bytes::from(kept))
 }
 
 /// The admin API of the `devcluster` binary: `POST /_devcluster/faults/<action>` with a JSON body.

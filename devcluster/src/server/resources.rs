@@ -652,8 +652,7 @@ async fn write(ctx: &Ctx, op: Op) -> Result<Response<Body>, ApiError> {
         )
         .await?
         .ok_or_else(|| ApiError::internal("admission returned no object"))?;
-        let storage =
-            convert::one(&ctx.shared, &ctx.rt, admitted, ctx.rt.storage_version()).await?;
+        let storage = convert::to_storage(&ctx.shared, &ctx.rt, admitted).await?;
         let result = {
             let mut st = ctx.shared.store.lock();
             let r = if creating {

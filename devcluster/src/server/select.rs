@@ -123,16 +123,6 @@ fn extra_fields(group: &str, plural: &str) -> &'static [&'static str] {
             "source",
             "type",
         ],
-        ("events.k8s.io", "events") => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "reason",
-            "reportingController",
-            "type",
-        ],
         ("", "pods") => &[
             "spec.nodeName",
             "spec.restartPolicy",
@@ -151,13 +141,91 @@ fn extra_fields(group: &str, plural: &str) -> &'static [&'static str] {
     }
 }
 
+/// events.k8s.io/v1 Events are stored as core v1 Events: their field labels
+/// map to the core ones as kube-apiserver maps them
+/// (pkg/apis/events/v1/conversion.go `AddFieldLabelConversionsForEvent`).
+const EVENTS_K8S_IO_FIELDS: [(&str, &str); 10] = [
+    ("reason", "reason"),
+    ("regarding.kind", "involvedObject.kind"),
+    ("regarding.namespace", "involvedObject.namespace"),
+    ("regarding.name", "involvedObject.name"),
+    ("regarding.uid", "involvedObject.uid"),
+    ("regarding.apiVersion", "involvedObject.apiVersion"),
+    (
+        "regarding.resourceVersion",
+        "involvedObject.resourceVersion",
+    ),
+    ("regarding.fieldPath", "involvedObject.fieldPath"),
+    ("reportingController", "reportingComponent"),
+    ("type", "type"),
+];
+
+/// The stored object's field a selector label names, or None when the resource
+/// does not support selecting on it.
+fn stored_field(group: &str, plural: &str, label: &str) -> Option<Field> {
+    if label == "metadata.name" || label == "metadata.namespace" {
+        return Some(Field::Path(label.to_string()));
+    }
+    if (group, plural) == ("events.k8s.io", "events") {
+        return EVENTS_K8S_IO_FIELDS
+            .iter()
+            .find(|(served, _)| *served == label)
+            .map(|(_, stored)| Field::Path(stored.to_string()));
+    }
+    if !extra_fields(group, plural).contains(&label) {
+        return None;
+    }
+    Some(match (plural, label) {
+        ("events", "source") => Field::EventSource,
+        _ => Field::Path(label.to_string()),
+    })
+}
+
+/// What a field selector requirement compares.
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    /// The string at this path of the stored object.
+    Path(String),
+    /// A core Event's `source`: `source.component`, or `reportingComponent`
+    /// when that is empty (kube-apiserver's `ToSelectableFields`).
+    EventSource,
+}
+
+impl Field {
+    fn value(&self, obj: &Value) -> String {
+        let at = |path: &str| match super::table::jsonpath(obj, &format!(".{path}")) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        match self {
+            Field::Path(path) => at(path),
+            Field::EventSource => {
+                let component = at("source.component");
+                if component.is_empty() {
+                    at("reportingComponent")
+                } else {
+                    component
+                }
+            }
+        }
+    }
+}
+
 /// A parsed field selector over `metadata.name`, `metadata.namespace` and the
-/// per-resource fields kube-apiserver supports (e.g. `involvedObject.name` for events).
+/// per-resource fields kube-apiserver supports (e.g. `involvedObject.name` for
+/// events), each resolved to the field of the stored object it compares.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSelector(Vec<(String, bool, String)>);
+pub struct FieldSelector(Vec<(Field, bool, String)>);
 
 impl FieldSelector {
-    /// Parses `metadata.name=x,metadata.namespace!=y`; unsupported fields are a 400.
+    /// Parses `metadata.name=x,metadata.namespace!=y` for the resource `group`/`plural`.
+    ///
+    /// # Errors
+    ///
+    /// A 400 `field label not supported: …` (kube-apiserver's message) for a
+    /// field the resource cannot be selected on, and a 400 for a requirement
+    /// without `=`, `==` or `!=`.
     pub fn parse(s: &str, group: &str, plural: &str) -> Result<FieldSelector, ApiError> {
         let mut out = Vec::new();
         for part in split_top(s) {
@@ -173,29 +241,18 @@ impl FieldSelector {
                 )));
             };
             let k = k.trim();
-            if k != "metadata.name"
-                && k != "metadata.namespace"
-                && !extra_fields(group, plural).contains(&k)
-            {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {k}"
-                )));
-            }
-            out.push((k.to_string(), eq, v.trim().to_string()));
+            let field = stored_field(group, plural, k)
+                .ok_or_else(|| ApiError::bad_request(format!("field label not supported: {k}")))?;
+            out.push((field, eq, v.trim().to_string()));
         }
         Ok(FieldSelector(out))
     }
 
-    /// Whether the object matches.
+    /// Whether the (stored) object matches.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.0.iter().all(|(k, eq, v)| {
-            let actual = match super::table::jsonpath(obj, &format!(".{k}")) {
-                Some(serde_json::Value::String(s)) => s.clone(),
-                Some(serde_json::Value::Null) | None => String::new(),
-                Some(other) => other.to_string(),
-            };
-            (actual == *v) == *eq
-        })
+        self.0
+            .iter()
+            .all(|(field, eq, v)| (field.value(obj) == *v) == *eq)
     }
 }
 
@@ -266,5 +323,33 @@ mod tests {
                 .unwrap()
                 .matches(&ev)
         );
+    }
+
+    #[test]
+    fn events_k8s_io_field_labels_select_the_stored_core_fields() {
+        // Stored as core v1, as kube-apiserver stores events.k8s.io Events.
+        let ev = json!({"metadata": {"name": "e"}, "involvedObject": {"name": "web", "kind": "WasmPlugin"},
+            "reportingComponent": "wasm-operator", "type": "Normal", "reason": "Loaded"});
+        let sel = FieldSelector::parse(
+            "regarding.kind=WasmPlugin,regarding.name=web,reportingController=wasm-operator,type=Normal,reason=Loaded",
+            "events.k8s.io",
+            "events",
+        )
+        .unwrap();
+        assert!(sel.matches(&ev));
+        for unsupported in ["involvedObject.kind=WasmPlugin", "source=x", "note=x"] {
+            let err = FieldSelector::parse(unsupported, "events.k8s.io", "events").unwrap_err();
+            assert_eq!(err.code, 400, "{unsupported}");
+        }
+    }
+
+    #[test]
+    fn the_source_of_a_core_event_falls_back_to_its_reporting_component() {
+        let sel = FieldSelector::parse("source=wasm-operator", "", "events").unwrap();
+        assert!(sel.matches(&json!({"reportingComponent": "wasm-operator", "source": {}})));
+        assert!(sel.matches(&json!({"source": {"component": "wasm-operator"}})));
+        assert!(!sel.matches(
+            &json!({"source": {"component": "kubelet"}, "reportingComponent": "wasm-operator"})
+        ));
     }
 }

@@ -115,6 +115,9 @@ pub fn human_age(created: Option<&str>) -> String {
 }
 
 fn columns(rt: &ResourceType) -> (Vec<Value>, Vec<Value>) {
+    if is_event(rt) {
+        return (event_columns(), Vec::new());
+    }
     let name = json!({"name": "Name", "type": "string", "format": "name", "description": "Name must be unique within a namespace.", "priority": 0});
     let age = json!({"name": "Age", "type": "string", "format": "", "description": "CreationTimestamp", "priority": 0});
     let printer = rt
@@ -231,6 +234,9 @@ fn builtin_cells(group: &str, plural: &str, o: &Value) -> Vec<Value> {
 }
 
 fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
+    if is_event(rt) {
+        return event_cells(obj);
+    }
     let mut out = vec![obj["metadata"]["name"].clone()];
     if printer.is_empty() {
         out.extend(builtin_cells(&rt.group, &rt.plural, obj));
@@ -250,6 +256,114 @@ fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
         out.push(v);
     }
     out
+}
+
+/// Core v1 or events.k8s.io/v1 Events, which kube-apiserver prints alike.
+fn is_event(rt: &ResourceType) -> bool {
+    rt.plural == "events" && (rt.group.is_empty() || rt.group == "events.k8s.io")
+}
+
+/// kube-apiserver's Event columns (pkg/printers/internalversion `eventColumnDefinitions`);
+/// kubectl shows the priority 0 ones unless asked for `-o wide`.
+fn event_columns() -> Vec<Value> {
+    let columns = [
+        ("Last Seen", 0),
+        ("Type", 0),
+        ("Reason", 0),
+        ("Object", 0),
+        ("Subobject", 1),
+        ("Source", 1),
+        ("Message", 0),
+        ("First Seen", 1),
+        ("Count", 1),
+        ("Name", 1),
+    ];
+    columns
+        .iter()
+        .map(|(name, priority)| {
+            let format = if *name == "Name" { "name" } else { "" };
+            json!({"name": name, "type": "string", "format": format, "description": "", "priority": priority})
+        })
+        .collect()
+}
+
+/// One Event's cells as kube-apiserver's `printEvent` computes them, from either
+/// API's field names (core v1 or events.k8s.io/v1).
+fn event_cells(o: &Value) -> Vec<Value> {
+    let text = |core: &str, events: &str| -> String {
+        o[core]
+            .as_str()
+            .or(o[events].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let age = |v: &Value| v.as_str().map(|t| human_age(Some(t)));
+    let regarding = if o["involvedObject"].is_object() {
+        &o["involvedObject"]
+    } else {
+        &o["regarding"]
+    };
+    let first = age(&o["firstTimestamp"])
+        .or(age(&o["deprecatedFirstTimestamp"]))
+        .unwrap_or_else(|| human_age(o["eventTime"].as_str()));
+    let mut last = age(&o["lastTimestamp"])
+        .or(age(&o["deprecatedLastTimestamp"]))
+        .unwrap_or_else(|| first.clone());
+    let mut count = o["count"]
+        .as_i64()
+        .or(o["deprecatedCount"].as_i64())
+        .unwrap_or(0);
+    if o["series"].is_object() {
+        last = human_age(o["series"]["lastObservedTime"].as_str());
+        count = o["series"]["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        // Singleton events have no count in the events.k8s.io API.
+        count = 1;
+    }
+    let kind = regarding["kind"]
+        .as_str()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let target = match regarding["name"].as_str().filter(|n| !n.is_empty()) {
+        Some(name) => format!("{kind}/{name}"),
+        None => kind,
+    };
+    let source = if o["source"].is_object() {
+        &o["source"]
+    } else {
+        &o["deprecatedSource"]
+    };
+    let first_non_empty = |a: &Value, b: String| {
+        a.as_str()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .unwrap_or(b)
+    };
+    let component = first_non_empty(
+        &source["component"],
+        text("reportingComponent", "reportingController"),
+    );
+    let instance = first_non_empty(
+        &source["host"],
+        text("reportingInstance", "reportingInstance"),
+    );
+    let source = if instance.is_empty() {
+        component
+    } else {
+        format!("{component}, {instance}")
+    };
+    vec![
+        json!(last),
+        json!(text("type", "type")),
+        json!(text("reason", "reason")),
+        json!(target),
+        regarding["fieldPath"].clone(),
+        json!(source),
+        json!(text("message", "note").trim()),
+        json!(first),
+        json!(count),
+        o["metadata"]["name"].clone(),
+    ]
 }
 
 /// A Table of `objects` (`include` = `None`, `Metadata` (default) or `Object`).
@@ -280,6 +394,48 @@ pub(super) fn table(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_print_as_kube_apiserver_prints_them_through_either_api() {
+        let rt = |group: &str| {
+            crate::registry::builtins()
+                .into_iter()
+                .find(|r| r.group == group && r.plural == "events")
+                .unwrap()
+        };
+        let core = json!({"metadata": {"name": "web.1"}, "involvedObject": {"kind": "WasmPlugin", "name": "web"},
+            "reason": "Loaded", "message": "version 1 ", "type": "Normal", "source": {},
+            "reportingComponent": "wasm-operator", "reportingInstance": "host-0"});
+        let events = json!({"metadata": {"name": "web.1"}, "regarding": {"kind": "WasmPlugin", "name": "web"},
+            "reason": "Loaded", "note": "version 1 ", "type": "Normal",
+            "reportingController": "wasm-operator", "reportingInstance": "host-0"});
+        for (group, obj) in [("", core), ("events.k8s.io", events)] {
+            let t = table(&rt(group), &[obj], "None", json!({}));
+            let names: Vec<&Value> = t["columnDefinitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| &c["name"])
+                .collect();
+            assert_eq!(
+                names[..4],
+                [
+                    &json!("Last Seen"),
+                    &json!("Type"),
+                    &json!("Reason"),
+                    &json!("Object")
+                ]
+            );
+            let cells = &t["rows"][0]["cells"];
+            assert_eq!(cells[1], "Normal", "{t}");
+            assert_eq!(cells[2], "Loaded", "{t}");
+            assert_eq!(cells[3], "wasmplugin/web", "{t}");
+            assert_eq!(cells[5], "wasm-operator, host-0", "{t}");
+            assert_eq!(cells[6], "version 1", "{t}");
+            assert_eq!(cells[8], 1, "{t}");
+            assert_eq!(cells[9], "web.1", "{t}");
+        }
+    }
 
     #[test]
     fn evaluates_jsonpath() {

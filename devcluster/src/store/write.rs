@@ -183,6 +183,10 @@ impl State {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let causes = crate::names::create_causes(rt, &obj);
+        if !causes.is_empty() {
+            return Err(ApiError::invalid(rt, &name, &causes));
+        }
         self.check_namespace(rt, &ns)?;
         if self.get(&resource, &ns, &name).is_some() {
             return Err(ApiError::already_exists(rt, &name));

@@ -8,6 +8,7 @@
 mod support;
 
 mod caches;
+mod conformance;
 mod faulty;
 mod readiness;
 mod resilience;
