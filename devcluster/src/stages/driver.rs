@@ -241,8 +241,11 @@ fn apply(
                 subresource,
                 mut object,
             } => {
-                if subresource.is_none() {
-                    object["metadata"]["finalizers"] = current["metadata"]["finalizers"].clone();
+                // A finalizer step before this patch changed the stored finalizers.
+                if subresource.is_none()
+                    && let Some(finalizers) = current["metadata"].get("finalizers")
+                {
+                    object["metadata"]["finalizers"] = finalizers.clone();
                 }
                 current = st
                     .update(
