@@ -48,6 +48,15 @@ pub struct DevArgs {
     /// from `scripts/build-realcluster.sh`) instead of the embedded devcluster.
     #[arg(long)]
     pub real: bool,
+    /// Do not simulate workloads on the embedded devcluster (by default Pods,
+    /// Deployments, StatefulSets, DaemonSets and Jobs become Ready/Complete
+    /// on 3 fake nodes through kwok-compatible stages; no containers run).
+    #[arg(long)]
+    pub no_simulate_workloads: bool,
+    /// A kwok Stage YAML file added to the simulation's stages (one named
+    /// like a default replaces it); repeatable.
+    #[arg(long = "stages", value_name = "FILE", conflicts_with = "no_simulate_workloads")]
+    pub stages: Vec<PathBuf>,
     /// The `realcluster` binary `--real` runs.
     #[arg(
         long,
@@ -69,6 +78,8 @@ impl DevArgs {
         options.data = self.data.clone();
         options.kubeconfig = self.kubeconfig.clone();
         options.real = self.real.then(|| self.realcluster.clone());
+        options.simulate_workloads = !self.no_simulate_workloads;
+        options.stages = self.stages.clone();
         options.build = !self.no_build;
         options.plugins_dir = self.plugins_dir.clone();
         options.examples_dir = self.examples_dir.clone();
