@@ -213,7 +213,8 @@ fn apply(
     let rt = resource_type(st, resource).map_err(|e| e.message)?;
     let (ns, obj_name) = obj_key(obj);
     let mut current = obj.clone();
-    let written = |e: ApiError| format!("stage {name:?} on {} {obj_name:?}: {}", rt.kind, e.message);
+    let written =
+        |e: ApiError| format!("stage {name:?} on {} {obj_name:?}: {}", rt.kind, e.message);
     for effect in planned {
         match effect {
             Effect::Event(event) => {
@@ -248,13 +249,7 @@ fn apply(
                     object["metadata"]["finalizers"] = finalizers.clone();
                 }
                 current = st
-                    .update(
-                        &rt,
-                        object,
-                        rv_of(&current),
-                        subresource.as_deref(),
-                        false,
-                    )
+                    .update(&rt, object, rv_of(&current), subresource.as_deref(), false)
                     .map_err(written)?;
             }
         }

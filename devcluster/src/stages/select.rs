@@ -109,7 +109,11 @@ pub fn choose<'a>(
 
 /// A duration read by a `*From` expression: a Go duration (`1s`, `500ms`)
 /// or an RFC 3339 time (the time left until it).
-fn duration_from(q: &Option<Query>, obj: &Value, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+fn duration_from(
+    q: &Option<Query>,
+    obj: &Value,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<Duration> {
     let v = q.as_ref()?.execute(obj).into_iter().next()?;
     let text = v.as_str()?;
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(text) {

@@ -82,7 +82,10 @@ fn golden(name: &str) {
     for (stage, want) in matching.iter().zip(expected["stages"].as_array().unwrap()) {
         let want_next = want["next"].as_array().unwrap();
         if want_next[0]["kind"] == "delete" {
-            assert_eq!(effects(stage, &input, &funcs).unwrap(), vec![Effect::Delete]);
+            assert_eq!(
+                effects(stage, &input, &funcs).unwrap(),
+                vec![Effect::Delete]
+            );
             continue;
         }
         let (patch, template) = &stage.patches[0];
@@ -153,13 +156,22 @@ fn a_custom_file_adds_stages_and_replaces_defaults_by_name() {
     assert_eq!(set.stages.len(), defaults.stages.len());
     let replaced = set.get("pod-ready").unwrap();
     assert!(replaced.file.ends_with("custom-pod-ready.yaml"));
-    assert!(replaced.stage.spec.next.status_template.contains("custom-ready"));
+    assert!(
+        replaced
+            .stage
+            .spec
+            .next
+            .status_template
+            .contains("custom-ready")
+    );
 }
 
 #[test]
 fn unsupported_kwok_features_are_refused_by_name() {
     let text = std::fs::read_to_string(stages_dir().join("testdata/uses-cel.yaml")).unwrap();
-    let err = parse_stages("uses-cel.yaml", &text).unwrap_err().to_string();
+    let err = parse_stages("uses-cel.yaml", &text)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("\"uses-cel\""), "{err}");
     assert!(err.contains("CEL"), "{err}");
 }
@@ -215,7 +227,12 @@ fn a_pending_pod_becomes_ready_with_addresses() {
     assert_eq!(names, ["pod-ready"]);
     assert_eq!(pod["status"]["phase"], "Running");
     assert_eq!(pod["status"]["hostIP"], "10.0.0.11");
-    assert!(pod["status"]["podIP"].as_str().unwrap().starts_with("10.244."));
+    assert!(
+        pod["status"]["podIP"]
+            .as_str()
+            .unwrap()
+            .starts_with("10.244.")
+    );
     let ready = pod["status"]["conditions"]
         .as_array()
         .unwrap()
@@ -357,13 +374,19 @@ fn jq_keys_of_kwoks_stages_evaluate_as_gojq_does() {
         run(r#".status.conditions.[] | select( .type == "Ready" ) | .status"#),
         [json!("False")]
     );
-    assert_eq!(run(".metadata.ownerReferences.[].kind"), [json!("Job"), json!("X")]);
+    assert_eq!(
+        run(".metadata.ownerReferences.[].kind"),
+        [json!("Job"), json!("X")]
+    );
     assert_eq!(run(r#".metadata.labels["a.b/c"]"#), [json!("x")]);
     assert_eq!(run(".metadata.deletionTimestamp"), Vec::<Value>::new());
     // Iterating null is a jq error: no values, as kwok's Execute answers.
     assert_eq!(run(".spec.containers.[] | .name"), Vec::<Value>::new());
     assert_eq!(run("(.status.failed // 0) < 6"), [json!(true)]);
-    assert_eq!(run(".metadata.generation == .status.observedGeneration"), [json!(true)]);
+    assert_eq!(
+        run(".metadata.generation == .status.observedGeneration"),
+        [json!(true)]
+    );
     assert!(Query::parse(".a | length").is_err());
 }
 
@@ -391,7 +414,10 @@ fn delays_add_jitter_up_to_the_bound_and_read_durations_from_the_object() {
     let now = chrono::Utc::now();
     let obj = json!({"metadata": {"annotations": {}}});
     assert_eq!(delay(heavy, &obj, now, |_| 0), Duration::from_millis(1000));
-    assert_eq!(delay(heavy, &obj, now, |n| n - 1), Duration::from_millis(2999));
+    assert_eq!(
+        delay(heavy, &obj, now, |n| n - 1),
+        Duration::from_millis(2999)
+    );
     let from = json!({"metadata": {"annotations": {"delay": "250ms"}}});
     assert_eq!(delay(heavy, &from, now, |_| 0), Duration::from_millis(250));
     let light = stages.iter().find(|s| s.name() == "light").unwrap();

@@ -100,7 +100,11 @@ async fn three_fake_nodes_become_ready() {
     for i in 0..3 {
         let name = format!("kwok-node-{i}");
         let node = wait_for(&nodes, &name, "Ready", |n| {
-            condition(n.status.as_ref().and_then(|s| s.conditions.as_ref()), "Ready").as_deref()
+            condition(
+                n.status.as_ref().and_then(|s| s.conditions.as_ref()),
+                "Ready",
+            )
+            .as_deref()
                 == Some("True")
         })
         .await;
@@ -192,8 +196,14 @@ async fn a_deployment_becomes_available_and_moves_again_after_scaling() {
             .find(|c| c.type_ == t)
             .and_then(|c| c.reason.clone())
     };
-    assert_eq!(reason("Available").as_deref(), Some("MinimumReplicasAvailable"));
-    assert_eq!(reason("Progressing").as_deref(), Some("NewReplicaSetAvailable"));
+    assert_eq!(
+        reason("Available").as_deref(),
+        Some("MinimumReplicasAvailable")
+    );
+    assert_eq!(
+        reason("Progressing").as_deref(),
+        Some("NewReplicaSetAvailable")
+    );
     deployments
         .patch(
             "web",
@@ -249,7 +259,11 @@ async fn a_job_completes() {
         .await
         .unwrap();
     let done = wait_for(&jobs, "backup", "Complete", |j| {
-        condition(j.status.as_ref().and_then(|s| s.conditions.as_ref()), "Complete").as_deref()
+        condition(
+            j.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            "Complete",
+        )
+        .as_deref()
             == Some("True")
     })
     .await;
@@ -271,7 +285,11 @@ async fn a_job_told_to_fail_ends_failed_after_its_backoff_limit() {
         .await
         .unwrap();
     let failed = wait_for(&jobs, "broken", "Failed", |j| {
-        condition(j.status.as_ref().and_then(|s| s.conditions.as_ref()), "Failed").as_deref()
+        condition(
+            j.status.as_ref().and_then(|s| s.conditions.as_ref()),
+            "Failed",
+        )
+        .as_deref()
             == Some("True")
     })
     .await;
@@ -286,7 +304,8 @@ async fn a_job_told_to_fail_ends_failed_after_its_backoff_limit() {
 
 #[tokio::test]
 async fn a_custom_stage_file_replaces_a_default_by_name() {
-    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("stages/testdata/custom-pod-ready.yaml");
+    let file =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("stages/testdata/custom-pod-ready.yaml");
     let cluster = simulating(vec![file]).await;
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     pods.create(&PostParams::default(), &pod("custom", "Always", false))
@@ -317,7 +336,9 @@ async fn a_broken_stage_file_fails_the_start_with_its_name() {
 #[tokio::test]
 async fn the_simulation_is_off_by_default() {
     assert!(!DevClusterOptions::default().simulate_workloads);
-    let cluster = DevCluster::start(DevClusterOptions::default()).await.unwrap();
+    let cluster = DevCluster::start(DevClusterOptions::default())
+        .await
+        .unwrap();
     let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
     pods.create(&PostParams::default(), &pod("idle", "Always", false))
         .await
@@ -328,9 +349,22 @@ async fn the_simulation_is_off_by_default() {
         .await
         .unwrap();
     let nodes: Api<Node> = Api::all(cluster.client());
-    assert!(nodes.list(&ListParams::default()).await.unwrap().items.is_empty());
+    assert!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
     let p = pods.get("idle").await.unwrap();
     assert!(p.spec.unwrap().node_name.is_none());
     assert!(p.status.is_none_or(|s| s.phase.is_none()));
-    assert!(jobs.get("idle").await.unwrap().status.is_none_or(|s| s.start_time.is_none()));
+    assert!(
+        jobs.get("idle")
+            .await
+            .unwrap()
+            .status
+            .is_none_or(|s| s.start_time.is_none())
+    );
 }

@@ -55,7 +55,11 @@ pub struct DevArgs {
     pub no_simulate_workloads: bool,
     /// A kwok Stage YAML file added to the simulation's stages (one named
     /// like a default replaces it); repeatable.
-    #[arg(long = "stages", value_name = "FILE", conflicts_with = "no_simulate_workloads")]
+    #[arg(
+        long = "stages",
+        value_name = "FILE",
+        conflicts_with = "no_simulate_workloads"
+    )]
     pub stages: Vec<PathBuf>,
     /// The `realcluster` binary `--real` runs.
     #[arg(

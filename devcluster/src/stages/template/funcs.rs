@@ -66,7 +66,12 @@ pub fn pod_ip(node: &str, host_network: bool, uid: &str, name: &str, namespace: 
 pub fn node_conditions() -> Value {
     let c = |t: &str, s: &str, r: &str, m: &str| json!({"type": t, "status": s, "reason": r, "message": m});
     json!([
-        c("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        c(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        ),
         c(
             "MemoryPressure",
             "False",
@@ -171,7 +176,12 @@ fn printf(args: &[Value]) -> Result<Value, String> {
                     _ => out.push_str(&text(&v)),
                 }
             }
-            other => return Err(format!("printf: unsupported verb %{}", other.unwrap_or(' '))),
+            other => {
+                return Err(format!(
+                    "printf: unsupported verb %{}",
+                    other.unwrap_or(' ')
+                ));
+            }
         }
     }
     Ok(Value::String(out))
@@ -180,7 +190,11 @@ fn printf(args: &[Value]) -> Result<Value, String> {
 /// kwok's `YAML`: the value as YAML, each line indented by `2 × indent` spaces.
 fn yaml(args: &[Value]) -> Result<Value, String> {
     let data = serde_yaml::to_string(arg(args, 0, "YAML")?).map_err(|e| format!("YAML: {e}"))?;
-    let indent = args.get(1).map(|v| int(v, "YAML")).transpose()?.unwrap_or(0);
+    let indent = args
+        .get(1)
+        .map(|v| int(v, "YAML"))
+        .transpose()?
+        .unwrap_or(0);
     if indent <= 0 {
         return Ok(Value::String(data));
     }
@@ -244,13 +258,7 @@ impl KwokFuncs {
             "NodeIPsWith" => json!([node_ip(&s(0))]),
             "PodIP" => Value::String(pod_ip(&self.node_name, false, "", "", "")),
             "PodIPWith" | "PodIPsWith" => {
-                let ip = pod_ip(
-                    &s(0),
-                    args.get(1).is_some_and(truthy),
-                    &s(2),
-                    &s(3),
-                    &s(4),
-                );
+                let ip = pod_ip(&s(0), args.get(1).is_some_and(truthy), &s(2), &s(3), &s(4));
                 if name == "PodIPsWith" {
                     json!([ip])
                 } else {
@@ -315,7 +323,11 @@ impl KwokFuncs {
             }
             "list" => Ok(Value::Array(args.to_vec())),
             "hasKey" => arg(args, 1, name).map(|k| {
-                Value::Bool(args[0].as_object().is_some_and(|m| m.contains_key(&text(k))))
+                Value::Bool(
+                    args[0]
+                        .as_object()
+                        .is_some_and(|m| m.contains_key(&text(k))),
+                )
             }),
             "add" => args
                 .iter()
@@ -325,7 +337,9 @@ impl KwokFuncs {
                 .and_then(|b| Ok(int(&args[0], name)? - int(b, name)?))
                 .map(Value::from),
             "toJson" => arg(args, 0, name).map(|v| Value::String(v.to_string())),
-            "adler32sum" => arg(args, 0, name).map(|v| Value::String(adler32(&text(v)).to_string())),
+            "adler32sum" => {
+                arg(args, 0, name).map(|v| Value::String(adler32(&text(v)).to_string()))
+            }
             _ => return None,
         })
     }

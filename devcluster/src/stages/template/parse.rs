@@ -212,7 +212,11 @@ fn tokenize(action: &str) -> Result<Vec<Tok>, String> {
                 toks.push(Tok::Pipe);
                 i += 1;
             }
-            other => return Err(format!("unsupported character {other:?} in {{{{{action}}}}}")),
+            other => {
+                return Err(format!(
+                    "unsupported character {other:?} in {{{{{action}}}}}"
+                ));
+            }
         }
     }
     Ok(toks)
@@ -265,7 +269,9 @@ impl Parser {
             Stop::Else(rest) if rest.is_empty() => {
                 let (otherwise, stop) = self.block()?;
                 if !matches!(stop, Stop::End) {
-                    return Err(format!("{{{{else}}}} of {{{{{keyword}}}}} without {{{{end}}}}"));
+                    return Err(format!(
+                        "{{{{else}}}} of {{{{{keyword}}}}} without {{{{end}}}}"
+                    ));
                 }
                 otherwise
             }
@@ -299,11 +305,13 @@ impl Parser {
 /// `$a, $b := cmd | cmd` from its tokens.
 fn pipeline(toks: &[Tok]) -> Result<Pipeline, String> {
     let (vars, binding, rest) = match toks {
-        [Tok::Var(a, fa), Tok::Comma, Tok::Var(b, fb), Tok::Declare, rest @ ..]
-            if fa.is_empty() && fb.is_empty() =>
-        {
-            (vec![a.clone(), b.clone()], Binding::Declare, rest)
-        }
+        [
+            Tok::Var(a, fa),
+            Tok::Comma,
+            Tok::Var(b, fb),
+            Tok::Declare,
+            rest @ ..,
+        ] if fa.is_empty() && fb.is_empty() => (vec![a.clone(), b.clone()], Binding::Declare, rest),
         [Tok::Var(a, fa), Tok::Declare, rest @ ..] if fa.is_empty() => {
             (vec![a.clone()], Binding::Declare, rest)
         }
