@@ -435,3 +435,42 @@ fn strategic_status_patches_merge_conditions_by_type() {
     let out = apply_patch(&pod, &patch, PatchType::Merge).unwrap();
     assert_eq!(out["status"]["conditions"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn a_failing_pod_that_restarts_always_stays_running_and_never_ready() {
+    let mut pod = fixture("pod-fail-never.yaml");
+    pod["spec"]["restartPolicy"] = json!("Always");
+    let (names, pod) = settle(pod);
+    assert_eq!(names, ["pod-fail"]);
+    assert_eq!(pod["status"]["phase"], "Running");
+    assert_eq!(pod["status"]["conditions"][1]["type"], "Ready");
+    assert_eq!(pod["status"]["conditions"][1]["status"], "False");
+    let state = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(state["exitCode"], 1);
+}
+
+#[test]
+fn a_replicaset_and_a_daemonset_become_ready() {
+    let mut rs = fixture("deployment.yaml");
+    rs["kind"] = json!("ReplicaSet");
+    let (names, rs) = settle(rs);
+    assert_eq!(names, ["replicaset-status"]);
+    assert_eq!(rs["status"]["readyReplicas"], 3);
+    assert_eq!(rs["status"]["availableReplicas"], 3);
+    assert_eq!(rs["status"]["observedGeneration"], 1);
+    let mut ds = fixture("deployment.yaml");
+    ds["kind"] = json!("DaemonSet");
+    let (names, ds) = settle(ds);
+    assert_eq!(names, ["daemonset-status"]);
+    assert_eq!(ds["status"]["desiredNumberScheduled"], 3);
+    assert_eq!(ds["status"]["numberReady"], 3);
+    assert!(ds["status"].get("numberUnavailable").is_none());
+}
+
+#[test]
+fn a_deleted_workload_is_left_alone() {
+    let mut d = fixture("deployment.yaml");
+    d["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let (names, _) = settle(d);
+    assert!(names.is_empty());
+}
