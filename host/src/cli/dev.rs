@@ -170,3 +170,42 @@ fn short_digest(digest: &str) -> &str {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
     hex.get(..12).unwrap_or(hex)
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+
+    fn dev_options(args: &[&str]) -> crate::dev::DevOptions {
+        let cli = Cli::try_parse_from([&["wasm-operator", "dev"], args].concat()).unwrap();
+        match cli.command {
+            Command::Dev(dev) => dev.options(),
+            other => panic!("not dev: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn workloads_are_simulated_unless_turned_off_and_stage_files_repeat() {
+        let default = dev_options(&[]);
+        assert!(default.simulate_workloads);
+        assert!(default.stages.is_empty());
+        assert!(!dev_options(&["--no-simulate-workloads"]).simulate_workloads);
+        let custom = dev_options(&["--stages", "a.yaml", "--stages", "b.yaml"]);
+        assert_eq!(
+            custom.stages,
+            ["a.yaml", "b.yaml"].map(std::path::PathBuf::from)
+        );
+        assert!(
+            Cli::try_parse_from([
+                "wasm-operator",
+                "dev",
+                "--no-simulate-workloads",
+                "--stages",
+                "a.yaml"
+            ])
+            .is_err(),
+            "stage files without the simulation are refused"
+        );
+    }
+}
