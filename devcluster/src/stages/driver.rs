@@ -218,9 +218,14 @@ fn apply(
     for effect in planned {
         match effect {
             Effect::Event(event) => {
-                let events = resource_type(st, EVENTS).map_err(|e| e.message)?;
+                // An event is a report, not a state change: failing to record
+                // it must not keep the stage's patches from being written.
                 let object = event_object(&current, &event, &now());
-                st.create(&events, object, false).map_err(written)?;
+                let recorded = resource_type(st, EVENTS)
+                    .and_then(|events| st.create(&events, object, false).map(|_| ()));
+                if let Err(e) = recorded {
+                    tracing::warn!("workload simulation: event not recorded: {}", written(e));
+                }
             }
             Effect::Finalizers(list) => {
                 let mut new = (*current).clone();
