@@ -368,3 +368,18 @@ async fn the_simulation_is_off_by_default() {
             .is_none_or(|s| s.start_time.is_none())
     );
 }
+
+#[tokio::test]
+async fn the_simulation_carries_on_after_a_restart_closed_its_watches() {
+    let mut cluster = simulating(Vec::new()).await;
+    cluster.restart().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    pods.create(&PostParams::default(), &pod("after", "Always", false))
+        .await
+        .unwrap();
+    let running = wait_for(&pods, "after", "Running", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+    })
+    .await;
+    assert!(running.spec.unwrap().node_name.is_some());
+}
