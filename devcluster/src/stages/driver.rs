@@ -19,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::next::{Effect, effects, event_object};
 use super::template::funcs::KwokFuncs;
-use super::{StageSet, nodes, select};
+use super::{StageSet, jobs, nodes, select};
 use crate::registry::ResourceType;
 use crate::status::ApiError;
 use crate::store::write::DeleteOpts;
@@ -39,6 +39,7 @@ pub const WATCHED: &[&str] = &[
 const PODS: &str = "/pods";
 const NODES: &str = "/nodes";
 const EVENTS: &str = "/events";
+const JOBS: &str = "batch/jobs";
 
 /// The running simulation; dropping it stops it.
 #[derive(Debug)]
@@ -123,6 +124,11 @@ fn handle(store: &Arc<Store>, stages: &Arc<StageSet>, change: &Change) {
         return;
     }
     let obj = &change.object;
+    if change.resource == JOBS
+        && let Err(e) = create_job_pods(&mut store.lock(), obj)
+    {
+        tracing::warn!("workload simulation: cannot create the Pods of a Job: {e}");
+    }
     if change.resource == PODS {
         if nodes::unscheduled(obj) {
             if let Err(e) = bind(&mut store.lock(), obj) {
@@ -167,6 +173,28 @@ fn handle(store: &Arc<Store>, stages: &Arc<StageSet>, change: &Change) {
             tracing::warn!("workload simulation: {e}");
         }
     });
+}
+
+/// Creates the Pods the Job's status counts and that do not exist yet.
+fn create_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
+    let (ns, name) = obj_key(job);
+    let Some(current) = st.get(JOBS, &ns, &name) else {
+        return Ok(());
+    };
+    let pods: Vec<Value> = st
+        .list(PODS, Some(&ns))
+        .iter()
+        .map(|p| (**p).clone())
+        .collect();
+    let missing = jobs::missing_pods(&current, &pods);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let rt = resource_type(st, PODS)?;
+    for pod in missing {
+        st.create(&rt, pod, false)?;
+    }
+    Ok(())
 }
 
 /// Binds an unscheduled Pod to a fake node and marks it scheduled.

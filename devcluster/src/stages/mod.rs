@@ -14,16 +14,20 @@
 //!   node-initialize, node-heartbeat), and built-in stages under
 //!   `devcluster/stages/builtin/` that write the status kube-controller-manager
 //!   would write for Deployments, ReplicaSets, StatefulSets, DaemonSets and Jobs
-//!   (directly: no ReplicaSets or Pods are created for them), and that fail
-//!   Pods and Jobs labelled `simulate.wasm-operator.dev/outcome: fail`.
+//!   (directly: no ReplicaSets or Pods are created for the first four), and
+//!   that fail Pods and Jobs labelled `simulate.wasm-operator.dev/outcome: fail`;
+//! - creates one Pod per attempt a Job's status counts ([`jobs`]), which the
+//!   Pod stages then run to `Succeeded` or `Failed`.
 //!
 //! Files: [`model`] (the Stage resource), [`query`] (kwok's jq subset),
 //! [`template`] (kwok's Go-template subset and functions), [`select`]
 //! (matching, choosing among stages, delays), [`next`] (what a stage does to
-//! an object, as values), [`nodes`] (fake nodes and binding), [`driver`] (the
+//! an object, as values), [`nodes`] (fake nodes and binding), [`jobs`] (the
+//! Pods of Jobs), [`driver`] (the
 //! task that watches the store and applies stages through its write path).
 
 pub mod driver;
+pub mod jobs;
 pub mod model;
 pub mod next;
 pub mod nodes;

@@ -474,3 +474,30 @@ fn a_deleted_workload_is_left_alone() {
     let (names, _) = settle(d);
     assert!(names.is_empty());
 }
+
+#[test]
+fn a_job_gets_one_pod_per_attempt_its_status_counts() {
+    use super::jobs::{missing_pods, owned_by};
+    let mut job = fixture("job.yaml");
+    job["metadata"]["uid"] = json!("job-uid");
+    assert!(missing_pods(&job, &[]).is_empty(), "no attempt yet");
+    job["status"] = json!({"active": 1, "failed": 1});
+    let pods = missing_pods(&job, &[]);
+    assert_eq!(pods.len(), 2);
+    let pod = &pods[0];
+    assert!(owned_by(pod, "job-uid"));
+    assert_eq!(pod["metadata"]["generateName"], "backup-");
+    assert_eq!(pod["metadata"]["labels"]["job-name"], "backup");
+    assert_eq!(pod["metadata"]["labels"]["app"], "backup");
+    assert_eq!(pod["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    // Pods that exist count; other Jobs' Pods do not.
+    let mut other = pods[1].clone();
+    other["metadata"]["ownerReferences"][0]["uid"] = json!("other-uid");
+    assert_eq!(missing_pods(&job, &[pods[0].clone(), other]).len(), 1);
+    job["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    assert!(
+        missing_pods(&job, &[]).is_empty(),
+        "a deleted Job gets no Pods"
+    );
+}

@@ -275,6 +275,18 @@ async fn a_job_completes() {
         condition(status.conditions.as_ref(), "SuccessCriteriaMet").as_deref(),
         Some("True")
     );
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let attempts = pods
+        .list(&ListParams::default().labels("job-name=backup"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(attempts.len(), 1, "{attempts:#?}");
+    let name = attempts[0].metadata.name.clone().unwrap();
+    wait_for(&pods, &name, "phase Succeeded", |p| {
+        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded")
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -300,6 +312,21 @@ async fn a_job_told_to_fail_ends_failed_after_its_backoff_limit() {
     assert_eq!(failed.reason.as_deref(), Some("BackoffLimitExceeded"));
     assert!(conditions.iter().any(|c| c.type_ == "FailureTarget"));
     assert_eq!(status.succeeded.unwrap_or(0), 0);
+    // One Pod per attempt, each failed as the contract says.
+    let pods: Api<Pod> = Api::namespaced(cluster.client(), "default");
+    let attempts = pods
+        .list(&ListParams::default().labels("job-name=broken"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(attempts.len(), 2, "{attempts:#?}");
+    for attempt in attempts {
+        let name = attempt.metadata.name.clone().unwrap();
+        wait_for(&pods, &name, "phase Failed", |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed")
+        })
+        .await;
+    }
 }
 
 #[tokio::test]
