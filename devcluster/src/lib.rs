@@ -18,7 +18,8 @@
 //! Modules: [`registry`] (resource types and discovery), [`store`] (objects,
 //! resourceVersions, history, watch fan-out, SQLite persistence), [`server`]
 //! (HTTP routing and handlers), [`gc`] (garbage collection), [`faults`]
-//! (fault injection), [`kubeconfig`]. The pure modules [`patch`], [`schema`]
+//! (fault injection), [`kubeconfig`], [`stages`] (workload simulation with
+//! kwok-compatible stages, when [`DevClusterOptions::simulate_workloads`] is on). The pure modules [`patch`], [`schema`]
 //! and [`webhook`] implement patch semantics, structural schemas and webhook calls.
 
 pub mod faults;
@@ -29,6 +30,7 @@ pub mod patch;
 pub mod registry;
 pub mod schema;
 pub mod server;
+pub mod stages;
 pub mod status;
 pub mod store;
 pub mod testing;
@@ -60,6 +62,10 @@ pub struct DevClusterOptions {
     /// a kubelet would move them. Off by default (tests ask for it);
     /// `wasm-operator dev` turns it on.
     pub simulate_workloads: bool,
+    /// Stage files (kwok `Stage` YAML) added to the simulation's defaults;
+    /// a stage named like a default replaces it. Used only with
+    /// `simulate_workloads`.
+    pub stages: Vec<PathBuf>,
 }
 
 impl Default for DevClusterOptions {
@@ -71,6 +77,7 @@ impl Default for DevClusterOptions {
             kubeconfig: None,
             history_window: 10_000,
             simulate_workloads: false,
+            stages: Vec::new(),
         }
     }
 }
@@ -100,6 +107,9 @@ pub enum DevClusterError {
     /// The real control plane (`realcluster`) could not be started, leased or reset.
     #[error("real control plane {binary}: {message}")]
     RealCluster { binary: PathBuf, message: String },
+    /// A stage file of the workload simulation cannot be used.
+    #[error("workload simulation: {0}")]
+    Stages(#[from] stages::StageError),
 }
 
 /// A running (or stopped) local API server. Dropping it stops serving.
@@ -111,6 +121,7 @@ pub struct DevCluster {
     _kubeconfig_temp: Option<tempfile_lite::TempDir>,
     client: kube::Client,
     serving: Option<server::Serving>,
+    _simulation: Option<stages::driver::Simulation>,
 }
 
 mod tempfile_lite {
@@ -144,6 +155,14 @@ impl DevCluster {
     /// Starts serving on 127.0.0.1 and writes a kubeconfig pointing at it.
     pub async fn start(options: DevClusterOptions) -> Result<DevCluster, DevClusterError> {
         let store = store::Store::open(options.data.as_deref(), options.history_window)?;
+        // Stage files are checked before anything listens, so a bad file fails the start.
+        let stages = if options.simulate_workloads {
+            Some(std::sync::Arc::new(stages::StageSet::defaults_with(
+                &options.stages,
+            )?))
+        } else {
+            None
+        };
         let shared = Arc::new(server::Shared::new(store, options.token.clone()));
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
             .await
@@ -172,6 +191,7 @@ impl DevCluster {
         kubeconfig::write(&kubeconfig_path, &url, options.token.as_deref())?;
         let client = kubeconfig::client(&kubeconfig_path, &url).await?;
         let serving = server::serve(listener, shared.clone());
+        let simulation = stages.map(|stages| stages::driver::start(shared.store.clone(), stages));
         Ok(DevCluster {
             shared,
             addr,
@@ -180,6 +200,7 @@ impl DevCluster {
             _kubeconfig_temp: temp,
             client,
             serving: Some(serving),
+            _simulation: simulation,
         })
     }
 

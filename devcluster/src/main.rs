@@ -29,6 +29,14 @@ struct Args {
     /// Watch events kept for resuming watches.
     #[arg(long, default_value_t = 10_000)]
     history_window: usize,
+    /// Simulate workloads: fake nodes, Pods that become Ready, Deployments,
+    /// StatefulSets, DaemonSets and Jobs whose status moves (kwok-compatible stages).
+    #[arg(long)]
+    simulate_workloads: bool,
+    /// A kwok Stage YAML file added to the simulation's stages (one named
+    /// like a default replaces it); repeatable.
+    #[arg(long = "stages", value_name = "FILE", requires = "simulate_workloads")]
+    stages: Vec<PathBuf>,
 }
 
 #[tokio::main]
@@ -43,7 +51,8 @@ async fn main() -> anyhow::Result<()> {
         data: args.data,
         kubeconfig: Some(args.kubeconfig),
         history_window: args.history_window,
-        simulate_workloads: false,
+        simulate_workloads: args.simulate_workloads,
+        stages: args.stages,
     })
     .await?;
     println!("devcluster serving at {}", cluster.url());

@@ -155,6 +155,7 @@ pub fn builtins() -> Vec<ResourceType> {
         builtin::<core::Service>(&["svc"], ALL, true, false),
         builtin::<core::ServiceAccount>(&["sa"], &[], false, false),
         builtin::<core::Pod>(&["po"], ALL, true, false),
+        builtin::<core::Node>(&["no"], &[], true, false),
         builtin::<core::PersistentVolumeClaim>(&["pvc"], &[], true, false),
         builtin::<core::Event>(&["ev"], &[], false, false),
         ResourceType {

@@ -165,6 +165,12 @@ fn builtin_columns(group: &str, plural: &str) -> &'static [(&'static str, &'stat
             ("Ready", "integer"),
         ],
         ("coordination.k8s.io", "leases") => &[("Holder", "string")],
+        ("", "nodes") => &[
+            ("Status", "string"),
+            ("Roles", "string"),
+            ("Version", "string"),
+        ],
+        ("batch", "jobs") => &[("Status", "string"), ("Completions", "string")],
         _ => &[],
     }
 }
@@ -229,8 +235,62 @@ fn builtin_cells(group: &str, plural: &str, o: &Value) -> Vec<Value> {
             json!(int(&o["status"]["readyReplicas"])),
         ],
         ("coordination.k8s.io", "leases") => vec![o["spec"]["holderIdentity"].clone()],
+        ("", "nodes") => node_cells(o),
+        ("batch", "jobs") => job_cells(o),
         _ => Vec::new(),
     }
+}
+
+/// The status of a condition of `obj` (`"True"`, `"False"`), if present.
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a str> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?["status"]
+        .as_str()
+}
+
+/// A Node's row as kubectl prints it: Ready or NotReady, roles from its
+/// `node-role.kubernetes.io/*` labels, the kubelet's version.
+fn node_cells(o: &Value) -> Vec<Value> {
+    let status = if condition(o, "Ready") == Some("True") {
+        "Ready"
+    } else {
+        "NotReady"
+    };
+    let roles: Vec<&str> = o["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+        .collect();
+    let roles = if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.join(",")
+    };
+    vec![
+        json!(status),
+        json!(roles),
+        o["status"]["nodeInfo"]["kubeletVersion"].clone(),
+    ]
+}
+
+/// A Job's row as kubectl prints it: Complete, Failed, Suspended or Running,
+/// and `succeeded/completions`.
+fn job_cells(o: &Value) -> Vec<Value> {
+    let status = if condition(o, "Complete") == Some("True") {
+        "Complete"
+    } else if condition(o, "Failed") == Some("True") {
+        "Failed"
+    } else if o["spec"]["suspend"] == true {
+        "Suspended"
+    } else {
+        "Running"
+    };
+    let completions = o["spec"]["completions"].as_i64().unwrap_or(1);
+    let succeeded = o["status"]["succeeded"].as_i64().unwrap_or(0);
+    vec![json!(status), json!(format!("{succeeded}/{completions}"))]
 }
 
 fn cells(rt: &ResourceType, printer: &[Value], obj: &Value) -> Vec<Value> {
@@ -450,5 +510,28 @@ mod tests {
             Some(&json!("A"))
         );
         assert_eq!(jsonpath(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn nodes_and_jobs_print_as_kubectl_prints_them() {
+        let node = json!({"metadata": {"labels": {"node-role.kubernetes.io/agent": ""}},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"kubeletVersion": "v1"}}});
+        assert_eq!(
+            builtin_cells("", "nodes", &node),
+            [json!("Ready"), json!("agent"), json!("v1")]
+        );
+        assert_eq!(
+            builtin_cells("", "nodes", &json!({}))[..2],
+            [json!("NotReady"), json!("<none>")]
+        );
+        let job = json!({"spec": {"completions": 2}, "status": {"succeeded": 2,
+            "conditions": [{"type": "Complete", "status": "True"}]}});
+        assert_eq!(
+            builtin_cells("batch", "jobs", &job),
+            [json!("Complete"), json!("2/2")]
+        );
+        let failed = json!({"status": {"conditions": [{"type": "Failed", "status": "True"}]}});
+        assert_eq!(builtin_cells("batch", "jobs", &failed)[0], "Failed");
+        assert_eq!(builtin_cells("batch", "jobs", &json!({}))[0], "Running");
     }
 }

@@ -48,6 +48,19 @@ pub struct DevArgs {
     /// from `scripts/build-realcluster.sh`) instead of the embedded devcluster.
     #[arg(long)]
     pub real: bool,
+    /// Do not simulate workloads on the embedded devcluster (by default Pods,
+    /// Deployments, StatefulSets, DaemonSets and Jobs become Ready/Complete
+    /// on 3 fake nodes through kwok-compatible stages; no containers run).
+    #[arg(long)]
+    pub no_simulate_workloads: bool,
+    /// A kwok Stage YAML file added to the simulation's stages (one named
+    /// like a default replaces it); repeatable.
+    #[arg(
+        long = "stages",
+        value_name = "FILE",
+        conflicts_with = "no_simulate_workloads"
+    )]
+    pub stages: Vec<PathBuf>,
     /// The `realcluster` binary `--real` runs.
     #[arg(
         long,
@@ -69,6 +82,8 @@ impl DevArgs {
         options.data = self.data.clone();
         options.kubeconfig = self.kubeconfig.clone();
         options.real = self.real.then(|| self.realcluster.clone());
+        options.simulate_workloads = !self.no_simulate_workloads;
+        options.stages = self.stages.clone();
         options.build = !self.no_build;
         options.plugins_dir = self.plugins_dir.clone();
         options.examples_dir = self.examples_dir.clone();
@@ -154,4 +169,43 @@ fn print_banner(session: &DevSession) {
 fn short_digest(digest: &str) -> &str {
     let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
     hex.get(..12).unwrap_or(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+
+    fn dev_options(args: &[&str]) -> crate::dev::DevOptions {
+        let cli = Cli::try_parse_from([&["wasm-operator", "dev"], args].concat()).unwrap();
+        match cli.command {
+            Command::Dev(dev) => dev.options(),
+            other => panic!("not dev: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn workloads_are_simulated_unless_turned_off_and_stage_files_repeat() {
+        let default = dev_options(&[]);
+        assert!(default.simulate_workloads);
+        assert!(default.stages.is_empty());
+        assert!(!dev_options(&["--no-simulate-workloads"]).simulate_workloads);
+        let custom = dev_options(&["--stages", "a.yaml", "--stages", "b.yaml"]);
+        assert_eq!(
+            custom.stages,
+            ["a.yaml", "b.yaml"].map(std::path::PathBuf::from)
+        );
+        assert!(
+            Cli::try_parse_from([
+                "wasm-operator",
+                "dev",
+                "--no-simulate-workloads",
+                "--stages",
+                "a.yaml"
+            ])
+            .is_err(),
+            "stage files without the simulation are refused"
+        );
+    }
 }

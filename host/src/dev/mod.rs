@@ -79,6 +79,13 @@ pub struct DevOptions {
     /// Run on a real control plane started from this `realcluster` binary
     /// (`dev --real`) instead of the embedded devcluster.
     pub real: Option<PathBuf>,
+    /// Simulate workloads on the embedded devcluster (default on): fake
+    /// nodes, Pods that become Ready, Deployments, StatefulSets, DaemonSets
+    /// and Jobs whose status moves as the real controllers would move it
+    /// (see `devcluster::stages`). The real control plane runs them for real.
+    pub simulate_workloads: bool,
+    /// kwok Stage files added to (or replacing by name) the simulation's defaults.
+    pub stages: Vec<PathBuf>,
     /// The CRD conversion webhook for plugins that implement migration
     /// (default: 127.0.0.1, a free port, certificates in Secret
     /// `default/wasm-operator-webhook-cert`); `None` serves none.
@@ -135,6 +142,8 @@ impl DevOptions {
             metrics_addr: None,
             plugin_config: Value::Object(Default::default()),
             real: None,
+            simulate_workloads: true,
+            stages: Vec::new(),
             webhook: Some(default_webhook()),
         }
     }
@@ -223,6 +232,8 @@ async fn start_cluster(options: &DevOptions) -> Result<Cluster, DevError> {
                 port: options.port,
                 data: options.data.clone(),
                 kubeconfig: options.kubeconfig.clone(),
+                simulate_workloads: options.simulate_workloads,
+                stages: options.stages.clone(),
                 ..DevClusterOptions::default()
             })
             .await;

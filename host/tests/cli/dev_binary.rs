@@ -152,6 +152,33 @@ async fn dev_session(extra: &[&str]) -> String {
     )
     .await;
 
+    // Workloads run (simulated on the devcluster, by the real controllers
+    // and kwok on the real control plane): every example WebApp turns
+    // Running with all its replicas ready, computed from its Deployment.
+    let started = std::time::Instant::now();
+    eventually(
+        Duration::from_secs(120),
+        "every example WebApp Running with readyReplicas == replicas",
+        || {
+            let webapps = webapps.clone();
+            async move {
+                let list = webapps.list(&ListParams::default()).await.ok()?;
+                list.items
+                    .iter()
+                    .all(|w| {
+                        w.data["status"]["phase"] == "Running"
+                            && w.data["status"]["readyReplicas"] == w.data["spec"]["replicas"]
+                    })
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "example WebApps Running {:?} after their Deployments existed",
+        started.elapsed()
+    );
+
     // The faulty plugin is a test fixture: its CRD is installed, its
     // examples are not.
     let faults: Api<DynamicObject> = Api::all_with(

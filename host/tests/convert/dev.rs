@@ -1,6 +1,6 @@
 //! `wasm-operator dev` serves distributedkv beside webapp: the example
 //! objects of both API versions are applied through the session's webhook
-//! and reconciled.
+//! and reconciled, and turn Available on dev's simulated workloads.
 
 use std::time::Duration;
 
@@ -62,6 +62,26 @@ async fn dev_serves_distributedkv_and_its_examples_in_both_versions() {
                     .await
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| "not yet".to_string())
+            }
+        })
+        .await;
+    }
+    // dev simulates workloads: the StatefulSets' readyReplicas move, and the
+    // plugin turns each DistributedKV Available from them.
+    for name in ["orders", "sessions"] {
+        let client = client.clone();
+        wait_until(&format!("DistributedKV {name} Available"), CONVERGE, || {
+            let kvs = kvs(&client, "v1beta1");
+            async move {
+                let kv = kvs.get(name).await.map_err(|e| e.to_string())?;
+                let available = kv.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Available" && c["status"] == "True");
+                available
+                    .then_some(())
+                    .ok_or_else(|| format!("status {}", kv.data["status"]))
             }
         })
         .await;
