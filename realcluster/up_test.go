@@ -32,7 +32,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "up", "apiserver", "kube-apiserver", "controller-manager", "kube-controller-manager", "reap", "version":
+		case "up", "apiserver", "kube-apiserver", "controller-manager", "kube-controller-manager", "scheduler", "kube-scheduler", "kwok", "reap", "version":
 			os.Exit(run(os.Args[1:]))
 		}
 	}
