@@ -9,6 +9,12 @@
 //! (`kubernetes.io/bootstrapping` label), or is one of the objects the
 //! controllers create in `default` shortly after readiness (its
 //! ServiceAccount, root CA ConfigMap and the `kubernetes` Service).
+//!
+//! The fake Nodes `realcluster up` creates for kwok and their heartbeat
+//! Leases survive (nodes are a managed resource, `kube-node-lease` a system
+//! namespace). A test's workloads go owners first ([`phase`]), so their
+//! controllers stop making Pods, and Pods are deleted at once
+//! ([`grace_period`]): the reset does not wait on kwok to play their deletion.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -83,14 +89,35 @@ pub fn resource_name(ar: &ApiResource) -> String {
     }
 }
 
-/// The order a reset deletes in: everything else first (custom resources
-/// included, so the host's finalizers are off them), then CRDs, then namespaces.
+/// Resources whose controllers create Pods: deleted before everything else,
+/// so that no Pod the reset deletes is replaced.
+pub const WORKLOAD_RESOURCES: [&str; 6] = [
+    "cronjobs.batch",
+    "jobs.batch",
+    "deployments.apps",
+    "statefulsets.apps",
+    "daemonsets.apps",
+    "replicasets.apps",
+];
+
+/// The order a reset deletes in: the owners of Pods first, then everything
+/// else (custom resources included, so the host's finalizers are off them),
+/// then CRDs, then namespaces.
 fn phase(resource: &str) -> u8 {
     match resource {
-        "customresourcedefinitions.apiextensions.k8s.io" => 1,
-        "namespaces" => 2,
-        _ => 0,
+        r if WORKLOAD_RESOURCES.contains(&r) => 0,
+        "customresourcedefinitions.apiextensions.k8s.io" => 2,
+        "namespaces" => 3,
+        _ => 1,
     }
+}
+
+/// The grace period a reset deletes an object of `resource` with: none for
+/// Pods (a forced deletion: the API server removes a Pod bound to a Node at
+/// once instead of waiting for its kubelet, here kwok, to confirm), the
+/// resource's default otherwise.
+pub fn grace_period(resource: &str) -> Option<u32> {
+    (resource == "pods").then_some(0)
 }
 
 /// Every listable, deletable resource the cluster serves, in deletion order.
@@ -282,8 +309,16 @@ async fn remove(
             return Err(format!("removing the finalizers of {resource} {name}: {e}"));
         }
     }
-    if obj.metadata.deletion_timestamp.is_none()
-        && let Err(e) = api.delete(&name, &DeleteParams::background()).await
+    let params = DeleteParams {
+        grace_period_seconds: grace_period(resource),
+        ..DeleteParams::background()
+    };
+    // A Pod already terminating gracefully (its namespace is going) is
+    // deleted again with no grace, which the API server allows.
+    let delete =
+        obj.metadata.deletion_timestamp.is_none() || params.grace_period_seconds == Some(0);
+    if delete
+        && let Err(e) = api.delete(&name, &params).await
         && !ignorable(&e)
     {
         return Err(format!("deleting {resource} {name}: {e}"));
@@ -356,6 +391,64 @@ mod tests {
             &seen("serviceaccounts", Some("team-a"), "default"),
             &base
         ));
+    }
+
+    #[test]
+    fn the_fake_nodes_and_their_leases_survive() {
+        let base = HashSet::new();
+        assert!(!leftover(&seen("nodes", None, "kwok-node-0"), &base));
+        assert!(!leftover(
+            &seen(
+                "leases.coordination.k8s.io",
+                Some("kube-node-lease"),
+                "kwok-node-0"
+            ),
+            &base
+        ));
+        assert!(!leftover(
+            &seen("namespaces", None, "kube-node-lease"),
+            &base
+        ));
+    }
+
+    #[test]
+    fn a_tests_workloads_and_their_pods_go() {
+        let base = HashSet::new();
+        for resource in [
+            "pods",
+            "replicasets.apps",
+            "deployments.apps",
+            "statefulsets.apps",
+            "jobs.batch",
+        ] {
+            assert!(
+                leftover(&seen(resource, Some("default"), "web"), &base),
+                "{resource}"
+            );
+        }
+    }
+
+    #[test]
+    fn owners_of_pods_go_first_and_pods_without_grace() {
+        let mut names = vec![
+            "pods",
+            "webapps.example.com",
+            "jobs.batch",
+            "replicasets.apps",
+        ];
+        names.sort_by_key(|n| phase(n));
+        assert_eq!(
+            names,
+            [
+                "jobs.batch",
+                "replicasets.apps",
+                "pods",
+                "webapps.example.com"
+            ]
+        );
+        assert_eq!(grace_period("pods"), Some(0));
+        assert_eq!(grace_period("jobs.batch"), None);
+        assert_eq!(grace_period("configmaps"), None);
     }
 
     #[test]
