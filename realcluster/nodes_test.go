@@ -69,7 +69,7 @@ func TestStagesHoldKwoksDefaultsAndTheFailureStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(data)
-	for _, name := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail"} {
+	for _, name := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-fail", "pvc-provision", "pvc-delete", "pv-bind", "pv-delete"} {
 		if !strings.Contains(text, "\n  name: "+name+"\n") {
 			t.Errorf("stage %s missing from the embedded stages", name)
 		}

@@ -77,6 +77,9 @@ func startWorkloadComponents(ctx context.Context, o upOptions, env componentEnv)
 	if kwok, err = startChild("kwok", filepath.Join(env.logDir, "kwok.log"), syscall.SIGKILL, kwokArgs(env.kubeconfig, stagesFile)...); err != nil {
 		return scheduler, nil, err
 	}
+	if err := createStorageClass(ctx, env); err != nil {
+		return scheduler, kwok, err
+	}
 	for _, name := range fakeNodeNames() {
 		if err := createFakeNode(ctx, env, name); err != nil {
 			return scheduler, kwok, err
@@ -126,6 +129,27 @@ func createFakeNode(ctx context.Context, env componentEnv, name string) error {
 	}
 	if status != http.StatusOK {
 		return fmt.Errorf("remove the taints of Node %s: HTTP %d: %s", name, status, answer)
+	}
+	return nil
+}
+
+// kwokStorageClass is kwok's default StorageClass (kustomize/stage/volume/fast
+// of kwok v0.8.0): kwok's volume stages provision and bind a PersistentVolume
+// for every claim of this class, so a StatefulSet's volumeClaimTemplates do
+// not keep its Pods unschedulable.
+const kwokStorageClass = `{"apiVersion":"storage.k8s.io/v1","kind":"StorageClass",
+"metadata":{"name":"kwok-volume","annotations":{"storageclass.kubernetes.io/is-default-class":"true"}},
+"provisioner":"kwok.x-k8s.io/volume","reclaimPolicy":"Delete","volumeBindingMode":"Immediate"}`
+
+// createStorageClass creates kwokStorageClass, the cluster's default
+// StorageClass; one that exists already is fine.
+func createStorageClass(ctx context.Context, env componentEnv) error {
+	status, answer, err := apiRequest(ctx, env, http.MethodPost, "/apis/storage.k8s.io/v1/storageclasses", "application/json", []byte(kwokStorageClass))
+	if err != nil {
+		return fmt.Errorf("create StorageClass kwok-volume: %w", err)
+	}
+	if status != http.StatusCreated && status != http.StatusConflict {
+		return fmt.Errorf("create StorageClass kwok-volume: HTTP %d: %s", status, answer)
 	}
 	return nil
 }
