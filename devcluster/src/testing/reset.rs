@@ -15,6 +15,11 @@
 //! namespace). A test's workloads go owners first ([`phase`]), so their
 //! controllers stop making Pods, and Pods are deleted at once
 //! ([`grace_period`]): the reset does not wait on kwok to play their deletion.
+//!
+//! Whether the leased control plane runs workloads is the test's choice, as
+//! on the devcluster: [`fake_node_taints`] (pure) and [`set_workloads`] taint
+//! the fake Nodes so that no Pod lands on them (Pods stay Pending, as on a
+//! devcluster without simulation) or lift that taint.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -280,6 +285,49 @@ async fn disarm_conversion_webhooks(
     Ok(())
 }
 
+/// The label selector of the fake Nodes `realcluster up` creates.
+pub const FAKE_NODE_SELECTOR: &str = "type=kwok";
+
+/// The taint that keeps Pods off the fake Nodes while a test has not asked
+/// for workloads that run. A taint, not a cordon: DaemonSet Pods tolerate
+/// `node.kubernetes.io/unschedulable` but not this.
+pub const WORKLOADS_OFF_TAINT: &str = "simulate.wasm-operator.dev/workloads";
+
+/// The merge patch of a fake Node's `spec.taints`: none when the test runs
+/// workloads, [`WORKLOADS_OFF_TAINT`] (`NoSchedule`) otherwise. `up` creates
+/// the fake Nodes without taints, so the patch replaces the whole list.
+pub fn fake_node_taints(run_workloads: bool) -> serde_json::Value {
+    if run_workloads {
+        serde_json::json!({ "spec": { "taints": null } })
+    } else {
+        serde_json::json!({ "spec": { "taints": [
+            { "key": WORKLOADS_OFF_TAINT, "value": "off", "effect": "NoSchedule" }
+        ] } })
+    }
+}
+
+/// Applies [`fake_node_taints`] to every fake Node ([`FAKE_NODE_SELECTOR`]).
+///
+/// # Errors
+///
+/// Listing or patching a Node failed (the message names it).
+pub async fn set_workloads(client: &kube::Client, run_workloads: bool) -> Result<(), String> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default().labels(FAKE_NODE_SELECTOR))
+        .await
+        .map_err(|e| format!("listing the fake Nodes ({FAKE_NODE_SELECTOR}): {e}"))?;
+    let patch = fake_node_taints(run_workloads);
+    for node in list.items {
+        let name = node.metadata.name.unwrap_or_default();
+        nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("setting the taints of fake Node {name}: {e}"))?;
+    }
+    Ok(())
+}
+
 async fn remove(
     client: &kube::Client,
     ar: &ApiResource,
@@ -391,6 +439,19 @@ mod tests {
             &seen("serviceaccounts", Some("team-a"), "default"),
             &base
         ));
+    }
+
+    #[test]
+    fn fake_nodes_are_tainted_unless_the_test_runs_workloads() {
+        assert_eq!(
+            fake_node_taints(true),
+            serde_json::json!({"spec": {"taints": null}})
+        );
+        let off = fake_node_taints(false);
+        let taints = off["spec"]["taints"].as_array().unwrap();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0]["key"], WORKLOADS_OFF_TAINT);
+        assert_eq!(taints[0]["effect"], "NoSchedule");
     }
 
     #[test]
