@@ -15,6 +15,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // version metric registration
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	cmapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	schedulerapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
 const usage = `usage:
@@ -23,6 +24,8 @@ const usage = `usage:
 internal (spawned by "up"):
   realcluster apiserver <kube-apiserver flags>
   realcluster controller-manager <kube-controller-manager flags>
+  realcluster scheduler <kube-scheduler flags>
+  realcluster kwok <kwok flags>
   realcluster reap <pid> <path>...
 `
 
@@ -50,6 +53,12 @@ func run(args []string) int {
 		cmd := cmapp.NewControllerManagerCommand()
 		cmd.SetArgs(args[1:])
 		return cli.Run(cmd)
+	case "scheduler", "kube-scheduler":
+		cmd := schedulerapp.NewSchedulerCommand()
+		cmd.SetArgs(args[1:])
+		return cli.Run(cmd)
+	case "kwok":
+		return kwokMain(args[1:])
 	case "reap":
 		return reapMain(args[1:])
 	case "version", "--version":
@@ -73,7 +82,7 @@ func printVersions() {
 	fmt.Printf("go %s\n", bi.GoVersion)
 	for _, d := range bi.Deps {
 		switch d.Path {
-		case "k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "k8s.io/apiserver", "k8s.io/client-go":
+		case "k8s.io/kubernetes", "go.etcd.io/etcd/server/v3", "k8s.io/apiserver", "k8s.io/client-go", "sigs.k8s.io/kwok":
 			v := d.Version
 			if d.Replace != nil {
 				v = d.Replace.Version

@@ -27,7 +27,9 @@ import (
 )
 
 // defaultControllers are the kube-controller-manager controllers "up" enables:
-// what a test of an operator can observe without nodes, a scheduler or kubelets.
+// what a test of an operator observes. Pods are scheduled by kube-scheduler and
+// run by kwok on fake Nodes (workloads.go); no node lifecycle controller, so a
+// late kwok heartbeat never taints a Node or evicts its Pods.
 var defaultControllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
@@ -37,6 +39,7 @@ var defaultControllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"statefulset-controller",
+	"daemonset-controller",
 	"serviceaccount-controller",       // the "default" ServiceAccount, required to create Pods
 	"serviceaccount-token-controller", // legacy token Secrets
 	"root-ca-certificate-publisher-controller",
@@ -55,6 +58,8 @@ type upOptions struct {
 	quiet         bool
 	extraAPIFlags multiFlag
 	extraCMFlags  multiFlag
+
+	extraSchedulerFlags multiFlag
 }
 
 type multiFlag []string
@@ -68,13 +73,14 @@ func upMain(args []string) int {
 	fs.StringVar(&o.dir, "dir", os.TempDir(), "parent directory of the control plane's state directory (etcd data, certificates, keys, logs); the state directory is created inside it and removed on exit")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "where to write the admin kubeconfig once the control plane is ready (written atomically; removed on exit). Default: DIR/<state>/kubeconfig")
 	fs.IntVar(&o.port, "port", 0, "kube-apiserver secure port on 127.0.0.1 (0: a free port)")
-	fs.StringVar(&o.logDir, "log-dir", "", "keep the etcd, kube-apiserver and kube-controller-manager logs in this directory (default: in the state directory, removed on exit)")
+	fs.StringVar(&o.logDir, "log-dir", "", "keep the etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok logs in this directory (default: in the state directory, removed on exit)")
 	fs.StringVar(&o.controllers, "controllers", strings.Join(defaultControllers, ","), "kube-controller-manager --controllers")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for the control plane to become ready")
 	fs.BoolVar(&o.exitOnParent, "exit-with-parent", false, "stop (and clean up) when the process that started realcluster exits (Linux PR_SET_PDEATHSIG; note it fires when the *thread* that spawned us exits)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the kubeconfig on stdout when ready")
 	fs.Var(&o.extraAPIFlags, "apiserver-flag", "extra kube-apiserver flag, e.g. --apiserver-flag=--v=2 (repeatable)")
 	fs.Var(&o.extraCMFlags, "controller-manager-flag", "extra kube-controller-manager flag (repeatable)")
+	fs.Var(&o.extraSchedulerFlags, "scheduler-flag", "extra kube-scheduler flag (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -298,10 +304,13 @@ func up(o upOptions) (retErr error) {
 	var (
 		etcd            *embed.Etcd
 		apiserver, kcm  *child
+		scheduler, kwok *child
 		reaper          *child
 		wroteKubeconfig bool
 	)
 	defer func() {
+		kwok.stop(5 * time.Second)
+		scheduler.stop(5 * time.Second)
 		kcm.stop(10 * time.Second)
 		apiserver.stop(15 * time.Second)
 		if etcd != nil {
@@ -470,6 +479,16 @@ func up(o upOptions) (retErr error) {
 	}
 	logf("kube-controller-manager healthy (%.1fs)", time.Since(start).Seconds())
 
+	// kube-scheduler, kwok and the fake Nodes.
+	env := componentEnv{start: start, server: server, kubeconfig: kcmKubeconfig, state: state,
+		logDir: logDir, pki: p, client: httpClient, apiserver: apiserver}
+	if scheduler, kwok, err = startWorkloadComponents(ctx, o, env); err != nil {
+		if interrupted.Load() {
+			return nil
+		}
+		return err
+	}
+
 	// Ready: the kubeconfig appears (atomically) only now.
 	kc := kubeconfigYAML(server, p.CAPEM, p.Token)
 	if err := os.MkdirAll(filepath.Dir(kubeconfigPath), 0o755); err != nil {
@@ -499,6 +518,10 @@ func up(o upOptions) (retErr error) {
 		return fmt.Errorf("kube-apiserver exited (%v); last log lines:\n%s", apiserver.err, tail(apiserver.log, 40))
 	case <-kcm.done:
 		return fmt.Errorf("kube-controller-manager exited (%v); last log lines:\n%s", kcm.err, tail(kcm.log, 40))
+	case <-scheduler.done:
+		return fmt.Errorf("kube-scheduler exited (%v); last log lines:\n%s", scheduler.err, tail(scheduler.log, 40))
+	case <-kwok.done:
+		return fmt.Errorf("kwok exited (%v); last log lines:\n%s", kwok.err, tail(kwok.log, 40))
 	case err := <-etcd.Err():
 		return fmt.Errorf("etcd: %w", err)
 	}

@@ -32,7 +32,7 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
-		case "up", "apiserver", "kube-apiserver", "controller-manager", "kube-controller-manager", "reap", "version":
+		case "up", "apiserver", "kube-apiserver", "controller-manager", "kube-controller-manager", "scheduler", "kube-scheduler", "kwok", "reap", "version":
 			os.Exit(run(os.Args[1:]))
 		}
 	}
@@ -228,8 +228,10 @@ func TestUp(t *testing.T) {
 	})
 	t.Logf("garbage collector deleted the dependent in %.1fs", time.Since(gcStart).Seconds())
 
-	// Job controller: a Job gets its Pod (which stays Pending: no scheduler, no nodes).
-	// Creating the Pod also needs the "default" ServiceAccount (serviceaccount controller).
+	// Job controller: a Job gets its Pod, kube-scheduler binds it to a fake
+	// Node, kwok runs it to completion and the Job controller marks the Job
+	// Complete. Creating the Pod also needs the "default" ServiceAccount
+	// (serviceaccount controller).
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "job"},
 		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
@@ -244,6 +246,30 @@ func TestUp(t *testing.T) {
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=job"})
 		return err == nil && len(pods.Items) == 1, err
 	})
+	waitFor(t, "the Job to complete on a fake Node", 90*time.Second, func() (bool, error) {
+		j, err := cs.BatchV1().Jobs(ns).Get(ctx, "job", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range j.Status.Conditions {
+			if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+				return j.Status.Succeeded == 1, nil
+			}
+		}
+		return false, nil
+	})
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != fakeNodeCount {
+		t.Fatalf("%d Nodes labelled type=kwok, want %d", len(nodes.Items), fakeNodeCount)
+	}
+	for _, n := range nodes.Items {
+		if len(n.Spec.Taints) != 0 {
+			t.Errorf("Node %s has taints %v: Pods without tolerations would not land on it", n.Name, n.Spec.Taints)
+		}
+	}
 
 	// A CRD is installed, established and served.
 	ax := apiextensionsclient.NewForConfigOrDie(c.config)

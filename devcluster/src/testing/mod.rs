@@ -258,8 +258,10 @@ pub async fn try_test_cluster() -> Result<TestCluster, DevClusterError> {
 }
 
 /// Like [`try_test_cluster`], with workloads that run: on the devcluster its
-/// workload simulation is on ([`DevClusterOptions::simulate_workloads`]); the
-/// real control plane always runs them (kube-scheduler and kwok).
+/// workload simulation is on ([`DevClusterOptions::simulate_workloads`]); on
+/// the real control plane (kube-scheduler and kwok) the fake Nodes take Pods.
+/// Without it they carry a `NoSchedule` taint and Pods stay Pending, as on
+/// a devcluster without simulation ([`reset::set_workloads`]).
 pub async fn try_test_cluster_simulating_workloads() -> Result<TestCluster, DevClusterError> {
     try_test_cluster_with(DevClusterOptions {
         simulate_workloads: true,
@@ -295,7 +297,7 @@ async fn try_test_cluster_with(
             })
         }
         Backend::Real { binary } => {
-            let lease = real::lease(binary).await?;
+            let lease = real::lease(binary, dev_options.simulate_workloads).await?;
             Ok(TestCluster {
                 client: lease.client(),
                 kubeconfig: lease.kubeconfig().to_path_buf(),

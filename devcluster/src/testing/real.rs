@@ -78,8 +78,9 @@ impl Drop for Lease {
 }
 
 /// Waits for a free control plane (starting one on first use, up to the
-/// pool's size), then resets it for the caller.
-pub(super) async fn lease(binary: &Path) -> Result<Lease, DevClusterError> {
+/// pool's size), then resets it for the caller: a test's objects gone, its
+/// fake Nodes running Pods only when `run_workloads`.
+pub(super) async fn lease(binary: &Path, run_workloads: bool) -> Result<Lease, DevClusterError> {
     let pool = POOL.get_or_init(|| {
         let size = std::env::var(POOL_ENV)
             .ok()
@@ -119,6 +120,13 @@ pub(super) async fn lease(binary: &Path) -> Result<Lease, DevClusterError> {
     super::reset::reset(&lease.client, &shared.baseline, RESET_TIMEOUT)
         .await
         .map_err(|e| err(format!("cannot reset it for the next test: {e}")))?;
+    super::reset::set_workloads(&lease.client, run_workloads)
+        .await
+        .map_err(|e| {
+            err(format!(
+                "cannot switch its workloads for the next test: {e}"
+            ))
+        })?;
     Ok(lease)
 }
 

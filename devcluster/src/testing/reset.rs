@@ -9,6 +9,17 @@
 //! (`kubernetes.io/bootstrapping` label), or is one of the objects the
 //! controllers create in `default` shortly after readiness (its
 //! ServiceAccount, root CA ConfigMap and the `kubernetes` Service).
+//!
+//! The fake Nodes `realcluster up` creates for kwok and their heartbeat
+//! Leases survive (nodes are a managed resource, `kube-node-lease` a system
+//! namespace). A test's workloads go owners first ([`phase`]), so their
+//! controllers stop making Pods, and Pods are deleted at once
+//! ([`grace_period`]): the reset does not wait on kwok to play their deletion.
+//!
+//! Whether the leased control plane runs workloads is the test's choice, as
+//! on the devcluster: [`fake_node_taints`] (pure) and [`set_workloads`] taint
+//! the fake Nodes so that no Pod lands on them (Pods stay Pending, as on a
+//! devcluster without simulation) or lift that taint.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -83,14 +94,35 @@ pub fn resource_name(ar: &ApiResource) -> String {
     }
 }
 
-/// The order a reset deletes in: everything else first (custom resources
-/// included, so the host's finalizers are off them), then CRDs, then namespaces.
+/// Resources whose controllers create Pods: deleted before everything else,
+/// so that no Pod the reset deletes is replaced.
+pub const WORKLOAD_RESOURCES: [&str; 6] = [
+    "cronjobs.batch",
+    "jobs.batch",
+    "deployments.apps",
+    "statefulsets.apps",
+    "daemonsets.apps",
+    "replicasets.apps",
+];
+
+/// The order a reset deletes in: the owners of Pods first, then everything
+/// else (custom resources included, so the host's finalizers are off them),
+/// then CRDs, then namespaces.
 fn phase(resource: &str) -> u8 {
     match resource {
-        "customresourcedefinitions.apiextensions.k8s.io" => 1,
-        "namespaces" => 2,
-        _ => 0,
+        r if WORKLOAD_RESOURCES.contains(&r) => 0,
+        "customresourcedefinitions.apiextensions.k8s.io" => 2,
+        "namespaces" => 3,
+        _ => 1,
     }
+}
+
+/// The grace period a reset deletes an object of `resource` with: none for
+/// Pods (a forced deletion: the API server removes a Pod bound to a Node at
+/// once instead of waiting for its kubelet, here kwok, to confirm), the
+/// resource's default otherwise.
+pub fn grace_period(resource: &str) -> Option<u32> {
+    (resource == "pods").then_some(0)
 }
 
 /// Every listable, deletable resource the cluster serves, in deletion order.
@@ -253,6 +285,49 @@ async fn disarm_conversion_webhooks(
     Ok(())
 }
 
+/// The label selector of the fake Nodes `realcluster up` creates.
+pub const FAKE_NODE_SELECTOR: &str = "type=kwok";
+
+/// The taint that keeps Pods off the fake Nodes while a test has not asked
+/// for workloads that run. A taint, not a cordon: DaemonSet Pods tolerate
+/// `node.kubernetes.io/unschedulable` but not this.
+pub const WORKLOADS_OFF_TAINT: &str = "simulate.wasm-operator.dev/workloads";
+
+/// The merge patch of a fake Node's `spec.taints`: none when the test runs
+/// workloads, [`WORKLOADS_OFF_TAINT`] (`NoSchedule`) otherwise. `up` creates
+/// the fake Nodes without taints, so the patch replaces the whole list.
+pub fn fake_node_taints(run_workloads: bool) -> serde_json::Value {
+    if run_workloads {
+        serde_json::json!({ "spec": { "taints": null } })
+    } else {
+        serde_json::json!({ "spec": { "taints": [
+            { "key": WORKLOADS_OFF_TAINT, "value": "off", "effect": "NoSchedule" }
+        ] } })
+    }
+}
+
+/// Applies [`fake_node_taints`] to every fake Node ([`FAKE_NODE_SELECTOR`]).
+///
+/// # Errors
+///
+/// Listing or patching a Node failed (the message names it).
+pub async fn set_workloads(client: &kube::Client, run_workloads: bool) -> Result<(), String> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let list = nodes
+        .list(&ListParams::default().labels(FAKE_NODE_SELECTOR))
+        .await
+        .map_err(|e| format!("listing the fake Nodes ({FAKE_NODE_SELECTOR}): {e}"))?;
+    let patch = fake_node_taints(run_workloads);
+    for node in list.items {
+        let name = node.metadata.name.unwrap_or_default();
+        nodes
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("setting the taints of fake Node {name}: {e}"))?;
+    }
+    Ok(())
+}
+
 async fn remove(
     client: &kube::Client,
     ar: &ApiResource,
@@ -282,8 +357,16 @@ async fn remove(
             return Err(format!("removing the finalizers of {resource} {name}: {e}"));
         }
     }
-    if obj.metadata.deletion_timestamp.is_none()
-        && let Err(e) = api.delete(&name, &DeleteParams::background()).await
+    let params = DeleteParams {
+        grace_period_seconds: grace_period(resource),
+        ..DeleteParams::background()
+    };
+    // A Pod already terminating gracefully (its namespace is going) is
+    // deleted again with no grace, which the API server allows.
+    let delete =
+        obj.metadata.deletion_timestamp.is_none() || params.grace_period_seconds == Some(0);
+    if delete
+        && let Err(e) = api.delete(&name, &params).await
         && !ignorable(&e)
     {
         return Err(format!("deleting {resource} {name}: {e}"));
@@ -356,6 +439,77 @@ mod tests {
             &seen("serviceaccounts", Some("team-a"), "default"),
             &base
         ));
+    }
+
+    #[test]
+    fn fake_nodes_are_tainted_unless_the_test_runs_workloads() {
+        assert_eq!(
+            fake_node_taints(true),
+            serde_json::json!({"spec": {"taints": null}})
+        );
+        let off = fake_node_taints(false);
+        let taints = off["spec"]["taints"].as_array().unwrap();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0]["key"], WORKLOADS_OFF_TAINT);
+        assert_eq!(taints[0]["effect"], "NoSchedule");
+    }
+
+    #[test]
+    fn the_fake_nodes_and_their_leases_survive() {
+        let base = HashSet::new();
+        assert!(!leftover(&seen("nodes", None, "kwok-node-0"), &base));
+        assert!(!leftover(
+            &seen(
+                "leases.coordination.k8s.io",
+                Some("kube-node-lease"),
+                "kwok-node-0"
+            ),
+            &base
+        ));
+        assert!(!leftover(
+            &seen("namespaces", None, "kube-node-lease"),
+            &base
+        ));
+    }
+
+    #[test]
+    fn a_tests_workloads_and_their_pods_go() {
+        let base = HashSet::new();
+        for resource in [
+            "pods",
+            "replicasets.apps",
+            "deployments.apps",
+            "statefulsets.apps",
+            "jobs.batch",
+        ] {
+            assert!(
+                leftover(&seen(resource, Some("default"), "web"), &base),
+                "{resource}"
+            );
+        }
+    }
+
+    #[test]
+    fn owners_of_pods_go_first_and_pods_without_grace() {
+        let mut names = vec![
+            "pods",
+            "webapps.example.com",
+            "jobs.batch",
+            "replicasets.apps",
+        ];
+        names.sort_by_key(|n| phase(n));
+        assert_eq!(
+            names,
+            [
+                "jobs.batch",
+                "replicasets.apps",
+                "pods",
+                "webapps.example.com"
+            ]
+        );
+        assert_eq!(grace_period("pods"), Some(0));
+        assert_eq!(grace_period("jobs.batch"), None);
+        assert_eq!(grace_period("configmaps"), None);
     }
 
     #[test]

@@ -54,6 +54,19 @@ impl Fixture {
     /// [`Fixture::start`] with the DistributedKV CRD storing `storage`
     /// (both versions served).
     pub async fn start_with_storage(storage: &str) -> Fixture {
+        Fixture::start_on(support::start_cluster().await, storage).await
+    }
+
+    /// [`Fixture::start`] on a cluster whose workloads run
+    /// (`devcluster::test_cluster_simulating_workloads`): a DistributedKV's
+    /// StatefulSet becomes ready.
+    pub async fn start_simulating_workloads() -> Fixture {
+        let cluster = devcluster::test_cluster_simulating_workloads().await;
+        Fixture::start_on(cluster, "v1beta1").await
+    }
+
+    /// The fixture on `cluster`, the DistributedKV CRD storing `storage`.
+    async fn start_on(cluster: TestCluster, storage: &str) -> Fixture {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -62,7 +75,6 @@ impl Fixture {
             .with_test_writer()
             .try_init();
         install_crypto_provider();
-        let cluster = support::start_cluster().await;
         let client = cluster.client();
         support::install_crd(&client, &support::example_crd("wasmplugin")).await;
         install_kv_crd(&client, storage).await;

@@ -169,6 +169,41 @@ async fn objects_of_both_versions_are_served_in_both_and_reconciled() {
     }
 }
 
+/// With workloads that run, a DistributedKV becomes Available: the plugin
+/// reads `readyReplicas` from the StatefulSet the controller (or the
+/// devcluster's simulation of it) updates as its Pods become Ready, their
+/// volumes provisioned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_distributedkv_becomes_available_when_its_stateful_set_is_ready() {
+    let fx = Fixture::start_simulating_workloads().await;
+    fx.deploy("distributedkv").await;
+    fx.create_kv(beta("orders", 3, 1)).await;
+    let orders = wait_until(
+        "DistributedKV orders to be Available",
+        crate::support::workloads::WORKLOAD_READY,
+        || async {
+            let o = fx.read_kv("v1beta1", "orders").await;
+            if crate::condition_is(&o, "Available", "True") {
+                Ok(o)
+            } else {
+                Err(o.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(orders["status"]["readyReplicas"], 3, "{orders}");
+    let available = crate::support::condition(&orders, "Available").unwrap();
+    assert_eq!(available["status"], "True", "{orders}");
+    assert_eq!(available["reason"], "StatefulSetReady", "{orders}");
+    let statefulsets: Api<StatefulSet> = Api::namespaced(fx.client(), NS);
+    let statefulset = statefulsets.get("orders").await.unwrap();
+    assert_eq!(
+        statefulset.status.and_then(|s| s.ready_replicas),
+        Some(3),
+        "the StatefulSet's own count"
+    );
+}
+
 /// A review the plugin cannot answer fails with the object, plugin and
 /// version named, and the API server reports it to the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

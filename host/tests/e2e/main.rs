@@ -14,6 +14,7 @@ mod readiness;
 mod resilience;
 mod telemetry;
 mod webapp;
+mod workloads;
 mod writes;
 
 use std::time::Duration;

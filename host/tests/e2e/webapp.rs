@@ -1,9 +1,11 @@
-//! The WebApp plugin end to end: children, status, drift repair, pruning,
+//! The WebApp plugin end to end: children, status (readiness computed by the
+//! Deployment controller from Pods that run), drift repair, pruning,
 //! finalizer and garbage collection.
 
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::support::workloads::WORKLOAD_READY;
 use crate::support::{self, condition, dynamic_api, get_json, wait_until};
 use crate::{CONVERGE, Host, deployment_kind, service_kind, webapp_kind};
 
@@ -16,9 +18,48 @@ fn uid(v: &Value) -> String {
         .to_string()
 }
 
+/// Waits until WebApp `shop` reports `replicas` ready replicas, phase
+/// `Running` and a True Ready condition, then asserts exactly that.
+async fn wait_webapp_running(webapps: &kube::Api<kube::api::DynamicObject>, replicas: i64) {
+    let app = wait_until(
+        &format!("WebApp shop to run {replicas} ready replicas"),
+        WORKLOAD_READY,
+        || async {
+            let app = get_json(webapps, "shop").await.ok_or("WebApp gone")?;
+            let running = app.pointer("/status/readyReplicas") == Some(&json!(replicas))
+                && app.pointer("/status/phase") == Some(&json!("Running"))
+                && condition(&app, "Ready").is_some_and(|c| c["status"] == "True");
+            if running {
+                Ok(app)
+            } else {
+                Err(app.to_string())
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        app.pointer("/spec/replicas"),
+        Some(&json!(replicas)),
+        "{app}"
+    );
+    assert_eq!(
+        app.pointer("/status/readyReplicas"),
+        Some(&json!(replicas)),
+        "{app}"
+    );
+    assert_eq!(
+        app.pointer("/status/phase"),
+        Some(&json!("Running")),
+        "{app}"
+    );
+    assert_eq!(condition(&app, "Ready").unwrap()["status"], "True", "{app}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webapp_lifecycle() {
-    let host = Host::start().await;
+    // Workloads run: the WebApp's readiness is the Deployment controller's
+    // (real control plane) or the devcluster's simulation of it.
+    let host = Host::builder().simulating_workloads().start().await;
     let client = host.client();
     let loaded = host.load("webapp").await;
     assert_eq!(loaded.name, "webapp");
@@ -128,6 +169,8 @@ async fn webapp_lifecycle() {
             .is_some(),
         "{app}"
     );
+    // The Pods run, the Deployment reports them ready, the WebApp follows.
+    wait_webapp_running(&webapps, 2).await;
 
     // A spec change: the Deployment follows, observedGeneration moves.
     webapps
@@ -158,6 +201,7 @@ async fn webapp_lifecycle() {
         }
     })
     .await;
+    wait_webapp_running(&webapps, 3).await;
 
     // Drift: a child deleted by hand comes back (a new object).
     let old_service_uid = uid(&get_json(&services, "shop").await.unwrap());

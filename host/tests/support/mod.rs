@@ -10,6 +10,7 @@
 pub mod host;
 pub mod peak;
 pub mod registry;
+pub mod workloads;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
