@@ -28,6 +28,7 @@
 
 pub mod driver;
 pub mod jobs;
+mod lex;
 pub mod model;
 pub mod next;
 pub mod nodes;

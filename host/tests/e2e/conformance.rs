@@ -42,6 +42,27 @@ async fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
 }
 
 /// The items of a `kubectl get … -o json` list.
+/// The first object a watch adds, within [`CONVERGE`]; panics naming `what`.
+async fn first_added<K>(
+    stream: &mut (impl futures::Stream<Item = Result<WatchEvent<K>, kube::Error>> + Unpin),
+    what: &str,
+) -> K {
+    let added = tokio::time::timeout(CONVERGE, async {
+        while let Some(event) = stream.try_next().await.unwrap() {
+            if let WatchEvent::Added(object) = event {
+                return Some(object);
+            }
+        }
+        None
+    })
+    .await;
+    match added {
+        Ok(Some(object)) => object,
+        Ok(None) => panic!("the watch ended before {what} was added"),
+        Err(_) => panic!("no watch event for {what} within {CONVERGE:?}"),
+    }
+}
+
 fn items(list: &str) -> Vec<Value> {
     let list: Value = serde_json::from_str(list).unwrap_or_else(|e| panic!("{e}: {list}"));
     list["items"].as_array().cloned().unwrap_or_default()
@@ -211,16 +232,7 @@ async fn kubectl_shows_the_hosts_events_through_both_event_apis() {
         .publish(&event, &app.object_ref(&webapp_kind()))
         .await
         .unwrap();
-    let watched = tokio::time::timeout(CONVERGE, async {
-        while let Some(event) = stream.try_next().await.unwrap() {
-            if let WatchEvent::Added(e) = event {
-                return e;
-            }
-        }
-        panic!("the watch of core v1 Events ended before the WebApp's event came");
-    })
-    .await
-    .expect("no core v1 watch event for the WebApp's event");
+    let watched = first_added(&mut stream, "the core v1 Event of the WebApp's event").await;
     assert_eq!(
         watched.message.as_deref(),
         Some("wrote the settings of shop")
@@ -273,16 +285,7 @@ async fn kubectl_shows_the_hosts_events_through_both_event_apis() {
         .create(&PostParams::default(), &legacy)
         .await
         .unwrap();
-    let watched = tokio::time::timeout(CONVERGE, async {
-        while let Some(event) = stream.try_next().await.unwrap() {
-            if let WatchEvent::Added(e) = event {
-                return e;
-            }
-        }
-        panic!("the watch of events.k8s.io Events ended before the core v1 event came");
-    })
-    .await
-    .expect("no events.k8s.io watch event for the core v1 event");
+    let watched = first_added(&mut stream, "the events.k8s.io Event of the core v1 event").await;
     assert_eq!(watched.note.as_deref(), Some("scaled shop to 1"));
     assert_eq!(watched.deprecated_count, Some(3));
     let source = watched.deprecated_source.and_then(|s| s.component);

@@ -12,6 +12,8 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
+use super::lex;
+
 /// A jq expression this subset cannot parse.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("jq expression {expression:?}: {message}")]
@@ -117,32 +119,13 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
+        if let Some(tok) = punctuation(c) {
+            toks.push(tok);
+            i += 1;
+            continue;
+        }
         match c {
             ' ' | '\t' | '\n' | '\r' => i += 1,
-            '.' => {
-                toks.push(Tok::Dot);
-                i += 1;
-            }
-            '[' => {
-                toks.push(Tok::LBracket);
-                i += 1;
-            }
-            ']' => {
-                toks.push(Tok::RBracket);
-                i += 1;
-            }
-            '(' => {
-                toks.push(Tok::LParen);
-                i += 1;
-            }
-            ')' => {
-                toks.push(Tok::RParen);
-                i += 1;
-            }
-            '|' => {
-                toks.push(Tok::Pipe);
-                i += 1;
-            }
             '/' if next == Some('/') => {
                 toks.push(Tok::Alt);
                 i += 2;
@@ -162,17 +145,14 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 i += if or_equal { 2 } else { 1 };
             }
             '"' => {
-                let (s, end) = string_literal(&chars, i)?;
+                let (s, end) = lex::string_literal(&chars, i)?;
                 toks.push(Tok::Str(s));
                 i = end;
             }
-            c if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) => {
+            _ if lex::starts_number(&chars, i) => {
                 let start = i;
-                i += 1;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                    i += 1;
-                }
-                let text: String = chars[start..i].iter().collect();
+                let (text, end) = lex::number(&chars, i);
+                i = end;
                 let n = text
                     .parse::<f64>()
                     .map_err(|_| format!("bad number {text:?} at {start}"))?;
@@ -191,21 +171,17 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
     Ok(toks)
 }
 
-/// A JSON string literal starting at `chars[start] == '"'`; returns it and the index after it.
-fn string_literal(chars: &[char], start: usize) -> Result<(String, usize), String> {
-    let mut i = start + 1;
-    while i < chars.len() && chars[i] != '"' {
-        if chars[i] == '\\' {
-            i += 1;
-        }
-        i += 1;
-    }
-    if i >= chars.len() {
-        return Err(format!("unterminated string at {start}"));
-    }
-    let raw: String = chars[start..=i].iter().collect();
-    let s = serde_json::from_str(&raw).map_err(|e| format!("bad string at {start}: {e}"))?;
-    Ok((s, i + 1))
+/// The one-character tokens.
+fn punctuation(c: char) -> Option<Tok> {
+    Some(match c {
+        '.' => Tok::Dot,
+        '[' => Tok::LBracket,
+        ']' => Tok::RBracket,
+        '(' => Tok::LParen,
+        ')' => Tok::RParen,
+        '|' => Tok::Pipe,
+        _ => return None,
+    })
 }
 
 struct Parser {

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use super::{Binding, Node, Operand, Pipeline};
+use crate::stages::lex;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Seg {
@@ -132,19 +133,10 @@ fn tokenize(action: &str) -> Result<Vec<Tok>, String> {
                 toks.push(Tok::Var(name, fields));
             }
             '"' => {
-                let start = i;
-                i += 1;
-                while i < chars.len() && chars[i] != '"' {
-                    if chars[i] == '\\' {
-                        i += 1;
-                    }
-                    i += 1;
-                }
-                let raw: String = chars[start..=i.min(chars.len() - 1)].iter().collect();
-                let s: String = serde_json::from_str(&raw)
-                    .map_err(|e| format!("bad string {raw} in {{{{{action}}}}}: {e}"))?;
-                toks.push(Tok::Lit(Value::String(s)));
-                i += 1;
+                let (text, end) = lex::string_literal(&chars, i)
+                    .map_err(|e| format!("{e} in {{{{{action}}}}}"))?;
+                toks.push(Tok::Lit(Value::String(text)));
+                i = end;
             }
             '`' => {
                 let start = i + 1;
@@ -157,13 +149,9 @@ fn tokenize(action: &str) -> Result<Vec<Tok>, String> {
                 )));
                 i = start + len + 1;
             }
-            c if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) => {
-                let start = i;
-                i += 1;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                    i += 1;
-                }
-                let text: String = chars[start..i].iter().collect();
+            _ if lex::starts_number(&chars, i) => {
+                let (text, end) = lex::number(&chars, i);
+                i = end;
                 let value = match text.parse::<i64>() {
                     Ok(n) => Value::from(n),
                     Err(_) => text
@@ -196,20 +184,13 @@ fn tokenize(action: &str) -> Result<Vec<Tok>, String> {
                 toks.push(Tok::Assign);
                 i += 1;
             }
-            ',' => {
-                toks.push(Tok::Comma);
-                i += 1;
-            }
-            '(' => {
-                toks.push(Tok::LParen);
-                i += 1;
-            }
-            ')' => {
-                toks.push(Tok::RParen);
-                i += 1;
-            }
-            '|' => {
-                toks.push(Tok::Pipe);
+            ',' | '(' | ')' | '|' => {
+                toks.push(match c {
+                    ',' => Tok::Comma,
+                    '(' => Tok::LParen,
+                    ')' => Tok::RParen,
+                    _ => Tok::Pipe,
+                });
                 i += 1;
             }
             other => {
