@@ -609,20 +609,20 @@ fn every_relative_link_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
-/// The `--kubeconfig FILE` of a `bash scripts/dev.sh …` command.
+/// The `--write-kubeconfig FILE` of a `bash scripts/dev.sh …` command.
 fn dev_kubeconfig(words: &[String]) -> Option<&str> {
     let is_dev = words.len() >= 2 && words[0] == "bash" && words[1] == "scripts/dev.sh";
-    let at = words.iter().position(|w| w == "--kubeconfig")?;
+    let at = words.iter().position(|w| w == "--write-kubeconfig")?;
     words.get(at + 1).filter(|_| is_dev).map(String::as_str)
 }
 
 /// The README's set-up and tour agree with what `dev` prints (the form
 /// `cli dev_binary` checks on the real binary: `kubeconfig: FILE`, then
 /// `kubectl --kubeconfig FILE get webapps,deployments,services -A`): every
-/// `scripts/dev.sh --kubeconfig FILE` shown with output shows that FILE, and
+/// `scripts/dev.sh --write-kubeconfig FILE` shown with output shows that FILE, and
 /// every `export KUBECONFIG=$PWD/FILE` exports a FILE a `scripts/dev.sh`
 /// command of the README writes, and so does the set-up table's command (it
-/// once ran `dev` without `--kubeconfig`, and the tour exported a file `dev`
+/// once ran `dev` without `--write-kubeconfig`, and the tour exported a file `dev`
 /// never wrote).
 #[test]
 fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
@@ -651,7 +651,7 @@ fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
     }
     assert!(
         !written.is_empty(),
-        "the README shows no `bash scripts/dev.sh --kubeconfig FILE` any more"
+        "the README shows no `bash scripts/dev.sh --write-kubeconfig FILE` any more"
     );
     let mut exported = 0;
     for shown in &commands {
@@ -662,7 +662,7 @@ fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
             exported += 1;
             assert!(
                 written.iter().any(|w| w == file),
-                "the README exports KUBECONFIG={file} but runs `dev` with --kubeconfig {written:?}"
+                "the README exports KUBECONFIG={file} but runs `dev` with --write-kubeconfig {written:?}"
             );
         }
     }
