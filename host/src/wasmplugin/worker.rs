@@ -584,6 +584,8 @@ impl Worker {
             &now(),
         );
         let mut status = status;
+        let oci_manifest_digest = self.loaded.as_ref().and_then(|l| l.revision.as_deref());
+        status::add_oci_manifest_digest(&mut status, oci_manifest_digest, &self.last_status);
         if let Some(s) = serving
             && let Some(versions) = self.cluster.registry.versions(&s.loaded.name)
         {
