@@ -52,8 +52,12 @@ fn next_retry(previous: Duration, same_problem: bool) -> Duration {
     }
 }
 
-/// How often the per-version counts in status are refreshed.
-const STATS_REFRESH: Duration = Duration::from_secs(15);
+/// How often the per-version counts in status are compared with the
+/// registry's live counters (those `/metrics` exports): status follows
+/// them within this period. A status is written only when it differs from
+/// the last one written, so this also bounds the counters' writes to one
+/// per period per WasmPlugin while reconciles run, and to none when idle.
+const STATS_REFRESH: Duration = Duration::from_secs(2);
 
 /// One WasmPlugin's worker: what it loaded, what went wrong, and its
 /// canary (driven by [`CanaryDriver`]).
