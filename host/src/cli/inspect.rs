@@ -60,9 +60,10 @@ pub enum InspectError {
     Decompress {
         /// The component file.
         path: PathBuf,
-        /// What is wrong with the compressed data.
+        /// What is wrong with the compressed data (boxed: the source
+        /// error is large and this path is rare).
         #[source]
-        source: crate::wasmplugin::source::SourceError,
+        source: Box<crate::wasmplugin::source::SourceError>,
     },
     /// The engine refused the component (not a component, wrong world,
     /// invalid manifest...).
@@ -192,7 +193,7 @@ async fn read_component(args: &InspectArgs) -> Result<Component, InspectError> {
     let bytes = crate::wasmplugin::source::maybe_gunzip(&bytes, &what).map_err(|source| {
         InspectError::Decompress {
             path: path.clone(),
-            source,
+            source: Box::new(source),
         }
     })?;
     Ok(Component {
