@@ -75,6 +75,10 @@ pub(super) struct Worker {
     retry_load: bool,
     /// The pause before that retry (see [`next_retry`]).
     retry_delay: Duration,
+    /// When that retry is due: a fixed instant, so the loop's other timers
+    /// (the status refresh ticks more often than a retry backs off) cannot
+    /// restart the wait every time they fire.
+    retry_at: tokio::time::Instant,
     default_limits: CallLimits,
     spec: Option<WasmPluginSpec>,
     loaded: Option<Loaded>,
@@ -119,6 +123,7 @@ impl Worker {
             blocked_on: None,
             retry_load: false,
             retry_delay: LOAD_RETRY,
+            retry_at: tokio::time::Instant::now(),
             default_limits,
             spec: None,
             loaded: None,
@@ -140,6 +145,10 @@ impl Worker {
         let mut migration_updates = self.webhook.storage_progress().updates();
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An interval, not a sleep made anew in each turn of the loop: the
+        // refresh above would restart such a sleep before it ends.
+        let mut blocked_check = tokio::time::interval(BLOCKED_RETRY);
+        blocked_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
         // A standby that becomes the leader writes what it skipped (the
         // finalizer, the status) at once, not at the next change.
@@ -177,13 +186,13 @@ impl Worker {
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(BLOCKED_RETRY), if self.blocked_on.is_some() => {
+                _ = blocked_check.tick(), if self.blocked_on.is_some() => {
                     if self.blocked_on.as_ref().is_some_and(|name| !self.claimed(name)) {
                         // The other WasmPlugin let go of the plugin: retry.
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
+                _ = tokio::time::sleep_until(self.retry_at), if self.retry_load => self.sync().await,
                 Some(_) = canary_triggers.recv() => {
                     tokio::time::sleep(self.settle).await;
                     while canary_triggers.try_recv().is_ok() {}
@@ -528,6 +537,7 @@ impl Worker {
         self.retry_load = retrying;
         let same = self.problem.as_ref() == Some(&problem);
         self.retry_delay = next_retry(self.retry_delay, same);
+        self.retry_at = tokio::time::Instant::now() + self.retry_delay;
         if same {
             return;
         }
