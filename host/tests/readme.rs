@@ -609,20 +609,20 @@ fn every_relative_link_resolves() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
-/// The `--kubeconfig FILE` of a `bash scripts/dev.sh …` command.
+/// The `--write-kubeconfig FILE` of a `bash scripts/dev.sh …` command.
 fn dev_kubeconfig(words: &[String]) -> Option<&str> {
     let is_dev = words.len() >= 2 && words[0] == "bash" && words[1] == "scripts/dev.sh";
-    let at = words.iter().position(|w| w == "--kubeconfig")?;
+    let at = words.iter().position(|w| w == "--write-kubeconfig")?;
     words.get(at + 1).filter(|_| is_dev).map(String::as_str)
 }
 
 /// The README's set-up and tour agree with what `dev` prints (the form
 /// `cli dev_binary` checks on the real binary: `kubeconfig: FILE`, then
 /// `kubectl --kubeconfig FILE get webapps,deployments,services -A`): every
-/// `scripts/dev.sh --kubeconfig FILE` shown with output shows that FILE, and
+/// `scripts/dev.sh --write-kubeconfig FILE` shown with output shows that FILE, and
 /// every `export KUBECONFIG=$PWD/FILE` exports a FILE a `scripts/dev.sh`
 /// command of the README writes, and so does the set-up table's command (it
-/// once ran `dev` without `--kubeconfig`, and the tour exported a file `dev`
+/// once ran `dev` without `--write-kubeconfig`, and the tour exported a file `dev`
 /// never wrote).
 #[test]
 fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
@@ -651,7 +651,7 @@ fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
     }
     assert!(
         !written.is_empty(),
-        "the README shows no `bash scripts/dev.sh --kubeconfig FILE` any more"
+        "the README shows no `bash scripts/dev.sh --write-kubeconfig FILE` any more"
     );
     let mut exported = 0;
     for shown in &commands {
@@ -662,7 +662,7 @@ fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
             exported += 1;
             assert!(
                 written.iter().any(|w| w == file),
-                "the README exports KUBECONFIG={file} but runs `dev` with --kubeconfig {written:?}"
+                "the README exports KUBECONFIG={file} but runs `dev` with --write-kubeconfig {written:?}"
             );
         }
     }
@@ -682,4 +682,103 @@ fn the_kubeconfig_the_readme_exports_is_the_one_dev_is_shown_writing() {
             "the README runs `{span}`, which writes no kubeconfig the tour exports ({written:?})"
         );
     }
+}
+
+/// The README's `## The CLI` section: from its heading to the next `## `.
+fn readme_cli_section() -> String {
+    let readme = read(&workspace().join("README.md"));
+    let start = readme
+        .find("\n## The CLI\n")
+        .unwrap_or_else(|| panic!("the README has no `## The CLI` section"));
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |at| at + 3);
+    rest[..end].to_string()
+}
+
+/// The subcommand paths an invocation names (`canary status|diff NAME` is
+/// two), as far as `help` knows them as subcommands.
+fn named_paths(help: &mut HelpTexts, rest: &str) -> Vec<Vec<String>> {
+    let mut paths: Vec<Vec<String>> = vec![Vec::new()];
+    for word in invocation_words(rest) {
+        let subcommands = help.subcommands(&paths[0]);
+        if subcommands.is_empty() || !is_command_word(&word) {
+            break;
+        }
+        let alternatives: Vec<&str> = word
+            .split('|')
+            .filter(|alt| subcommands.iter().any(|s| s == alt))
+            .collect();
+        if alternatives.is_empty() {
+            break;
+        }
+        let base = paths[0].clone();
+        paths = alternatives
+            .into_iter()
+            .map(|alt| {
+                let mut path = base.clone();
+                path.push(alt.to_string());
+                path
+            })
+            .collect();
+    }
+    paths
+}
+
+/// Every runnable subcommand `--help` lists, recursively (`plugin inspect`,
+/// not `plugin`), but clap's own `help`.
+fn leaf_subcommands(help: &mut HelpTexts, path: &[String]) -> Vec<Vec<String>> {
+    let subcommands: Vec<String> = help
+        .subcommands(path)
+        .into_iter()
+        .filter(|s| s != "help")
+        .collect();
+    if subcommands.is_empty() {
+        return vec![path.to_vec()];
+    }
+    let mut leaves = Vec::new();
+    for subcommand in subcommands {
+        let mut next = path.to_vec();
+        next.push(subcommand);
+        leaves.extend(leaf_subcommands(help, &next));
+    }
+    leaves
+}
+
+/// The README's CLI section and `--help` agree both ways: every flag the
+/// section names is in that subcommand's `--help`, and every subcommand
+/// `--help` lists (down to the runnable ones) is in the section.
+#[test]
+fn the_readme_cli_section_and_help_agree() {
+    let section = readme_cli_section();
+    let mut help = HelpTexts::default();
+    let mut problems = Vec::new();
+    let mut named: Vec<Vec<String>> = Vec::new();
+    for rest in mentions(&section) {
+        problems.extend(check_mention(&mut help, &rest));
+        named.extend(named_paths(&mut help, &rest));
+    }
+    let flags_named: usize = mentions(&section)
+        .iter()
+        .map(|rest| invocation_words(rest).iter().flat_map(|w| flags(w)).count())
+        .sum();
+    assert!(
+        flags_named > 10,
+        "the CLI section names only {flags_named} flags"
+    );
+    for leaf in leaf_subcommands(&mut help, &[]) {
+        if !named
+            .iter()
+            .any(|path| leaf.starts_with(path) && !path.is_empty())
+        {
+            problems.push(format!(
+                "`wasm-operator {}` is in --help but not in the README's CLI section",
+                leaf.join(" ")
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the README's CLI section and --help disagree:\n{}",
+        problems.join("\n")
+    );
 }

@@ -89,7 +89,13 @@ impl NamespaceGate {
 
     /// The grant's namespaces, for messages.
     pub fn describe(&self) -> String {
-        let granted = self.grant.describe_namespaces();
+        let mut granted = self.grant.describe_namespaces();
+        if let crate::contract::WatchScope::Namespaces(_) = self.host.scope() {
+            granted = format!(
+                "{granted}, narrowed to the host's {} (run -n)",
+                self.host.scope().describe()
+            );
+        }
         if self.host.namespaces().next().is_none() {
             return granted;
         }

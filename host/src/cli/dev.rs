@@ -20,9 +20,19 @@ pub struct DevArgs {
     /// SQLite file keeping the cluster's objects across runs (default: in memory).
     #[arg(long, value_name = "FILE")]
     pub data: Option<PathBuf>,
-    /// Where to write the kubeconfig for the embedded cluster (default: a temporary file).
+    /// Where to write the kubeconfig of the cluster `dev` starts (default:
+    /// a temporary file, removed when `dev` stops).
     #[arg(long, value_name = "PATH")]
-    pub kubeconfig: Option<PathBuf>,
+    pub write_kubeconfig: Option<PathBuf>,
+    /// The old name of --write-kubeconfig, kept for one release: kubectl's
+    /// --kubeconfig reads a file, this one wrote it. Warns when used.
+    #[arg(
+        long = "kubeconfig",
+        value_name = "PATH",
+        hide = true,
+        conflicts_with = "write_kubeconfig"
+    )]
+    pub deprecated_kubeconfig: Option<PathBuf>,
     /// Do not build the plugins; load the .wasm files already built.
     #[arg(long)]
     pub no_build: bool,
@@ -74,13 +84,26 @@ pub struct DevArgs {
 }
 
 impl DevArgs {
+    /// The warning the deprecated `--kubeconfig` spelling deserves, if it
+    /// was used.
+    pub fn deprecation(&self) -> Option<String> {
+        let path = self.deprecated_kubeconfig.as_ref()?;
+        Some(format!(
+            "`dev --kubeconfig {0}` is deprecated and will be removed in the next release: it writes the file, while kubectl's --kubeconfig reads one; use `dev --write-kubeconfig {0}`",
+            path.display()
+        ))
+    }
+
     /// The session options these arguments describe, relative to the current
     /// directory (the workspace root).
     pub fn options(&self) -> DevOptions {
         let mut options = DevOptions::for_workspace(".");
         options.port = self.port;
         options.data = self.data.clone();
-        options.kubeconfig = self.kubeconfig.clone();
+        options.kubeconfig = self
+            .write_kubeconfig
+            .clone()
+            .or_else(|| self.deprecated_kubeconfig.clone());
         options.real = self.real.then(|| self.realcluster.clone());
         options.simulate_workloads = !self.no_simulate_workloads;
         options.stages = self.stages.clone();
@@ -107,6 +130,9 @@ impl DevArgs {
 
 /// Runs `wasm-operator dev` until SIGINT/SIGTERM.
 pub async fn dev(args: DevArgs) -> Result<(), CliError> {
+    if let Some(warning) = args.deprecation() {
+        tracing::warn!("{warning}");
+    }
     let shutdown = super::signals::shutdown_signal().map_err(CliError::Signals)?;
     tokio::pin!(shutdown);
     // Ctrl-C during a long build stops right away (the build is killed and
@@ -183,6 +209,55 @@ mod tests {
             Command::Dev(dev) => dev.options(),
             other => panic!("not dev: {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_kubeconfig_to_write_is_write_kubeconfig_and_the_old_name_still_works() {
+        let new = dev_options(&["--write-kubeconfig", "dev.kubeconfig"]);
+        assert_eq!(
+            new.kubeconfig,
+            Some(std::path::PathBuf::from("dev.kubeconfig"))
+        );
+        let old = dev_options(&["--kubeconfig", "old.kubeconfig"]);
+        assert_eq!(
+            old.kubeconfig,
+            Some(std::path::PathBuf::from("old.kubeconfig"))
+        );
+        let cli = Cli::try_parse_from(["wasm-operator", "dev", "--kubeconfig", "old.kubeconfig"])
+            .unwrap();
+        let Command::Dev(args) = cli.command else {
+            panic!("not dev")
+        };
+        let warning = args.deprecation().unwrap();
+        assert!(
+            warning.contains("deprecated") && warning.contains("--write-kubeconfig old.kubeconfig"),
+            "{warning}"
+        );
+        assert!(
+            Cli::try_parse_from([
+                "wasm-operator",
+                "dev",
+                "--kubeconfig",
+                "a",
+                "--write-kubeconfig",
+                "b"
+            ])
+            .is_err(),
+            "both names at once are refused"
+        );
+        let help = {
+            use clap::CommandFactory;
+            let mut command = Cli::command();
+            command
+                .find_subcommand_mut("dev")
+                .unwrap()
+                .render_long_help()
+                .to_string()
+        };
+        assert!(
+            help.contains("--write-kubeconfig") && !help.contains("--kubeconfig "),
+            "{help}"
+        );
     }
 
     #[test]

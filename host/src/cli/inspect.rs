@@ -13,7 +13,9 @@ use clap::Args;
 /// Arguments of `wasm-operator plugin inspect`.
 #[derive(Debug, Args)]
 pub struct InspectArgs {
-    /// The plugin component (.wasm).
+    /// The plugin component: a .wasm file, a gzip-compressed .wasm.gz
+    /// (decompressed up to 256 MiB), or oci://REGISTRY/REPOSITORY:TAG (or
+    /// @sha256:HEX), pulled like --oci.
     #[arg(
         value_name = "FILE.wasm",
         required_unless_present = "oci",
@@ -52,6 +54,17 @@ pub enum InspectError {
         #[source]
         source: crate::oci::OciError,
     },
+    /// The file starts like gzip but does not decompress, or decompresses
+    /// beyond the size a component can have.
+    #[error("{source}")]
+    Decompress {
+        /// The component file.
+        path: PathBuf,
+        /// What is wrong with the compressed data (boxed: the source
+        /// error is large and this path is rare).
+        #[source]
+        source: Box<crate::wasmplugin::source::SourceError>,
+    },
     /// The engine refused the component (not a component, wrong world,
     /// invalid manifest...).
     #[error("{} is not a wasm-operator plugin: {source}", path.display())]
@@ -83,7 +96,11 @@ pub async fn inspect(args: InspectArgs) -> Result<(), CliError> {
 
 /// The text `inspect` prints for `args`.
 pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
-    let (path, bytes) = read_component(args).await?;
+    let Component {
+        path,
+        bytes,
+        oci_manifest_digest,
+    } = read_component(args).await?;
     // Inspecting compiles the component: CPU-bound, keep it off the runtime.
     let inspection = tokio::task::spawn_blocking(move || crate::engine::inspect::inspect(&bytes))
         .await
@@ -96,40 +113,71 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
             path: path.clone(),
             source,
         })?;
+    let structured = |format: &'static str| {
+        let mut value = serde_json::to_value(&inspection).map_err(|e| InspectError::Render {
+            path: path.clone(),
+            format,
+            message: e.to_string(),
+        })?;
+        if let Some(digest) = &oci_manifest_digest {
+            value["ociManifestDigest"] = serde_json::Value::String(digest.clone());
+        }
+        Ok::<_, InspectError>(value)
+    };
     match args.output {
         OutputFormat::Json => {
-            serde_json::to_string_pretty(&inspection).map_err(|e| InspectError::Render {
+            serde_json::to_string_pretty(&structured("json")?).map_err(|e| InspectError::Render {
                 path: path.clone(),
                 format: "json",
                 message: e.to_string(),
             })
         }
         OutputFormat::Yaml => {
-            serde_yaml::to_string(&inspection).map_err(|e| InspectError::Render {
+            serde_yaml::to_string(&structured("yaml")?).map_err(|e| InspectError::Render {
                 path: path.clone(),
                 format: "yaml",
                 message: e.to_string(),
             })
         }
-        OutputFormat::Text => Ok(render_text(&inspection)),
+        OutputFormat::Text => Ok(render_text(&inspection, oci_manifest_digest.as_deref())),
     }
 }
 
+/// A component to inspect, what names it in messages, and for one pulled
+/// from a registry, the manifest digest pulled.
+struct Component {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    oci_manifest_digest: Option<String>,
+}
+
+/// The prefix that makes the FILE argument an OCI reference (as Helm's).
+const OCI_SCHEME: &str = "oci://";
+
 /// The component `args` names and what names it in messages: the file, or
 /// the `--oci` reference (pulled anonymously).
-async fn read_component(args: &InspectArgs) -> Result<(PathBuf, Vec<u8>), InspectError> {
-    if let Some(reference) = &args.oci {
+async fn read_component(args: &InspectArgs) -> Result<Component, InspectError> {
+    let positional_reference = args
+        .file
+        .as_deref()
+        .and_then(|file| file.to_str())
+        .and_then(|file| file.strip_prefix(OCI_SCHEME));
+    if let Some(reference) = args.oci.as_deref().or(positional_reference) {
         let source = crate::oci::OciSource {
-            reference: reference.clone(),
+            reference: reference.to_string(),
             ..Default::default()
         };
         let pulled = crate::oci::pull(&source)
             .await
             .map_err(|source| InspectError::Pull {
-                reference: reference.clone(),
+                reference: reference.to_string(),
                 source,
             })?;
-        return Ok((PathBuf::from(reference), pulled.bytes));
+        return Ok(Component {
+            path: PathBuf::from(reference),
+            bytes: pulled.bytes,
+            oci_manifest_digest: Some(pulled.digest),
+        });
     }
     // clap requires FILE.wasm without --oci.
     let path = args.file.clone().unwrap_or_default();
@@ -139,7 +187,20 @@ async fn read_component(args: &InspectArgs) -> Result<(PathBuf, Vec<u8>), Inspec
             path: path.clone(),
             source,
         })?;
-    Ok((path, bytes))
+    // A .wasm.gz (or any file starting with gzip's magic number) is
+    // decompressed, bounded like the host's own sources.
+    let what = format!("plugin file {}", path.display());
+    let bytes = crate::wasmplugin::source::maybe_gunzip(&bytes, &what).map_err(|source| {
+        InspectError::Decompress {
+            path: path.clone(),
+            source: Box::new(source),
+        }
+    })?;
+    Ok(Component {
+        path,
+        bytes,
+        oci_manifest_digest: None,
+    })
 }
 
 fn kind_line(kind: &ResourceKind) -> String {
@@ -155,7 +216,7 @@ fn kinds_line(kinds: &[ResourceKind]) -> String {
 }
 
 /// The human-readable summary: manifest first, then the WIT world.
-fn render_text(inspection: &Inspection) -> String {
+fn render_text(inspection: &Inspection, oci_manifest_digest: Option<&str>) -> String {
     let manifest = &inspection.manifest;
     let mut out = String::new();
     let _ = writeln!(out, "Name:           {}", manifest.name);
@@ -183,6 +244,12 @@ fn render_text(inspection: &Inspection) -> String {
         let _ = writeln!(out, "Min compatible: {min}");
     }
     let _ = writeln!(out, "Digest:         {}", inspection.digest);
+    if let Some(digest) = oci_manifest_digest {
+        let _ = writeln!(
+            out,
+            "OCI digest:     {digest} (the manifest; what @sha256: pins)"
+        );
+    }
     let size = inspection.size as u64;
     let _ = writeln!(out, "Size:           {} ({size} bytes)", human_size(size));
     let _ = writeln!(out, "\nWorld:");
@@ -242,7 +309,10 @@ mod tests {
             },
             world: "world plugin {\n  export wasm-operator:plugin/reconciler@0.1.0;\n}".into(),
         };
-        let text = render_text(&inspection);
+        let text = render_text(&inspection, None);
+        assert!(!text.contains("OCI digest:"));
+        let pulled = render_text(&inspection, Some("sha256:cd"));
+        assert!(pulled.contains("OCI digest:     sha256:cd"), "{pulled}");
         assert!(text.contains("Primary kind:   WebApp (example.com/v1, webapps)"));
         assert!(text.contains("Owns:           Deployment (apps/v1, deployments)"));
         assert!(text.contains("Watches:        -"));

@@ -42,6 +42,12 @@ pub struct Cli {
     /// Log line format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     pub log_format: LogFormat,
+    /// Log verbosity, kubectl's levels: 0-2 info, 3-4 debug of the host,
+    /// 5 trace of the host, 6-7 debug of everything (the Kubernetes client's
+    /// requests too), 8 and up trace of everything. Overrides RUST_LOG;
+    /// without it, RUST_LOG or info.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL", global = true)]
+    pub verbosity: Option<u8>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -150,14 +156,15 @@ impl Cli {
     /// Runs the parsed command to completion.
     pub async fn execute(self) -> Result<(), CliError> {
         let json = self.log_format == LogFormat::Json;
+        let verbosity = self.verbosity;
         match self.command {
             Command::Run(args) => {
-                crate::telemetry::init_logging(json);
+                crate::telemetry::init_logging(json, verbosity);
                 run::run(args).await
             }
             #[cfg(feature = "devcluster")]
             Command::Dev(args) => {
-                crate::telemetry::init_logging(json);
+                crate::telemetry::init_logging(json, verbosity);
                 dev::dev(args).await
             }
             // No log subscriber: `-o json|yaml` output must stay parseable,

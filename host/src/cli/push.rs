@@ -70,8 +70,9 @@ pub enum PushError {
     },
 }
 
-/// Runs `wasm-operator plugin push`: the digest goes to stdout (for
-/// scripts: `DIGEST=$(wasm-operator plugin push …)`), everything else to
+/// Runs `wasm-operator plugin push`: the OCI manifest digest goes to
+/// stdout (for scripts: `DIGEST=$(wasm-operator plugin push …)`, then
+/// `REF@$DIGEST`), everything else, the component digest included, to
 /// stderr.
 pub async fn push(args: PushArgs) -> Result<(), CliError> {
     let bytes = crate::wasmplugin::source::read_plugin_file(&args.file)
@@ -103,10 +104,7 @@ pub async fn push(args: PushArgs) -> Result<(), CliError> {
         Ok(pushed) => {
             bar.finish_and_clear();
             println!("{}", pushed.digest);
-            eprintln!(
-                "pushed {} {} to {}@{}",
-                pushed.plugin, pushed.version, pushed.reference, pushed.digest
-            );
+            eprintln!("{}", describe_pushed(&pushed));
             Ok(())
         }
         Err(source) => {
@@ -118,6 +116,20 @@ pub async fn push(args: PushArgs) -> Result<(), CliError> {
             .into())
         }
     }
+}
+
+/// What stderr says about a push: where it went and both digests, each
+/// with what it is for (they differ: the manifest wraps the component).
+fn describe_pushed(pushed: &oci::Pushed) -> String {
+    format!(
+        "pushed {} {} to {}@{}\n  OCI manifest digest: {} (what REF@sha256: and spec.source.oci.digest pin; status.ociManifestDigest)\n  component digest:    {} (plugin inspect's Digest; status.digest)",
+        pushed.plugin,
+        pushed.version,
+        pushed.reference,
+        pushed.digest,
+        pushed.digest,
+        pushed.layer_digest
+    )
 }
 
 /// Credentials from `--username/--password-stdin` or `--docker-config`.
@@ -152,4 +164,26 @@ fn credentials(args: &PushArgs) -> Result<Option<DockerConfig>, PushError> {
             });
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_pushed;
+
+    #[test]
+    fn both_digests_are_named_for_what_they_pin() {
+        let text = describe_pushed(&crate::oci::Pushed {
+            reference: "r/p:1".into(),
+            digest: "sha256:aa".into(),
+            layer_digest: "sha256:bb".into(),
+            plugin: "webapp".into(),
+            version: "1.0.0".into(),
+        });
+        assert!(
+            text.starts_with("pushed webapp 1.0.0 to r/p:1@sha256:aa"),
+            "{text}"
+        );
+        assert!(text.contains("OCI manifest digest: sha256:aa"), "{text}");
+        assert!(text.contains("component digest:    sha256:bb"), "{text}");
+    }
 }

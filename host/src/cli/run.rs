@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::webhook::WebhookArgs;
 use super::{CliError, connect};
-use crate::contract::{Grant, HostObjects};
+use crate::contract::{Grant, HostObjects, WatchScope};
 use crate::engine::InstanceAllocation;
 use crate::lease::{LeaderElectionConfig, LeaseError};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
@@ -47,6 +47,23 @@ pub struct RunArgs {
     /// The kubeconfig context to use.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// Serve only this namespace; repeatable (or comma-separated). Each
+    /// plugin's grant stays the ceiling and this narrows it: an object is
+    /// reconciled, read or written only in a namespace both the grant and
+    /// these flags allow. Cluster-scoped kinds are not bounded by it.
+    /// Without -n (or with -A), the grants alone decide.
+    #[arg(
+        short = 'n',
+        long = "namespace",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        conflicts_with = "all_namespaces"
+    )]
+    pub namespaces: Vec<String>,
+    /// Serve every namespace the grants allow (the default; says so
+    /// explicitly, like kubectl's -A).
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
     /// Address of the /metrics, /healthz and /readyz endpoint (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub metrics_addr: SocketAddr,
@@ -417,7 +434,8 @@ pub async fn run(args: RunArgs) -> Result<(), CliError> {
 /// protected anyway), and where the canary diffs ConfigMaps go.
 fn host_objects(args: &RunArgs, leader_election: Option<&LeaderElectionConfig>) -> HostObjects {
     let mut host = HostObjects::new(crate::lease::pod_namespace().as_deref())
-        .with_canary_diffs(&crate::wasmplugin::diffs_namespace());
+        .with_canary_diffs(&crate::wasmplugin::diffs_namespace())
+        .with_scope(WatchScope::from_flags(&args.namespaces));
     if let Some(config) = leader_election {
         let named = args.election.leader_election_namespace.is_some();
         host = host.with_leader_election(&config.namespace, &config.name, named);
@@ -478,6 +496,10 @@ async fn start(
     tracing::info!(
         namespaces = %host_objects.describe_namespaces(),
         "the host's own namespaces: outside every plugin's grant unless it names them"
+    );
+    tracing::info!(
+        served = %host_objects.scope().describe(),
+        "the namespaces this host serves (-n/-A), within each plugin's grant"
     );
     let manager = Manager::start(
         client.clone(),

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::Grant;
+use super::{Grant, WatchScope};
 
 /// The label the host puts on every object it keeps for itself (its
 /// Leases, its webhook certificate Secret, its canary diffs ConfigMaps):
@@ -37,6 +37,9 @@ pub struct HostObjects {
     leases: Option<LeaseNames>,
     webhook_secret: Option<(String, String)>,
     canary_diffs_namespace: Option<String>,
+    /// The namespaces the host serves (`run -n`): outside them, nothing is
+    /// granted whatever a grant says.
+    scope: WatchScope,
 }
 
 /// An object a plugin child would be: which of the host's objects it is
@@ -175,6 +178,19 @@ impl HostObjects {
         self
     }
 
+    /// The host serves only the namespaces `scope` contains (`run -n`):
+    /// every grant is narrowed to them.
+    #[must_use]
+    pub fn with_scope(mut self, scope: WatchScope) -> HostObjects {
+        self.scope = scope;
+        self
+    }
+
+    /// The namespaces the host serves (`run -n`, `-A`).
+    pub fn scope(&self) -> &WatchScope {
+        &self.scope
+    }
+
     /// The reserved namespaces, sorted.
     pub fn namespaces(&self) -> impl Iterator<Item = &str> {
         self.namespaces.iter().map(String::as_str)
@@ -187,13 +203,18 @@ impl HostObjects {
 
     /// True when `grant` grants `namespace` (whose labels are `labels`, if
     /// known): as [`Grant::namespace_allowed`], except that a host
-    /// namespace is granted only by a `namespaces` list naming it exactly.
+    /// namespace is granted only by a `namespaces` list naming it exactly,
+    /// and a namespace outside the host's [`WatchScope`] never is (the
+    /// grant is the ceiling, `run -n` narrows it).
     pub fn grants_namespace(
         &self,
         grant: &Grant,
         namespace: &str,
         labels: Option<&BTreeMap<String, String>>,
     ) -> bool {
+        if !self.scope.contains(namespace) {
+            return false;
+        }
         if self.is_host_namespace(namespace) {
             return grant.names_namespace(namespace);
         }
@@ -270,6 +291,19 @@ mod tests {
 
     fn grant(yaml: &str) -> Grant {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn the_scope_narrows_every_grant_and_widens_none() {
+        let host = HostObjects::default().with_scope(WatchScope::from_flags(&["team-a".into()]));
+        let star = grant("namespaces: ['*']");
+        assert!(host.grants_namespace(&star, "team-a", None));
+        assert!(!host.grants_namespace(&star, "team-b", None));
+        assert!(!host.grants_namespace(&Grant::default(), "default", None));
+        // The grant stays the ceiling: in scope but not granted is refused.
+        let other = grant("namespaces: [team-b]");
+        assert!(!host.grants_namespace(&other, "team-a", None));
+        assert!(HostObjects::default().grants_namespace(&star, "team-b", None));
     }
 
     #[test]

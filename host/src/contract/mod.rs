@@ -9,6 +9,7 @@ mod grant;
 mod host_objects;
 pub mod limits;
 mod reason;
+mod watch_scope;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -24,6 +25,7 @@ pub use host_objects::{
 };
 pub use limits::ReconcileLimits;
 pub use reason::{Reason, ReasonScope};
+pub use watch_scope::WatchScope;
 
 /// Whether objects of a kind live in a namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 //! plugin's `InstancePre`, deadline, memory limiter, output checks, and the
 //! mapping of every way a call can end to a [`CallError`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -48,8 +48,44 @@ struct Inner {
     manifest: Arc<contract::Manifest>,
     name: Arc<str>,
     version: Arc<str>,
+    /// True once `name` and `version` are the manifest's, not the
+    /// placeholders of the `manifest` call itself.
+    named: bool,
+    /// The `manifest` call made before the plugin had a name: reported to
+    /// the observer once the name is known, so no metric series ever
+    /// carries a placeholder name or version (and a failed `manifest` call,
+    /// which leaves the plugin nameless, is reported by its load error).
+    unnamed_call: Mutex<Option<ObservedCall>>,
     digest: String,
     stats: LoadStats,
+}
+
+/// A finished call, as the observer is told about it (without the plugin's
+/// name and version, which the report takes from [`Inner`]).
+#[derive(Debug, Clone, Copy)]
+struct ObservedCall {
+    function: &'static str,
+    duration: Duration,
+    outcome: &'static str,
+    log_bytes: usize,
+    log_dropped: usize,
+}
+
+impl Inner {
+    /// Tells the engine's observer about `call`, under this plugin's name.
+    fn observe(&self, call: &ObservedCall) {
+        if let Some(observer) = &self.engine.inner.config.observer {
+            observer.observe(&CallReport {
+                plugin: &self.name,
+                version: &self.version,
+                function: call.function,
+                duration: call.duration,
+                outcome: call.outcome,
+                log_bytes: call.log_bytes,
+                log_dropped: call.log_dropped,
+            });
+        }
+    }
 }
 
 /// A plugin version ready to call. Cheap to clone; clones share the compiled
@@ -158,6 +194,8 @@ impl LoadedPlugin {
                 manifest: Arc::new(placeholder_manifest()),
                 name: Arc::from(format!("<{short}>")),
                 version: Arc::from("unknown"),
+                named: false,
+                unnamed_call: Mutex::new(None),
                 digest: digest.clone(),
                 stats,
             }),
@@ -233,6 +271,14 @@ impl LoadedPlugin {
         inner.name = Arc::from(manifest.name.as_str());
         inner.version = Arc::from(manifest.version.as_str());
         inner.manifest = Arc::new(manifest);
+        inner.named = true;
+        let unnamed = match inner.unnamed_call.get_mut() {
+            Ok(call) => call.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
+        if let Some(call) = unnamed {
+            inner.observe(&call);
+        }
         Ok(plugin)
     }
 
@@ -505,16 +551,17 @@ impl LoadedPlugin {
             )),
             (None, None) => outcome.map_err(|fault| self.classify(function, fault, state)),
         };
-        if let Some(observer) = &inner.engine.inner.config.observer {
-            observer.observe(&CallReport {
-                plugin: &inner.name,
-                version: &inner.version,
-                function,
-                duration: started.elapsed(),
-                outcome: result.as_ref().map_or_else(CallError::reason, |_| "Ok"),
-                log_bytes: state.log.emitted,
-                log_dropped: state.log.dropped,
-            });
+        let call = ObservedCall {
+            function,
+            duration: started.elapsed(),
+            outcome: result.as_ref().map_or_else(CallError::reason, |_| "Ok"),
+            log_bytes: state.log.emitted,
+            log_dropped: state.log.dropped,
+        };
+        if inner.named {
+            inner.observe(&call);
+        } else {
+            *crate::util::lock(&inner.unnamed_call) = Some(call);
         }
         result
     }

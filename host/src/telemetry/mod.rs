@@ -8,6 +8,6 @@ mod logging;
 mod metrics;
 mod server;
 
-pub use logging::init_logging;
+pub use logging::{init_logging, verbosity_filter};
 pub use metrics::{Metrics, ReconcileResult, ShadowResult, WebhookRefusal, WriteKind};
 pub use server::{ReadinessCheck, readiness_report, serve, serve_checks};

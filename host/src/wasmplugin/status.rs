@@ -132,6 +132,19 @@ pub fn build(
     status
 }
 
+/// Sets `status.ociManifestDigest` to the OCI manifest digest the serving
+/// version was pulled as (`None`: not from OCI, so a value written for an
+/// earlier OCI source is removed by the merge patch).
+pub fn add_oci_manifest_digest(status: &mut Value, digest: Option<&str>, previous: &Value) {
+    match digest {
+        Some(digest) => status["ociManifestDigest"] = json!(digest),
+        None if previous.get("ociManifestDigest").is_some() => {
+            status["ociManifestDigest"] = Value::Null;
+        }
+        None => {}
+    }
+}
+
 /// The condition type shown while the API server forbids the plugin's
 /// lists, watches or writes.
 pub const FORBIDDEN: &str = "Forbidden";
@@ -490,6 +503,44 @@ mod tests {
                 serde_json::from_value(written.clone()).unwrap();
             assert_eq!(serde_json::to_value(&typed).unwrap(), written);
         }
+    }
+
+    #[test]
+    fn the_oci_manifest_digest_is_shown_beside_the_component_digest_and_cleared() {
+        let (serving, _) = sample();
+        let now = "2026-01-01T00:00:00Z";
+        let mut status = build(
+            Some(&serving),
+            None,
+            &[],
+            None,
+            None,
+            Some(1),
+            &Value::Null,
+            now,
+        );
+        add_oci_manifest_digest(&mut status, Some("sha256:cd"), &Value::Null);
+        assert_eq!(status["ociManifestDigest"], "sha256:cd");
+        assert_eq!(status["digest"], json!(serving.loaded.digest));
+        let typed: super::super::spec::WasmPluginStatus =
+            serde_json::from_value(status.clone()).unwrap();
+        assert_eq!(typed.oci_manifest_digest.as_deref(), Some("sha256:cd"));
+        // A later file source: the merge patch removes the old value.
+        let mut next = build(Some(&serving), None, &[], None, None, Some(2), &status, now);
+        add_oci_manifest_digest(&mut next, None, &status);
+        assert_eq!(next["ociManifestDigest"], Value::Null);
+        let mut quiet = build(
+            Some(&serving),
+            None,
+            &[],
+            None,
+            None,
+            Some(2),
+            &Value::Null,
+            now,
+        );
+        add_oci_manifest_digest(&mut quiet, None, &Value::Null);
+        assert!(quiet.get("ociManifestDigest").is_none());
     }
 
     #[test]

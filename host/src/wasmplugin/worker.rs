@@ -52,8 +52,12 @@ fn next_retry(previous: Duration, same_problem: bool) -> Duration {
     }
 }
 
-/// How often the per-version counts in status are refreshed.
-const STATS_REFRESH: Duration = Duration::from_secs(15);
+/// How often the per-version counts in status are compared with the
+/// registry's live counters (those `/metrics` exports): status follows
+/// them within this period. A status is written only when it differs from
+/// the last one written, so this also bounds the counters' writes to one
+/// per period per WasmPlugin while reconciles run, and to none when idle.
+const STATS_REFRESH: Duration = Duration::from_secs(2);
 
 /// One WasmPlugin's worker: what it loaded, what went wrong, and its
 /// canary (driven by [`CanaryDriver`]).
@@ -71,6 +75,10 @@ pub(super) struct Worker {
     retry_load: bool,
     /// The pause before that retry (see [`next_retry`]).
     retry_delay: Duration,
+    /// When that retry is due: a fixed instant, so the loop's other timers
+    /// (the status refresh ticks more often than a retry backs off) cannot
+    /// restart the wait every time they fire.
+    retry_at: tokio::time::Instant,
     default_limits: CallLimits,
     spec: Option<WasmPluginSpec>,
     loaded: Option<Loaded>,
@@ -115,6 +123,7 @@ impl Worker {
             blocked_on: None,
             retry_load: false,
             retry_delay: LOAD_RETRY,
+            retry_at: tokio::time::Instant::now(),
             default_limits,
             spec: None,
             loaded: None,
@@ -136,6 +145,10 @@ impl Worker {
         let mut migration_updates = self.webhook.storage_progress().updates();
         let mut refresh = tokio::time::interval(STATS_REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An interval, not a sleep made anew in each turn of the loop: the
+        // refresh above would restart such a sleep before it ends.
+        let mut blocked_check = tokio::time::interval(BLOCKED_RETRY);
+        blocked_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         self.on_object(&tx).await;
         // A standby that becomes the leader writes what it skipped (the
         // finalizer, the status) at once, not at the next change.
@@ -173,13 +186,13 @@ impl Worker {
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(BLOCKED_RETRY), if self.blocked_on.is_some() => {
+                _ = blocked_check.tick(), if self.blocked_on.is_some() => {
                     if self.blocked_on.as_ref().is_some_and(|name| !self.claimed(name)) {
                         // The other WasmPlugin let go of the plugin: retry.
                         self.sync().await;
                     }
                 }
-                _ = tokio::time::sleep(self.retry_delay), if self.retry_load => self.sync().await,
+                _ = tokio::time::sleep_until(self.retry_at), if self.retry_load => self.sync().await,
                 Some(_) = canary_triggers.recv() => {
                     tokio::time::sleep(self.settle).await;
                     while canary_triggers.try_recv().is_ok() {}
@@ -524,6 +537,7 @@ impl Worker {
         self.retry_load = retrying;
         let same = self.problem.as_ref() == Some(&problem);
         self.retry_delay = next_retry(self.retry_delay, same);
+        self.retry_at = tokio::time::Instant::now() + self.retry_delay;
         if same {
             return;
         }
@@ -584,6 +598,8 @@ impl Worker {
             &now(),
         );
         let mut status = status;
+        let oci_manifest_digest = self.loaded.as_ref().and_then(|l| l.revision.as_deref());
+        status::add_oci_manifest_digest(&mut status, oci_manifest_digest, &self.last_status);
         if let Some(s) = serving
             && let Some(versions) = self.cluster.registry.versions(&s.loaded.name)
         {

@@ -84,3 +84,104 @@ fn inspect_names_a_missing_file() {
         "{stderr}"
     );
 }
+
+#[test]
+fn inspect_reads_a_gzipped_component_like_the_plain_one() {
+    use std::io::Write as _;
+    let wasm = plugin_wasm("webapp");
+    let plain = stdout(&run_binary(&[
+        "plugin",
+        "inspect",
+        wasm.to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("webapp.wasm.gz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder.write_all(&std::fs::read(&wasm).unwrap()).unwrap();
+    std::fs::write(&gz, encoder.finish().unwrap()).unwrap();
+    let gzipped = stdout(&run_binary(&[
+        "plugin",
+        "inspect",
+        gz.to_str().unwrap(),
+        "-o",
+        "json",
+    ]));
+    let plain: serde_json::Value = serde_json::from_str(&plain).unwrap();
+    let gzipped: serde_json::Value = serde_json::from_str(&gzipped).unwrap();
+    check_inspection(&gzipped);
+    assert_eq!(
+        plain["digest"], gzipped["digest"],
+        "the component's digest, not the file's"
+    );
+}
+
+#[test]
+fn inspect_refuses_broken_or_oversized_gzip_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = dir.path().join("broken.wasm.gz");
+    std::fs::write(&broken, b"\x1f\x8b\x08\0garbage that is not deflate").unwrap();
+    let output = run_binary(&["plugin", "inspect", broken.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("broken.wasm.gz") && stderr.contains("does not decompress"),
+        "{stderr}"
+    );
+    // A gzip bomb: 300 MiB of zeros in a few hundred KiB; decompression
+    // stops at the bound (256 MiB) and says so.
+    let bomb = dir.path().join("bomb.wasm.gz");
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "head -c 314572800 /dev/zero | gzip -1 > {}",
+            bomb.display()
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = run_binary(&["plugin", "inspect", bomb.to_str().unwrap()]);
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bomb.wasm.gz")
+            && stderr.contains("decompresses to more than 268435456 bytes"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reads_an_oci_reference_and_shows_both_digests() {
+    let registry = crate::support::registry::Registry::start();
+    let reference = registry.reference("cli/webapp:1.0.0");
+    let bytes = std::fs::read(plugin_wasm("webapp")).unwrap();
+    let pushed = wasm_operator::oci::push(
+        &bytes,
+        &reference,
+        &wasm_operator::oci::PushOptions::default(),
+        &mut |_| {},
+    )
+    .await
+    .unwrap();
+    let positional = format!("oci://{reference}");
+    let output = tokio::task::spawn_blocking(move || {
+        run_binary(&["plugin", "inspect", &positional, "-o", "json"])
+    })
+    .await
+    .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    check_inspection(&value);
+    assert_eq!(value["digest"], pushed.layer_digest.as_str());
+    assert_eq!(value["ociManifestDigest"], pushed.digest.as_str());
+    let flag = reference.clone();
+    let output =
+        tokio::task::spawn_blocking(move || run_binary(&["plugin", "inspect", "--oci", &flag]))
+            .await
+            .unwrap();
+    let text = stdout(&output);
+    assert!(
+        text.contains(&format!("OCI digest:     {}", pushed.digest)),
+        "{text}"
+    );
+}

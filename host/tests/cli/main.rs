@@ -10,5 +10,6 @@ mod dev_binary;
 mod grants;
 mod hot_reload;
 mod inspect;
+mod namespaces;
 mod run;
 mod unreachable;

@@ -485,3 +485,40 @@ async fn empty_cache_reader_serves_reads() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_manifest_call_is_reported_under_the_manifests_name_and_version() {
+    #[derive(Default)]
+    struct Record(Mutex<Vec<(String, String, String)>>);
+    impl CallObserver for Record {
+        fn observe(&self, r: &CallReport<'_>) {
+            self.0.lock().unwrap().push((
+                r.plugin.to_string(),
+                r.version.to_string(),
+                r.function.to_string(),
+            ));
+        }
+    }
+    let record = Arc::new(Record::default());
+    let engine = Engine::new(EngineConfig {
+        observer: Some(record.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    let plugin = engine.load(&component("faulty")).unwrap();
+    let manifest = plugin.manifest();
+    let seen = record.0.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![(
+            manifest.name.clone(),
+            manifest.version.clone(),
+            "manifest".to_string()
+        )]
+    );
+    // A component whose manifest cannot be read reports nothing: no series
+    // under a placeholder name.
+    let before = record.0.lock().unwrap().len();
+    assert!(engine.load(b"\0asm\x0d\0\x01\0").is_err());
+    assert_eq!(record.0.lock().unwrap().len(), before);
+}

@@ -176,6 +176,17 @@ async fn plugin_push_binary_prints_the_digest() {
         "stderr: {stderr}"
     );
     assert_eq!(oci::resolve_digest(&reference, None).await.unwrap(), digest);
+    // Both digests, named: the manifest's (stdout) and the component's.
+    let component = format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(std::fs::read(&wasm).unwrap()))
+    );
+    assert!(
+        stderr.contains(&format!("OCI manifest digest: {digest}"))
+            && stderr.contains(&format!("component digest:    {component}"))
+            && component != digest,
+        "stderr: {stderr}"
+    );
 
     // A closed registry: a non-zero exit and a message naming the address.
     drop(registry);

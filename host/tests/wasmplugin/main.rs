@@ -14,6 +14,7 @@ mod canary_lifecycle;
 mod canary_shadow;
 mod canary_split;
 mod cli;
+mod counters;
 mod crd;
 mod oci;
 mod permissions;

@@ -29,13 +29,17 @@ async fn oci_source_polls_pins_and_rejects_bad_sources() {
     .await;
     let o = fx.wait_serving("webapp", &digest(&v1)).await;
     assert_eq!(o.pointer("/status/sourceKind"), Some(&json!("oci")));
+    // Both digests: the component's and the OCI manifest's that pins it.
+    assert_eq!(o.pointer("/status/ociManifestDigest"), Some(&json!(first)));
+    assert_ne!(first, digest(&v1));
     fx.assert_reconciles("first").await;
 
     // A new digest pushed to the tag is picked up by polling.
     let v2 = with_custom_section(&v1, "wasm-operator-test", b"oci build 2");
     let second = push(&v2, &reference).await;
     assert_ne!(first, second);
-    fx.wait_serving("webapp", &digest(&v2)).await;
+    let o = fx.wait_serving("webapp", &digest(&v2)).await;
+    assert_eq!(o.pointer("/status/ociManifestDigest"), Some(&json!(second)));
     let (kind, note) = fx.wait_event("webapp", "Swapped").await;
     assert_eq!(kind, "Normal");
     assert!(note.contains(&digest(&v2)), "{note}");

@@ -269,6 +269,11 @@ pub struct WasmPluginStatus {
     /// `sha256:<hex>` of the component that serves.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// For an OCI source: `sha256:<hex>` of the OCI manifest pulled (what
+    /// `REFERENCE@sha256:` and `spec.source.oci.digest` pin; it wraps the
+    /// component, so it differs from `digest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oci_manifest_digest: Option<String>,
     /// Where the serving component came from, e.g. `file:/plugins/webapp.wasm`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
