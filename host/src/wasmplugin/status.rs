@@ -455,6 +455,26 @@ pub(super) fn sample() -> (Serving, Problem) {
 mod tests {
     use super::*;
 
+    /// [`build`] with no version statistics, canary or storage migration.
+    fn plain(
+        serving: Option<&Serving>,
+        problem: Option<&Problem>,
+        generation: i64,
+        previous: &Value,
+        now: &str,
+    ) -> Value {
+        build(
+            serving,
+            problem,
+            &[],
+            None,
+            None,
+            Some(generation),
+            previous,
+            now,
+        )
+    }
+
     #[test]
     fn the_status_the_controller_writes_reads_back_typed() {
         let (serving, problem) = sample();
@@ -477,7 +497,7 @@ mod tests {
                 &Value::Null,
                 now,
             ),
-            build(None, None, &[], None, None, Some(1), &Value::Null, now),
+            plain(None, None, 1, &Value::Null, now),
             // With a storage migration: its condition and counts.
             build(
                 Some(&serving),
@@ -509,16 +529,7 @@ mod tests {
     fn the_oci_manifest_digest_is_shown_beside_the_component_digest_and_cleared() {
         let (serving, _) = sample();
         let now = "2026-01-01T00:00:00Z";
-        let mut status = build(
-            Some(&serving),
-            None,
-            &[],
-            None,
-            None,
-            Some(1),
-            &Value::Null,
-            now,
-        );
+        let mut status = plain(Some(&serving), None, 1, &Value::Null, now);
         add_oci_manifest_digest(&mut status, Some("sha256:cd"), &Value::Null);
         assert_eq!(status["ociManifestDigest"], "sha256:cd");
         assert_eq!(status["digest"], json!(serving.loaded.digest));
@@ -526,19 +537,10 @@ mod tests {
             serde_json::from_value(status.clone()).unwrap();
         assert_eq!(typed.oci_manifest_digest.as_deref(), Some("sha256:cd"));
         // A later file source: the merge patch removes the old value.
-        let mut next = build(Some(&serving), None, &[], None, None, Some(2), &status, now);
+        let mut next = plain(Some(&serving), None, 2, &status, now);
         add_oci_manifest_digest(&mut next, None, &status);
         assert_eq!(next["ociManifestDigest"], Value::Null);
-        let mut quiet = build(
-            Some(&serving),
-            None,
-            &[],
-            None,
-            None,
-            Some(2),
-            &Value::Null,
-            now,
-        );
+        let mut quiet = plain(Some(&serving), None, 2, &Value::Null, now);
         add_oci_manifest_digest(&mut quiet, None, &Value::Null);
         assert!(quiet.get("ociManifestDigest").is_none());
     }
@@ -546,44 +548,17 @@ mod tests {
     #[test]
     fn degraded_keeps_ready_while_a_version_serves() {
         let (serving, problem) = sample();
-        let first = build(
-            Some(&serving),
-            None,
-            &[],
-            None,
-            None,
-            Some(1),
-            &Value::Null,
-            "t1",
-        );
+        let first = plain(Some(&serving), None, 1, &Value::Null, "t1");
         assert_eq!(first["conditions"][0]["status"], "True");
         assert_eq!(first["conditions"][1]["status"], "False");
-        let second = build(
-            Some(&serving),
-            Some(&problem),
-            &[],
-            None,
-            None,
-            Some(2),
-            &first,
-            "t2",
-        );
+        let second = plain(Some(&serving), Some(&problem), 2, &first, "t2");
         assert_eq!(second["conditions"][0]["status"], "True");
         assert_eq!(second["conditions"][0]["lastTransitionTime"], "t1");
         assert_eq!(second["conditions"][1]["status"], "True");
         assert_eq!(second["conditions"][1]["reason"], "InvalidComponent");
         assert_eq!(second["conditions"][1]["lastTransitionTime"], "t2");
         assert_eq!(second["version"], "0.1.0");
-        let none = build(
-            None,
-            Some(&problem),
-            &[],
-            None,
-            None,
-            Some(1),
-            &Value::Null,
-            "t",
-        );
+        let none = plain(None, Some(&problem), 1, &Value::Null, "t");
         assert_eq!(none["conditions"][0]["status"], "False");
         assert!(none.get("version").is_none());
     }
@@ -729,18 +704,7 @@ mod tests {
     #[test]
     fn forbidden_and_outside_grant_show_as_conditions_and_clear() {
         let (serving, _) = sample();
-        let base = || {
-            build(
-                Some(&serving),
-                None,
-                &[],
-                None,
-                None,
-                Some(2),
-                &Value::Null,
-                "t0",
-            )
-        };
+        let base = || plain(Some(&serving), None, 2, &Value::Null, "t0");
         let access = AccessReport {
             forbidden: vec![r#"list/watch staticsites: staticsites.example.com is forbidden: User "system:serviceaccount:ops:host" cannot list resource "staticsites""#.into()],
             outside_grant: crate::registry::OutsideGrant {

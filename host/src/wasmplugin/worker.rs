@@ -587,7 +587,7 @@ impl Worker {
             .unwrap_or_default();
         let canary = self.canary.status_part(&self.cluster);
         let migration = serving.and_then(|s| self.webhook.storage_progress().get(&s.loaded.name));
-        let status = status::build(
+        let mut status = status::build(
             serving,
             self.problem.as_ref(),
             &versions,
@@ -597,7 +597,6 @@ impl Worker {
             &self.last_status,
             &now(),
         );
-        let mut status = status;
         let oci_manifest_digest = self.loaded.as_ref().and_then(|l| l.revision.as_deref());
         status::add_oci_manifest_digest(&mut status, oci_manifest_digest, &self.last_status);
         if let Some(s) = serving

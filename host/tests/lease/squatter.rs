@@ -18,6 +18,18 @@ use crate::support;
 
 const NS: &str = "default";
 
+/// The body of replica `a`'s `/readyz` once it fails naming a Lease the host
+/// did not create (`what`: which, for the timeout message).
+async fn wait_squatter_reported(a: &Replica, what: &str) -> String {
+    support::wait_until(what, DEADLINE, || async {
+        match a.readyz().await {
+            Some((status, body)) if status != 200 && body.contains("did not create it") => Ok(body),
+            other => Err(format!("{other:?}; log:\n{}", tail(&a.logs()))),
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planted_leader_lease_is_reported_never_taken_nor_waited_on() {
     let cluster = support::start_cluster().await;
@@ -49,19 +61,7 @@ async fn a_planted_leader_lease_is_reported_never_taken_nor_waited_on() {
         name,
         dir.path(),
     ));
-    let body = support::wait_until(
-        "replica a to report the planted Lease on /readyz",
-        DEADLINE,
-        || async {
-            match a.readyz().await {
-                Some((status, body)) if status != 200 && body.contains("did not create it") => {
-                    Ok(body)
-                }
-                other => Err(format!("{other:?}; log:\n{}", tail(&a.logs()))),
-            }
-        },
-    )
-    .await;
+    let body = wait_squatter_reported(&a, "replica a to report the planted Lease on /readyz").await;
     assert!(
         body.contains(&format!(
             "[-]leader-election Lease {NS}/{name} is named like the host's leader-election Lease"
@@ -140,19 +140,8 @@ async fn a_planted_shard_lease_is_reported_never_taken_while_the_other_shards_se
             .map(String::as_str),
         Some("shard-lease")
     );
-    let body = support::wait_until(
-        "replica a to report the planted shard Lease on /readyz",
-        DEADLINE,
-        || async {
-            match a.readyz().await {
-                Some((status, body)) if status != 200 && body.contains("did not create it") => {
-                    Ok(body)
-                }
-                other => Err(format!("{other:?}; log:\n{}", tail(&a.logs()))),
-            }
-        },
-    )
-    .await;
+    let body =
+        wait_squatter_reported(&a, "replica a to report the planted shard Lease on /readyz").await;
     assert!(
         body.contains(&format!(
             "[-]shards Lease {NS}/{squatted} is named like a shard Lease of the host's leader election"

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::{Binding, Funcs, Node, Operand, Pipeline};
+use super::{Binding, Funcs, Node, Operand, Pipeline, truthy};
 
 struct Exec<'a> {
     root: &'a Value,
@@ -24,18 +24,6 @@ pub(super) fn render(nodes: &[Node], data: &Value, funcs: &dyn Funcs) -> Result<
     };
     exec.nodes(nodes, data)?;
     Ok(exec.out)
-}
-
-/// Go's truthiness.
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(m) => !m.is_empty(),
-    }
 }
 
 /// How Go prints a value with `{{ . }}`.

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::Funcs;
+use super::{Funcs, truthy};
 
 /// The kwok release whose stage files are vendored (what `Version` answers).
 pub const KWOK_VERSION: &str = "v0.8.0";
@@ -97,17 +97,6 @@ pub fn node_conditions() -> Value {
             "RouteController created a route"
         ),
     ])
-}
-
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(m) => !m.is_empty(),
-    }
 }
 
 fn text(v: &Value) -> String {

@@ -145,3 +145,15 @@ impl Template {
         Ok(value)
     }
 }
+
+/// Go's truthiness (`if`, `with`, `and`, `or`, `not`): empty values and zero are false.
+pub(super) fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(m) => !m.is_empty(),
+    }
+}
