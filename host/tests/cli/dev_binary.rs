@@ -179,6 +179,41 @@ async fn dev_session(extra: &[&str]) -> String {
         started.elapsed()
     );
 
+    // `kubectl describe webapp` tells the story: the webapp plugin's event
+    // for the change of phase, recorded by the host, found by kubectl.
+    let list = webapps.list(&ListParams::default()).await.unwrap();
+    for webapp in &list.items {
+        let name = webapp.metadata.name.clone().unwrap_or_default();
+        let namespace = webapp.metadata.namespace.clone().unwrap_or_default();
+        let what = format!("kubectl describe webapp {namespace}/{name} to show its Running event");
+        eventually(Duration::from_secs(60), &what, || {
+            let (kubeconfig, name, namespace) =
+                (kubeconfig.clone(), name.clone(), namespace.clone());
+            async move {
+                let described = tokio::task::spawn_blocking(move || {
+                    Command::new("kubectl")
+                        .args([
+                            "--kubeconfig",
+                            &kubeconfig,
+                            "describe",
+                            "webapp",
+                            &name,
+                            "-n",
+                            &namespace,
+                        ])
+                        .output()
+                })
+                .await
+                .ok()?
+                .ok()?;
+                let text = String::from_utf8_lossy(&described.stdout).into_owned();
+                let events = text.split("Events:").nth(1)?;
+                (events.contains("Running") && events.contains("replicas ready")).then_some(())
+            }
+        })
+        .await;
+    }
+
     // The faulty plugin is a test fixture: its CRD is installed, its
     // examples are not.
     let faults: Api<DynamicObject> = Api::all_with(

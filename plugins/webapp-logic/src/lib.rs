@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::Deserialize;
 use serde_json::json;
-use wasm_operator_sdk::{Children, Condition, Desired, Failure, Finalized, Kind, Manifest, log};
+use wasm_operator_sdk::{Children, Condition, Desired, Event, Failure, Finalized, Kind, Manifest, log};
 
 /// A `WebApp` object.
 #[derive(Debug, Clone, Deserialize)]
@@ -23,6 +23,17 @@ pub struct WebApp {
     pub metadata: ObjectMeta,
     /// What the user asks for.
     pub spec: WebAppSpec,
+    /// What the last reconcile reported (empty before the first).
+    #[serde(default)]
+    pub status: WebAppStatus,
+}
+
+/// What the plugin last reported; read to tell a change of phase.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WebAppStatus {
+    /// `Running` once every replica is ready, `Pending` before.
+    #[serde(default)]
+    pub phase: Option<String>,
 }
 
 /// What the user asks for.
@@ -61,11 +72,27 @@ pub fn desired_state(app: WebApp, children: &Children, extra_labels: &[(&str, &s
     let phase = if running { "Running" } else { "Pending" };
     let reason = if running { "AllReplicasReady" } else { "ReplicasNotReady" };
     let (deployment, service) = children_of(&app.metadata, spec, extra_labels);
-    Ok(Desired::new()
-        .child(&deployment)?
-        .child(&service)?
-        .status(json!({ "readyReplicas": ready, "phase": phase }))
-        .condition(Condition::ready(running, reason, message)))
+    let mut desired =
+        Desired::new().child(&deployment)?.child(&service)?.status(json!({ "readyReplicas": ready, "phase": phase }));
+    // One event per change of phase, so `kubectl describe webapp` tells the
+    // story (not one per reconcile: the host would count them as a series).
+    if let Some(event) = phase_event(app.status.phase.as_deref(), phase, &message) {
+        desired = desired.event(event);
+    }
+    Ok(desired.condition(Condition::ready(running, reason, message)))
+}
+
+/// The event for a change of phase from `before` (none before the first
+/// reconcile) to `now`, named after the new phase: `Running` when every
+/// replica became ready, `Pending` when a running app has fewer ready than
+/// asked (a scale-up does that too, so it is not a warning).
+fn phase_event(before: Option<&str>, now: &str, message: &str) -> Option<Event> {
+    match (before, now) {
+        (Some("Running"), "Running") => None,
+        (_, "Running") => Some(Event::normal("Running", message)),
+        (Some("Running"), _) => Some(Event::normal("Pending", message)),
+        _ => None,
+    }
 }
 
 /// The manifest every webapp version shares; versions add to it.
@@ -155,4 +182,21 @@ pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec, extra_labels: &[(&str, 
         ..Default::default()
     };
     (deployment, service)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::phase_event;
+
+    #[test]
+    fn an_event_marks_each_change_of_phase_only() {
+        let running = phase_event(None, "Running", "2/2 replicas ready").map(|e| (e.warning, e.reason));
+        assert_eq!(running, Some((false, "Running".to_string())));
+        assert!(phase_event(Some("Pending"), "Running", "m").is_some_and(|e| !e.warning));
+        assert!(phase_event(Some("Running"), "Running", "m").is_none());
+        assert!(phase_event(None, "Pending", "m").is_none());
+        assert!(phase_event(Some("Pending"), "Pending", "m").is_none());
+        let lost = phase_event(Some("Running"), "Pending", "2/3 replicas ready").map(|e| (e.warning, e.reason));
+        assert_eq!(lost, Some((false, "Pending".to_string())));
+    }
 }
