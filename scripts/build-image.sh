@@ -29,7 +29,9 @@
 # (several test processes) take turns on target/image.lock.
 #
 # Env: IMAGE_SOURCE (the source label; default below), SOURCE_DATE_EPOCH,
-#      CARGO_TARGET_DIR.
+#      CARGO_TARGET_DIR, WASM_OPERATOR_IMAGE_BINARY (package this binary
+#      instead of building one: a binary built elsewhere, e.g. by a release
+#      job, or a quick check of the assembly with a debug build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -66,11 +68,17 @@ revision="$(git rev-parse HEAD 2>/dev/null || true)"
 epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 created="$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)"
 
-log "building the binary (cargo build --profile release-image --no-default-features)"
 start=$SECONDS
-cargo build --quiet -p wasm-operator --profile release-image --no-default-features --bin wasm-operator
-binary="$target/release-image/wasm-operator"
-[ -x "$binary" ] || die "cargo did not produce $binary"
+if [ -n "${WASM_OPERATOR_IMAGE_BINARY:-}" ]; then
+    binary="$WASM_OPERATOR_IMAGE_BINARY"
+    [ -x "$binary" ] || die "WASM_OPERATOR_IMAGE_BINARY=$binary is not an executable file"
+    log "packaging the given binary $binary (WASM_OPERATOR_IMAGE_BINARY; no build)"
+else
+    log "building the binary (cargo build --profile release-image --no-default-features)"
+    cargo build --quiet -p wasm-operator --profile release-image --no-default-features --bin wasm-operator
+    binary="$target/release-image/wasm-operator"
+    [ -x "$binary" ] || die "cargo did not produce $binary"
+fi
 version="$("$binary" --version | awk '{print $2}')"
 [ -n "$version" ] || die "$binary --version printed no version"
 log "binary: $binary ($version, $(du -h "$binary" | cut -f1), build step $((SECONDS - start))s)"
