@@ -160,7 +160,9 @@ pub fn image_command(rootfs: &Path, args: &[&str]) -> Command {
     let mut command = if runs_in_chroot() {
         let uid = process["user"]["uid"].as_u64().unwrap_or(0);
         let gid = process["user"]["gid"].as_u64().unwrap_or(0);
-        let mut command = Command::new("chroot");
+        // By absolute path: with the image's environment, Command would
+        // look the program up on the image's PATH.
+        let mut command = Command::new(host_program("chroot"));
         command
             .arg(format!("--userspec={uid}:{gid}"))
             .arg(format!("--groups={gid}"))
@@ -182,6 +184,17 @@ pub fn image_command(rootfs: &Path, args: &[&str]) -> Command {
         }
     }
     command
+}
+
+/// The host's `name` program, from PATH or the system directories.
+fn host_program(name: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .chain(["/usr/sbin", "/usr/bin", "/sbin", "/bin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{name} is not installed (coreutils)"))
 }
 
 /// Runs `command`; panics with its output when it fails.
