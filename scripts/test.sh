@@ -38,7 +38,8 @@ if [ "${SKIP_REAL:-}" != 1 ]; then
     realcluster_pid=$!
     # The container image (scripts/build-image.sh: a release build of the
     # host, then umoci): only the real-backend pass's image test needs it.
-    # A no-op rebuild when the binary is up to date; cold, ~N min on 2 cores.
+    # Nothing to rebuild when the binary is up to date; cold, it is a full
+    # release build of the host (wasmtime, kube), nice 19 like the Go build.
     step "building the container image in the background (log: target/image-build.log)"
     setsid nice -n 19 bash scripts/build-image.sh >target/image-build.log 2>&1 &
     image_pid=$!
