@@ -47,3 +47,6 @@ fi
 ensure_apt docker-registry docker-registry
 ensure_apt skopeo skopeo
 ensure_apt htpasswd apache2-utils
+# The container image (scripts/build-image.sh): umoci assembles the OCI
+# layout; skopeo (above) pushes and inspects it.
+ensure_apt umoci umoci

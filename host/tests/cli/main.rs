@@ -9,6 +9,7 @@ mod common;
 mod dev_binary;
 mod grants;
 mod hot_reload;
+mod image;
 mod inspect;
 mod namespaces;
 mod run;

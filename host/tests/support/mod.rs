@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod host;
+pub mod image;
 pub mod peak;
 pub mod registry;
 pub mod workloads;
