@@ -21,6 +21,7 @@ import (
 const usage = `usage:
   realcluster up [--dir DIR] [--kubeconfig FILE] [--port N] [flags]   run a control plane (see "realcluster up --help")
   realcluster version                                                    print the pinned upstream versions
+  realcluster helm ARGS...                                               run Helm v4 (e.g. "realcluster helm template ...")
 internal (spawned by "up"):
   realcluster apiserver <kube-apiserver flags>
   realcluster controller-manager <kube-controller-manager flags>
@@ -59,6 +60,8 @@ func run(args []string) int {
 		return cli.Run(cmd)
 	case "kwok":
 		return kwokMain(args[1:])
+	case "helm":
+		return helmMain(args[1:])
 	case "reap":
 		return reapMain(args[1:])
 	case "version", "--version":

@@ -14,6 +14,7 @@ pub mod rbac;
 pub(crate) mod run;
 pub(crate) mod shards;
 pub(crate) mod signals;
+pub(crate) mod unload;
 pub(crate) mod webhook;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -110,6 +111,9 @@ pub enum PluginCommand {
     /// Print the RBAC (ServiceAccount, Roles, bindings) a grant needs when
     /// the plugin's writes impersonate its ServiceAccount.
     Rbac(rbac::RbacArgs),
+    /// Delete WasmPlugins and wait until a running host has unloaded them
+    /// (the Helm chart's pre-delete hook).
+    Unload(unload::UnloadArgs),
 }
 
 /// Why a command failed. Messages name the file or plugin and what to do.
@@ -134,6 +138,9 @@ pub enum CliError {
     /// `plugin rbac` failed.
     #[error(transparent)]
     Rbac(#[from] rbac::RbacError),
+    /// `plugin unload` failed.
+    #[error(transparent)]
+    Unload(#[from] unload::UnloadError),
     /// `crd` failed.
     #[error(transparent)]
     Crd(#[from] crd::CrdError),
@@ -172,6 +179,7 @@ impl Cli {
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
+            Command::Plugin(PluginCommand::Unload(args)) => unload::unload(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
             Command::Migrate(command) => migrate::execute(command).await,
             Command::Canary(command) => canary::execute(command).await,

@@ -101,7 +101,7 @@ pub struct LeaderElectionArgs {
     /// Run as one of several replicas: only the holder of a
     /// coordination.k8s.io Lease runs the plugin controllers and writes;
     /// the others stay warm (plugins compiled, caches synced) and take over
-    /// when it stops renewing. Needs RBAC on leases (deploy/rbac.yaml).
+    /// when it stops renewing. Needs RBAC on leases (the Helm chart's Role, deploy/wasm-operator.yaml).
     #[arg(long)]
     pub leader_elect: bool,
     /// The Lease's namespace (default: $POD_NAMESPACE, the pod's

@@ -5,6 +5,8 @@
 mod support;
 
 mod bad_plugin_files;
+mod chart;
+mod chart_rbac;
 mod common;
 mod dev_binary;
 mod grants;

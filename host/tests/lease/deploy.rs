@@ -1,6 +1,6 @@
-//! The deploy/ manifests run two replicas with leader election, with the
-//! environment and RBAC it needs, and every flag they pass is one the
-//! binary accepts.
+//! The deploy/ manifests (deploy/wasm-operator.yaml, the Helm chart's
+//! rendering) run two replicas with leader election, with the environment
+//! and RBAC it needs, and every flag they pass is one the binary accepts.
 
 use clap::Parser;
 use serde_json::Value;
@@ -19,11 +19,11 @@ fn documents(relative: &str) -> Vec<Value> {
 
 #[test]
 fn the_deployment_runs_two_replicas_with_leader_election() {
-    let docs = documents("deploy/deployment.yaml");
+    let docs = documents("deploy/wasm-operator.yaml");
     let deployment = docs
         .iter()
         .find(|d| d["kind"] == "Deployment")
-        .expect("a Deployment in deploy/deployment.yaml");
+        .expect("a Deployment in deploy/wasm-operator.yaml");
     assert_eq!(deployment["spec"]["replicas"], 2);
     let container = &deployment["spec"]["template"]["spec"]["containers"][0];
     let args: Vec<&str> = container["args"]
@@ -46,7 +46,7 @@ fn the_deployment_runs_two_replicas_with_leader_election() {
     // The binary accepts exactly these arguments.
     let cli = std::iter::once("wasm-operator").chain(args.iter().copied());
     if let Err(error) = wasm_operator::cli::Cli::try_parse_from(cli) {
-        panic!("deploy/deployment.yaml passes arguments the binary refuses: {error}");
+        panic!("deploy/wasm-operator.yaml passes arguments the binary refuses: {error}");
     }
     // Draining and releasing fit in the pod's grace period.
     let grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
@@ -65,7 +65,7 @@ fn the_deployment_runs_two_replicas_with_leader_election() {
 
 #[test]
 fn the_rbac_lets_the_host_hold_leases_and_record_their_events() {
-    let docs = documents("deploy/rbac.yaml");
+    let docs = documents("deploy/wasm-operator.yaml");
     let allows = |group: &str, resource: &str, verb: &str| {
         docs.iter()
             .filter(|d| d["kind"] == "Role" || d["kind"] == "ClusterRole")

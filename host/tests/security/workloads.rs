@@ -20,8 +20,8 @@ use crate::{CONVERGE, Host, attack_kind};
 
 const NS: &str = "default";
 const PLUGIN: &str = "hostile_workloads";
-/// The ServiceAccount deploy/rbac.yaml gives the host (its ClusterRole
-/// reads Secrets cluster-wide), created in the attacked namespace so that
+/// The ServiceAccount the Helm chart gives the host (a grant may widen what
+/// it reads, e.g. Secrets), created in the attacked namespace so that
 /// the API server would admit a Pod running as it.
 const HOST_ACCOUNT: &str = "wasm-operator";
 /// The Secret holding the host's webhook certificate and key.

@@ -39,6 +39,26 @@ fn deploy_crd_is_generated_from_the_types() {
 }
 
 #[test]
+fn the_charts_crd_is_the_generated_crd_kept_on_uninstall() {
+    let path = support::workspace().join("deploy/helm/wasm-operator/templates/wasmplugin-crd.yaml");
+    let on_disk = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let fix = "deploy/helm/wasm-operator/templates/wasmplugin-crd.yaml does not match the types in host/src/wasmplugin/spec/; regenerate it with `bash scripts/render-deploy.sh`";
+    let mut chart: Value = serde_yaml::from_str(&on_disk).unwrap_or_else(|e| panic!("{fix}: {e}"));
+    assert_eq!(
+        chart["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
+        "the chart's CRD must survive `helm uninstall` (and with it every WasmPlugin)"
+    );
+    // The one difference with the generated CRD is that annotation.
+    chart["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    let generated: Value = serde_yaml::from_str(&wasmplugin::crd_yaml().unwrap()).unwrap();
+    assert!(chart == generated, "{fix}");
+}
+
+#[test]
 fn crd_print_prints_the_generated_crd() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_wasm-operator"))
         .args(["crd", "print"])

@@ -22,7 +22,7 @@ pub const DIFFS_KEY: &str = "diffs.json";
 pub(super) const DIFFS_MANAGER: &str = "wasm-operator-canary";
 
 /// The namespace of the diffs ConfigMaps: the host's own (from
-/// `POD_NAMESPACE`, set by deploy/deployment.yaml's downward API), else
+/// `POD_NAMESPACE`, set by the Helm chart's Deployment (downward API)), else
 /// `default`.
 pub fn diffs_namespace() -> String {
     std::env::var("POD_NAMESPACE")
