@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::CacheReader;
 use super::bindings::{cache, log, types};
+use super::trap;
 use crate::contract;
 
 /// The most of a call's stdout (and, separately, stderr) kept in memory;
@@ -288,7 +289,18 @@ impl HostState {
                 let Some(line) = self.log.admit(line) else {
                     continue;
                 };
-                tracing::info!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}");
+                // The level follows the line (see `trap::line_level`).
+                macro_rules! emit {
+                    ($level:ident) => {
+                        tracing::$level!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}")
+                    };
+                }
+                match trap::line_level(line) {
+                    tracing::Level::ERROR => emit!(error),
+                    tracing::Level::WARN => emit!(warn),
+                    tracing::Level::DEBUG | tracing::Level::TRACE => emit!(debug),
+                    _ => emit!(info),
+                }
             }
             if discarded > 0 {
                 if self.log.dropped == 0 {

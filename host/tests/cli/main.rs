@@ -11,5 +11,6 @@ mod grants;
 mod hot_reload;
 mod inspect;
 mod namespaces;
+mod plugin_crd;
 mod run;
 mod unreachable;
