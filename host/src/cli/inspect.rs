@@ -311,6 +311,7 @@ mod tests {
                 min_compatible_version: None,
             },
             world: "world plugin {\n  export wasm-operator:plugin/reconciler@0.1.0;\n}".into(),
+            crd: None,
         };
         let text = render_text(&inspection, None);
         assert!(!text.contains("OCI digest:"));
