@@ -295,11 +295,15 @@ impl HostState {
                         tracing::$level!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}")
                     };
                 }
-                match trap::line_level(line) {
-                    tracing::Level::ERROR => emit!(error),
-                    tracing::Level::WARN => emit!(warn),
-                    tracing::Level::DEBUG | tracing::Level::TRACE => emit!(debug),
-                    _ => emit!(info),
+                let level = trap::line_level(line);
+                if level == tracing::Level::ERROR {
+                    emit!(error)
+                } else if level == tracing::Level::WARN {
+                    emit!(warn)
+                } else if level == tracing::Level::INFO {
+                    emit!(info)
+                } else {
+                    emit!(debug)
                 }
             }
             if discarded > 0 {
