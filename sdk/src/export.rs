@@ -6,7 +6,7 @@
 use std::marker::PhantomData;
 
 use crate::bindings::exports::wasm_operator::plugin::{
-    backup, migration, migration_functions, reconciler,
+    backup, migration, migration_functions, reconciler, schema,
 };
 use crate::bindings::wasm_operator::plugin::types as wit;
 use crate::glue;
@@ -74,6 +74,12 @@ fn migration_functions_to_wit(m: &Manifest) -> migration_functions::ImplementedF
         implemented |= migration_functions::ImplementedFunctions::UPGRADE;
     }
     implemented
+}
+
+impl<R: Reconciler> schema::Guest for Glue<R> {
+    fn crd() -> Option<String> {
+        R::crd().map(|crd| crd.to_json().to_string())
+    }
 }
 
 impl<R: Reconciler> backup::Guest for Glue<R> {

@@ -149,6 +149,7 @@ pub mod bindings;
 pub mod cache;
 mod children;
 mod context;
+mod crd;
 mod desired;
 mod export;
 mod failure;
@@ -160,6 +161,7 @@ mod reconciler;
 
 pub use children::Children;
 pub use context::Context;
+pub use crd::Crd;
 pub use desired::{BackupPlan, Condition, Desired, DesiredJson, Event, Finalized};
 pub use failure::Failure;
 pub use glue::{
@@ -180,6 +182,7 @@ static ALLOCATOR: arena::CallArena = arena::CallArena::new();
 
 /// Re-exports of the SDK's own dependencies, so plugins need not list them.
 pub use k8s_openapi;
+pub use schemars;
 pub use serde_json;
 
 /// Items the macros expand to. Not part of the public API.

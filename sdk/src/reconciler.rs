@@ -3,7 +3,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{BackupPlan, Children, Context, Desired, Failure, Finalized, Manifest};
+use crate::{BackupPlan, Children, Context, Crd, Desired, Failure, Finalized, Manifest};
 
 /// A plugin's logic, written against typed objects.
 ///
@@ -22,6 +22,14 @@ pub trait Reconciler {
     /// What this plugin is and may touch. Must be pure: the host calls it once
     /// per loaded version.
     fn manifest() -> Manifest;
+
+    /// The CRD of the primary kind, when the plugin carries it: usually
+    /// `Some(Crd::of::<MySpec, MyStatus>(&Self::manifest()))`. The host
+    /// prints it with `wasm-operator plugin crd`. Must be pure like
+    /// [`manifest`](Reconciler::manifest). The default carries none.
+    fn crd() -> Option<Crd> {
+        None
+    }
 
     /// The desired state of one primary, given the children it owns now.
     fn reconcile(

@@ -145,10 +145,13 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
 
 /// A component to inspect, what names it in messages, and for one pulled
 /// from a registry, the manifest digest pulled.
-struct Component {
-    path: PathBuf,
-    bytes: Vec<u8>,
-    oci_manifest_digest: Option<String>,
+pub(crate) struct Component {
+    /// The file, or the OCI reference it was pulled from.
+    pub path: PathBuf,
+    /// The component's bytes (decompressed).
+    pub bytes: Vec<u8>,
+    /// The manifest digest, for a component pulled from a registry.
+    pub oci_manifest_digest: Option<String>,
 }
 
 /// The prefix that makes the FILE argument an OCI reference (as Helm's).
@@ -156,7 +159,7 @@ const OCI_SCHEME: &str = "oci://";
 
 /// The component `args` names and what names it in messages: the file, or
 /// the `--oci` reference (pulled anonymously).
-async fn read_component(args: &InspectArgs) -> Result<Component, InspectError> {
+pub(crate) async fn read_component(args: &InspectArgs) -> Result<Component, InspectError> {
     let positional_reference = args
         .file
         .as_deref()
@@ -308,6 +311,7 @@ mod tests {
                 min_compatible_version: None,
             },
             world: "world plugin {\n  export wasm-operator:plugin/reconciler@0.1.0;\n}".into(),
+            crd: None,
         };
         let text = render_text(&inspection, None);
         assert!(!text.contains("OCI digest:"));

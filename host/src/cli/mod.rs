@@ -9,6 +9,7 @@ pub(crate) mod crd;
 pub(crate) mod dev;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
+pub(crate) mod plugin_crd;
 pub(crate) mod push;
 pub mod rbac;
 pub(crate) mod run;
@@ -105,6 +106,9 @@ pub enum Command {
 pub enum PluginCommand {
     /// Print a plugin's manifest and WIT world.
     Inspect(inspect::InspectArgs),
+    /// Print the CRD a plugin carries, derived from its spec and status
+    /// types (for kubectl apply -f -).
+    Crd(plugin_crd::PluginCrdArgs),
     /// Publish a plugin component to an OCI registry (CNCF Wasm layout)
     /// and print its digest.
     Push(push::PushArgs),
@@ -132,6 +136,9 @@ pub enum CliError {
     /// `plugin inspect` failed.
     #[error(transparent)]
     Inspect(#[from] inspect::InspectError),
+    /// `plugin crd` failed.
+    #[error(transparent)]
+    PluginCrd(plugin_crd::PluginCrdError),
     /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
@@ -177,6 +184,7 @@ impl Cli {
             // No log subscriber: `-o json|yaml` output must stay parseable,
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
+            Command::Plugin(PluginCommand::Crd(args)) => plugin_crd::plugin_crd(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Plugin(PluginCommand::Unload(args)) => unload::unload(args).await,

@@ -13,6 +13,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::CacheReader;
 use super::bindings::{cache, log, types};
+use super::trap;
 use crate::contract;
 
 /// The most of a call's stdout (and, separately, stderr) kept in memory;
@@ -288,7 +289,22 @@ impl HostState {
                 let Some(line) = self.log.admit(line) else {
                     continue;
                 };
-                tracing::info!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}");
+                // The level follows the line (see `trap::line_level`).
+                macro_rules! emit {
+                    ($level:ident) => {
+                        tracing::$level!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}")
+                    };
+                }
+                let level = trap::line_level(line);
+                if level == tracing::Level::ERROR {
+                    emit!(error)
+                } else if level == tracing::Level::WARN {
+                    emit!(warn)
+                } else if level == tracing::Level::INFO {
+                    emit!(info)
+                } else {
+                    emit!(debug)
+                }
             }
             if discarded > 0 {
                 if self.log.dropped == 0 {

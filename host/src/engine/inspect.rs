@@ -18,6 +18,10 @@ pub struct Inspection {
     pub manifest: contract::Manifest,
     /// The component's imports and exports as WIT-like text.
     pub world: String,
+    /// The CRD the plugin carries (its `schema` export), if any; printed by
+    /// `plugin crd`, not part of `plugin inspect`'s output.
+    #[serde(skip)]
+    pub crd: Option<serde_json::Value>,
 }
 
 /// Loads `bytes` in a throw-away engine (no disk cache), calls `manifest`
@@ -36,11 +40,16 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, EngineError> {
         describe(&mut world, "export", name, &item.ty, wasmtime);
     }
     world.push_str("}\n");
+    let crd = plugin.crd().map_err(|e| EngineError::InvalidManifest {
+        digest: plugin.digest().to_string(),
+        problem: format!("its CRD cannot be read: {e}"),
+    })?;
     Ok(Inspection {
         digest: plugin.digest().to_string(),
         size: bytes.len(),
         manifest: plugin.manifest().clone(),
         world,
+        crd,
     })
 }
 

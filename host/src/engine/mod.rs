@@ -15,6 +15,7 @@ mod error;
 mod host;
 pub mod inspect;
 mod plugin;
+mod trap;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -7,13 +7,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use wasmtime::component::{Component, Instance, InstancePre};
-use wasmtime::{Store, Trap, WasmBacktrace};
+use wasmtime::{Store, Trap};
 
-use super::bindings::{backup, migration, migration_functions, reconciler, types as wit};
+use super::bindings::{backup, migration, migration_functions, reconciler, schema, types as wit};
 use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
 use super::error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial};
 use super::host::HostState;
+use super::trap;
 use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
 use crate::contract;
 
@@ -45,6 +46,9 @@ struct Inner {
     /// scheduled backups, when they come, will, through these indices.
     #[allow(dead_code)]
     backup: Option<backup::GuestIndices>,
+    /// The optional `schema` export (the plugin's own CRD); absent from
+    /// components built before it existed.
+    schema: Option<schema::GuestIndices>,
     manifest: Arc<contract::Manifest>,
     name: Arc<str>,
     version: Arc<str>,
@@ -114,49 +118,6 @@ fn deadline_ticks(timeout: Duration) -> u64 {
     (timeout.as_nanos().div_ceil(tick) as u64).saturating_add(1)
 }
 
-/// A short human summary of a trap: the trap and the innermost wasm frames
-/// of the plugin's own code (the standard library's panic and abort
-/// machinery is skipped: the panic message, from stderr, says more).
-fn trap_summary(e: &wasmtime::Error) -> String {
-    let mut message = e.root_cause().to_string();
-    if let Some(trace) = e.downcast_ref::<WasmBacktrace>() {
-        let machinery = [
-            "abort",
-            "panic",
-            "rust_begin_unwind",
-            "3std",
-            "4core",
-            "5alloc",
-            "__rust",
-        ];
-        let frames: Vec<String> = trace
-            .frames()
-            .iter()
-            .map(|f| {
-                f.func_name()
-                    .map_or_else(|| format!("func[{}]", f.func_index()), str::to_string)
-            })
-            .filter(|name| !machinery.iter().any(|m| name.contains(m)))
-            .take(4)
-            .collect();
-        if !frames.is_empty() {
-            message.push_str(" in ");
-            message.push_str(&frames.join(" <- "));
-        }
-    }
-    message
-}
-
-/// The last lines of a captured stream, e.g. a Rust panic message.
-fn tail(bytes: &[u8], lines: usize) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let all: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with("note: run with `RUST_BACKTRACE"))
-        .collect();
-    all[all.len().saturating_sub(lines)..].join(" | ")
-}
-
 impl LoadedPlugin {
     /// Links a compiled component, calls and validates its manifest.
     pub(crate) fn link(
@@ -182,6 +143,7 @@ impl LoadedPlugin {
             reconciler::GuestIndices::new(&pre).map_err(|e| wrong(format!("{e:#}")))?;
         let migration = migration::GuestIndices::new(&pre).ok();
         let backup = backup::GuestIndices::new(&pre).ok();
+        let schema = schema::GuestIndices::new(&pre).ok();
         let short = digest.get(7..19).unwrap_or(&digest).to_string();
         let mut plugin = LoadedPlugin {
             limits: engine.inner.config.limits,
@@ -191,6 +153,7 @@ impl LoadedPlugin {
                 reconciler,
                 migration,
                 backup,
+                schema,
                 manifest: Arc::new(placeholder_manifest()),
                 name: Arc::from(format!("<{short}>")),
                 version: Arc::from("unknown"),
@@ -280,6 +243,30 @@ impl LoadedPlugin {
             inner.observe(&call);
         }
         Ok(plugin)
+    }
+
+    /// The CRD of the primary kind the plugin carries (its optional
+    /// `schema` export), or `None` when it carries none: built before the
+    /// export existed, or its author did not derive one.
+    pub fn crd(&self) -> Result<Option<Value>, CallError> {
+        let Some(schema) = self.inner.schema.clone() else {
+            return Ok(None);
+        };
+        let text = self.execute("schema.crd", None, |store, instance, _| {
+            let guest = schema.load(&mut *store, instance).map_err(Fault::Wasm)?;
+            guest.call_crd(&mut *store).map_err(Fault::Wasm)
+        })?;
+        text.map(|text| {
+            serde_json::from_str(&text).map_err(|e| {
+                self.call_error(
+                    "schema.crd",
+                    CallFailure::InvalidOutput {
+                        problem: format!("the CRD is not JSON: {e}"),
+                    },
+                )
+            })
+        })
+        .transpose()
     }
 
     /// The compiled component (for `inspect`).
@@ -583,11 +570,11 @@ impl LoadedPlugin {
     }
 
     fn classify(&self, function: &str, fault: Fault, state: &HostState) -> CallError {
-        self.call_error(function, self.failure(fault, state))
+        self.call_error(function, self.failure(function, fault, state))
     }
 
     /// What a call's `fault` means, in the terms of the contract.
-    fn failure(&self, fault: Fault, state: &HostState) -> CallFailure {
+    fn failure(&self, function: &str, fault: Fault, state: &HostState) -> CallFailure {
         let limits = self.limits;
         match fault {
             Fault::Failed(failure) => CallFailure::Failed(failure),
@@ -617,14 +604,15 @@ impl LoadedPlugin {
                 }
             }
             Fault::Wasm(e) => {
-                // A Rust panic prints its message to stderr before it aborts:
-                // that line is what a person needs, the trap tells the rest.
-                let stderr = tail(&state.stderr.contents().0, 2);
-                let message = if stderr.is_empty() {
-                    trap_summary(&e)
-                } else {
-                    format!("{stderr} ({})", trap_summary(&e))
-                };
+                // A Rust panic prints its message and location to stderr
+                // before it aborts: that is what a person needs on the
+                // object. The backtrace, long, goes to the host log.
+                let message = trap::panic_line(&state.stderr.contents().0)
+                    .unwrap_or_else(|| trap::trap_line(&e));
+                tracing::warn!(
+                    target: "plugin", plugin = %self.inner.name, version = %self.inner.version, function,
+                    "plugin trapped: {message}\n{}", trap::backtrace(&e)
+                );
                 CallFailure::Trap { message }
             }
         }
@@ -709,16 +697,5 @@ mod tests {
         assert_eq!(deadline_ticks(Duration::from_millis(10)), 2);
         assert_eq!(deadline_ticks(Duration::from_millis(11)), 3);
         assert_eq!(deadline_ticks(Duration::from_secs(1)), 101);
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        assert_eq!(tail(b"a\n\nb\nc\nd\n", 2), "c | d");
-        assert_eq!(tail(b"", 2), "");
-        let panic = b"thread '<unnamed>' panicked at src/lib.rs:9:5:\nboom\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n";
-        assert_eq!(
-            tail(panic, 2),
-            "thread '<unnamed>' panicked at src/lib.rs:9:5: | boom"
-        );
     }
 }

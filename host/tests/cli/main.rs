@@ -14,5 +14,6 @@ mod hot_reload;
 mod image;
 mod inspect;
 mod namespaces;
+mod plugin_crd;
 mod run;
 mod unreachable;

@@ -12,9 +12,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
-use wasm_operator_sdk::{Children, Condition, Desired, Event, Failure, Finalized, Kind, Manifest, log};
+use wasm_operator_sdk::{Children, Condition, Crd, Desired, Event, Failure, Finalized, Kind, Manifest, log};
 
 /// A `WebApp` object.
 #[derive(Debug, Clone, Deserialize)]
@@ -28,23 +29,31 @@ pub struct WebApp {
     pub status: WebAppStatus,
 }
 
-/// What the plugin last reported; read to tell a change of phase.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// What the plugin reports (the phase is read back to tell a change of
+/// phase); the host adds `conditions` and `observedGeneration`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct WebAppStatus {
-    /// `Running` once every replica is ready, `Pending` before.
+    /// Ready pods of the WebApp's Deployment.
+    #[serde(default)]
+    pub ready_replicas: Option<i32>,
+    /// Pending until every replica is ready, then Running.
     #[serde(default)]
     pub phase: Option<String>,
 }
 
 /// What the user asks for.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct WebAppSpec {
-    /// Pods to run, 1..=10.
+    /// Number of pods to run.
+    #[schemars(range(min = 1, max = 10))]
     pub replicas: i32,
-    /// Container image.
+    /// Container image to run.
+    #[schemars(length(min = 1))]
     pub image: String,
-    /// Container port, also exposed by the Service; 80 when unset.
+    /// Port the container listens on; the Service exposes the same port.
     #[serde(default = "default_port")]
+    #[schemars(range(min = 1, max = 65535), extend("default" = 80))]
     pub port: i32,
 }
 
@@ -103,6 +112,16 @@ pub fn manifest(version: &str) -> Manifest {
         .owns::<Deployment>()
         .owns::<Service>()
         .finalizer(true)
+}
+
+/// The WebApp CRD, from [`WebAppSpec`] and [`WebAppStatus`]: what
+/// `wasm-operator plugin crd webapp.wasm` prints and examples/webapp/crd.yaml
+/// holds.
+pub fn crd(version: &str) -> Crd {
+    Crd::of::<WebAppSpec, WebAppStatus>(&manifest(version))
+        .printer_column("Replicas", "integer", ".spec.replicas")
+        .printer_column("Ready", "integer", ".status.readyReplicas")
+        .printer_column("Phase", "string", ".status.phase")
 }
 
 /// Clean-up before a WebApp goes: its children go with their owner, and there

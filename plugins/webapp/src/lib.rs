@@ -3,7 +3,7 @@
 //! reports how many replicas are ready. The logic lives in `webapp-logic`,
 //! shared with later versions of this plugin.
 
-use wasm_operator_sdk::{Children, Context, Desired, Failure, Finalized, Manifest, Reconciler};
+use wasm_operator_sdk::{Children, Context, Crd, Desired, Failure, Finalized, Manifest, Reconciler};
 pub use webapp_logic::{WebApp, WebAppSpec, children_of, desired_state};
 
 /// The plugin.
@@ -14,6 +14,10 @@ impl Reconciler for WebAppPlugin {
 
     fn manifest() -> Manifest {
         webapp_logic::manifest(env!("CARGO_PKG_VERSION"))
+    }
+
+    fn crd() -> Option<Crd> {
+        Some(webapp_logic::crd(env!("CARGO_PKG_VERSION")))
     }
 
     fn reconcile(_ctx: &Context, app: WebApp, children: &Children) -> Result<Desired, Failure> {
