@@ -295,7 +295,7 @@ impl HostState {
                         tracing::$level!(target: "plugin", plugin = %self.plugin, version = %self.version, function, stream, "{line}")
                     };
                 }
-                let level = trap::line_level(line);
+                let level = trap::line_level(&line);
                 if level == tracing::Level::ERROR {
                     emit!(error)
                 } else if level == tracing::Level::WARN {
