@@ -108,7 +108,9 @@ pub enum PluginCommand {
     /// and print its digest.
     Push(push::PushArgs),
     /// Print the RBAC (ServiceAccount, Roles, bindings) a grant needs when
-    /// the plugin's writes impersonate its ServiceAccount.
+    /// the plugin's writes impersonate its ServiceAccount; with --host, the
+    /// rules the host's own ClusterRole needs to serve plugins (the chart's
+    /// extraGrants value).
     Rbac(rbac::RbacArgs),
 }
 
