@@ -11,5 +11,7 @@ mod grants;
 mod hot_reload;
 mod inspect;
 mod namespaces;
+mod observability;
+mod rbac_host;
 mod run;
 mod unreachable;
