@@ -99,7 +99,7 @@ fn add_plugin(needs: &mut Needs, plugin: ServedPlugin<'_>) {
         need_kind(needs, watched, &READ);
     }
     if manifest.implements.convert {
-        let crd = vec![format!("{}.{}", primary.plural, primary.group)];
+        let crd = [format!("{}.{}", primary.plural, primary.group)];
         let group = "apiextensions.k8s.io";
         need(
             needs,
@@ -117,7 +117,7 @@ fn add_plugin(needs: &mut Needs, plugin: ServedPlugin<'_>) {
         );
     }
     if let Some(account) = impersonated {
-        let names = vec![account.name.clone()];
+        let names = [account.name.clone()];
         need(needs, "", "serviceaccounts", &names, &["impersonate"]);
     }
     if plugin.grant.is_some_and(Grant::needs_namespace_labels) {
