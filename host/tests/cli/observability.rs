@@ -257,8 +257,8 @@ fn rule_queries(doc: &str) -> Vec<(String, String)> {
     assert_eq!(rule["metadata"]["namespace"], "wasm-operator-system");
     let anchors = doc_anchors(doc);
     let mut out = Vec::new();
-    for group in rule["spec"]["groups"].as_sequence().unwrap() {
-        for alert in group["rules"].as_sequence().unwrap() {
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for alert in group["rules"].as_array().unwrap() {
             let name = alert["alert"].as_str().unwrap();
             let place = format!("alert {name}");
             assert!(

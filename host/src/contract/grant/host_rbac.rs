@@ -277,7 +277,7 @@ mod tests {
             .collect()
     }
 
-    fn served(manifest: &Manifest, grant: Option<&Grant>) -> ServedPlugin<'_> {
+    fn served<'a>(manifest: &'a Manifest, grant: Option<&'a Grant>) -> ServedPlugin<'a> {
         ServedPlugin { manifest, grant }
     }
 
