@@ -2,10 +2,10 @@
 //! cluster: its manifest and its WIT world.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{CliError, OutputFormat};
-use crate::contract::ResourceKind;
+use crate::contract::{Manifest, ResourceKind};
 use crate::engine::EngineError;
 use crate::engine::inspect::Inspection;
 use clap::Args;
@@ -101,18 +101,7 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
         bytes,
         oci_manifest_digest,
     } = read_component(args).await?;
-    // Inspecting compiles the component: CPU-bound, keep it off the runtime.
-    let inspection = tokio::task::spawn_blocking(move || crate::engine::inspect::inspect(&bytes))
-        .await
-        .map_err(|e| InspectError::Render {
-            path: path.clone(),
-            format: "text",
-            message: format!("the inspection task failed: {e}"),
-        })?
-        .map_err(|source| InspectError::Inspect {
-            path: path.clone(),
-            source,
-        })?;
+    let inspection = inspect_bytes(&path, bytes).await?;
     let structured = |format: &'static str| {
         let mut value = serde_json::to_value(&inspection).map_err(|e| InspectError::Render {
             path: path.clone(),
@@ -141,6 +130,45 @@ pub async fn render(args: &InspectArgs) -> Result<String, InspectError> {
         }
         OutputFormat::Text => Ok(render_text(&inspection, oci_manifest_digest.as_deref())),
     }
+}
+
+/// Inspects `bytes` (the component `path` names in messages) off the
+/// runtime: inspecting compiles the component, which is CPU-bound.
+async fn inspect_bytes(path: &Path, bytes: Vec<u8>) -> Result<Inspection, InspectError> {
+    tokio::task::spawn_blocking(move || crate::engine::inspect::inspect(&bytes))
+        .await
+        .map_err(|e| InspectError::Render {
+            path: path.to_path_buf(),
+            format: "text",
+            message: format!("the inspection task failed: {e}"),
+        })?
+        .map_err(|source| InspectError::Inspect {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The manifest of `plugin`: a .wasm or .wasm.gz file, or
+/// `oci://REGISTRY/REPOSITORY:TAG` (pulled anonymously), read and checked
+/// as `plugin inspect` reads it (`plugin rbac --host` uses it).
+pub(super) async fn manifest_of(plugin: &str) -> Result<Manifest, InspectError> {
+    let args = InspectArgs {
+        file: Some(PathBuf::from(plugin)),
+        oci: None,
+        output: OutputFormat::Text,
+    };
+    let component = read_component(&args).await?;
+    Ok(inspect_bytes(&component.path, component.bytes)
+        .await?
+        .manifest)
+}
+
+/// The manifest of component `bytes` (`what` names it in messages).
+pub(super) async fn manifest_of_bytes(
+    what: &str,
+    bytes: Vec<u8>,
+) -> Result<Manifest, InspectError> {
+    Ok(inspect_bytes(Path::new(what), bytes).await?.manifest)
 }
 
 /// A component to inspect, what names it in messages, and for one pulled

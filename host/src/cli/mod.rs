@@ -113,7 +113,9 @@ pub enum PluginCommand {
     /// and print its digest.
     Push(push::PushArgs),
     /// Print the RBAC (ServiceAccount, Roles, bindings) a grant needs when
-    /// the plugin's writes impersonate its ServiceAccount.
+    /// the plugin's writes impersonate its ServiceAccount; with --host, the
+    /// rules the host's own ClusterRole needs to serve plugins (the chart's
+    /// extraGrants value).
     Rbac(rbac::RbacArgs),
     /// Delete WasmPlugins and wait until a running host has unloaded them
     /// (the Helm chart's pre-delete hook).

@@ -11,16 +11,22 @@
 //! (kube's pluralisation); custom kinds are assumed namespaced, built-in
 //! cluster-scoped kinds (ClusterRoleBinding, Namespace, ...) go into a
 //! ClusterRole.
+//!
+//! With `--host` it prints instead the rules the HOST's own ClusterRole needs
+//! to serve plugins ([`crate::contract::host_rules`]), as the chart's
+//! `extraGrants` value: for plugin files, `oci://` references, one
+//! WasmPlugin or every WasmPlugin of a cluster.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use kube::api::Api;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::{CliError, connect};
-use crate::contract::RbacRefusal;
 pub use crate::contract::rbac_objects;
+use crate::contract::{Grant, Manifest, RbacRefusal, ServedPlugin, host_rules};
 use crate::wasmplugin::WasmPlugin;
 
 /// Arguments of `wasm-operator plugin rbac`.
@@ -30,17 +36,30 @@ pub struct RbacArgs {
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with = "wasm_plugin",
-        required_unless_present = "wasm_plugin"
+        conflicts_with_all = ["wasm_plugin", "host"],
+        required_unless_present_any = ["wasm_plugin", "host"]
     )]
     pub grant: Option<PathBuf>,
-    /// Read the grant from this WasmPlugin's spec.permissions in the cluster.
+    /// Read the grant from this WasmPlugin's spec.permissions in the cluster
+    /// (with --host: its component and grant).
     #[arg(long, value_name = "NAME")]
     pub wasm_plugin: Option<String>,
-    /// Path to the kubeconfig file (with --wasm-plugin).
+    /// Print the rules the host's own ClusterRole needs to serve the
+    /// plugins, as the chart's `extraGrants` value, for PLUGIN files or
+    /// references, --wasm-plugin or --all-wasm-plugins.
+    #[arg(long)]
+    pub host: bool,
+    /// With --host: plugin components, each a .wasm or .wasm.gz file or
+    /// oci://REGISTRY/REPOSITORY:TAG (pulled anonymously).
+    #[arg(value_name = "PLUGIN", requires = "host")]
+    pub plugins: Vec<String>,
+    /// With --host: every WasmPlugin in the cluster.
+    #[arg(long, requires = "host", conflicts_with = "wasm_plugin")]
+    pub all_wasm_plugins: bool,
+    /// Path to the kubeconfig file (with --wasm-plugin, --all-wasm-plugins).
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (with --wasm-plugin).
+    /// The kubeconfig context to use (with --wasm-plugin, --all-wasm-plugins).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
     /// Output format.
@@ -51,9 +70,10 @@ pub struct RbacArgs {
 /// How `plugin rbac` prints the objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RbacOutput {
-    /// YAML documents separated by `---` (for `kubectl apply -f -`).
+    /// YAML documents separated by `---` (for `kubectl apply -f -`); with
+    /// --host an `extraGrants:` list.
     Yaml,
-    /// One `v1 List` of the objects.
+    /// One `v1 List` of the objects; with --host `{"extraGrants": [...]}`.
     Json,
 }
 
@@ -78,6 +98,28 @@ pub enum RbacError {
     /// The objects could not be rendered (a host bug).
     #[error("cannot render the RBAC objects: {0}")]
     Render(String),
+    /// `--host` was given nothing to read plugins from.
+    #[error(
+        "--host needs plugins: name PLUGIN files or oci:// references, --wasm-plugin NAME or --all-wasm-plugins"
+    )]
+    NoPlugins,
+    /// A plugin file or reference could not be read as a plugin.
+    #[error(transparent)]
+    Plugin(#[from] Box<super::inspect::InspectError>),
+    /// The WasmPlugins could not be listed.
+    #[error(
+        "cannot list the WasmPlugins: {0}; check the kubeconfig and that the WasmPlugin CRD is installed"
+    )]
+    List(#[source] kube::Error),
+    /// A WasmPlugin's component could not be fetched from its source.
+    #[error("cannot fetch the component of WasmPlugin {name}: {source}")]
+    Fetch {
+        /// The WasmPlugin.
+        name: String,
+        /// What its source answered.
+        #[source]
+        source: Box<crate::wasmplugin::source::SourceError>,
+    },
 }
 
 /// `objects` as `format` prints them.
@@ -105,8 +147,101 @@ pub fn render(objects: &[Value], format: RbacOutput) -> Result<String, RbacError
     }
 }
 
+/// `rules` as the chart's `extraGrants` value, in `format`.
+///
+/// # Errors
+///
+/// [`RbacError::Render`] when serialization fails (cannot happen for rules).
+pub fn render_extra_grants(rules: &[PolicyRule], format: RbacOutput) -> Result<String, RbacError> {
+    let value = json!({ "extraGrants": rules });
+    let rendered = match format {
+        RbacOutput::Json => serde_json::to_string_pretty(&value)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string()),
+        RbacOutput::Yaml => serde_yaml::to_string(&value).map_err(|e| e.to_string()),
+    };
+    rendered.map_err(RbacError::Render)
+}
+
+/// The manifests and grants `--host` reads: PLUGIN arguments (no grant:
+/// `run --plugin` without `--grant`), then the WasmPlugins named.
+async fn served(args: &RbacArgs) -> Result<Vec<(Manifest, Option<Grant>)>, CliError> {
+    let mut out = Vec::new();
+    for plugin in &args.plugins {
+        let manifest = super::inspect::manifest_of(plugin)
+            .await
+            .map_err(|e| RbacError::Plugin(Box::new(e)))?;
+        out.push((manifest, None));
+    }
+    if args.wasm_plugin.is_none() && !args.all_wasm_plugins {
+        return Ok(out);
+    }
+    let client = connect::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let api = Api::<WasmPlugin>::all(client.clone());
+    let objects = match &args.wasm_plugin {
+        Some(name) => vec![api.get(name).await.map_err(|source| RbacError::Get {
+            name: name.clone(),
+            source,
+        })?],
+        None => {
+            api.list(&ListParams::default())
+                .await
+                .map_err(RbacError::List)?
+                .items
+        }
+    };
+    for object in objects {
+        let name = kube::ResourceExt::name_any(&object);
+        let grant = object.spec.permissions.clone().unwrap_or_default();
+        // A running canary's candidate is served beside the stable version
+        // (its controller watches the kinds of both).
+        let sources = std::iter::once(&object.spec.source)
+            .chain(object.spec.canary.as_ref().map(|c| &c.source));
+        for source in sources {
+            let manifest = wasm_plugin_manifest(&client, &name, source).await?;
+            out.push((manifest, Some(grant.clone())));
+        }
+    }
+    Ok(out)
+}
+
+/// The manifest of the component `source` of WasmPlugin `name` names.
+async fn wasm_plugin_manifest(
+    client: &kube::Client,
+    name: &str,
+    source: &crate::wasmplugin::Source,
+) -> Result<Manifest, RbacError> {
+    let fetched = crate::wasmplugin::source::fetch(client, source)
+        .await
+        .map_err(|source| RbacError::Fetch {
+            name: name.to_string(),
+            source: Box::new(source),
+        })?;
+    let what = format!("the component of WasmPlugin {name}");
+    super::inspect::manifest_of_bytes(&what, fetched.bytes)
+        .await
+        .map_err(|e| RbacError::Plugin(Box::new(e)))
+}
+
+/// Runs `wasm-operator plugin rbac --host`.
+async fn host(args: RbacArgs) -> Result<(), CliError> {
+    if args.plugins.is_empty() && args.wasm_plugin.is_none() && !args.all_wasm_plugins {
+        return Err(RbacError::NoPlugins.into());
+    }
+    let plugins = served(&args).await?;
+    let rules = host_rules(plugins.iter().map(|(manifest, grant)| ServedPlugin {
+        manifest,
+        grant: grant.as_ref(),
+    }));
+    print!("{}", render_extra_grants(&rules, args.output)?);
+    Ok(())
+}
+
 /// Runs `wasm-operator plugin rbac`.
 pub async fn rbac(args: RbacArgs) -> Result<(), CliError> {
+    if args.host {
+        return host(args).await;
+    }
     let grant = match (&args.grant, &args.wasm_plugin) {
         (Some(path), _) => super::run::read_grant(path).map_err(RbacError::Grant)?,
         (None, Some(name)) => {

@@ -15,5 +15,7 @@ mod image;
 mod inspect;
 mod namespaces;
 mod plugin_crd;
+mod observability;
+mod rbac_host;
 mod run;
 mod unreachable;

@@ -60,10 +60,12 @@
 //! ([`owns_primary_granted`]); its creations are then bounded by the
 //! WasmPlugin's creation limits.
 
+mod host_rbac;
 mod rbac;
 mod reserved;
 mod workload;
 
+pub use host_rbac::{ServedPlugin, host_rules};
 pub use rbac::{RbacRefusal, rbac_objects};
 pub use reserved::{host_only, owns_primary_granted};
 pub use workload::{
