@@ -177,9 +177,36 @@ fn seconds_histogram() -> Histogram {
 /// Registers `family` under `name` (counters get their `_total` suffix from
 /// the encoder) and returns it: the registry keeps a clone that shares its
 /// values.
-fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, family: M) -> M {
-    registry.register(name, help, family.clone());
+fn registered<M: Metric + Clone>(
+    registry: &mut Registrar,
+    name: &str,
+    help: &str,
+    family: M,
+) -> M {
+    registry.families.push(FamilyDescriptor {
+        name: name.to_string(),
+        help: help.to_string(),
+        kind: family.metric_type().as_str().to_string(),
+    });
+    registry.registry.register(name, help, family.clone());
     family
+}
+
+/// A registry and what was registered in it: prometheus-client leaves a
+/// family out of its output until its first sample, and [`Metrics::encode`]
+/// lists such families too.
+#[derive(Default)]
+struct Registrar {
+    registry: Registry,
+    families: Vec<FamilyDescriptor>,
+}
+
+/// A registered family's name (without `_total`), help and type.
+#[derive(Debug, Clone)]
+struct FamilyDescriptor {
+    name: String,
+    help: String,
+    kind: String,
 }
 
 /// The controller-runtime's families: reconciles and their queue, per controller.
@@ -193,7 +220,7 @@ struct ControllerFamilies {
 }
 
 impl ControllerFamilies {
-    fn register(registry: &mut Registry) -> Self {
+    fn register(registry: &mut Registrar) -> Self {
         ControllerFamilies {
             reconcile_total: registered(
                 registry,
@@ -248,7 +275,7 @@ struct PluginFamilies {
 }
 
 impl PluginFamilies {
-    fn register(registry: &mut Registry) -> Self {
+    fn register(registry: &mut Registrar) -> Self {
         PluginFamilies {
             call_duration: registered(
                 registry,
@@ -345,7 +372,7 @@ struct LeaseFamilies {
 }
 
 impl LeaseFamilies {
-    fn register(registry: &mut Registry) -> Self {
+    fn register(registry: &mut Registrar) -> Self {
         LeaseFamilies {
             leader_status: registered(
                 registry,
@@ -429,6 +456,7 @@ impl WebhookRefusal {
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
+    families: Arc<Vec<FamilyDescriptor>>,
     controller: ControllerFamilies,
     plugin: PluginFamilies,
     lease: LeaseFamilies,
@@ -450,7 +478,7 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// A fresh registry with every family registered (and empty).
     pub fn new() -> Metrics {
-        let mut registry = Registry::default();
+        let mut registry = Registrar::default();
         let controller = ControllerFamilies::register(&mut registry);
         let plugin = PluginFamilies::register(&mut registry);
         let lease = LeaseFamilies::register(&mut registry);
@@ -461,7 +489,8 @@ impl Metrics {
             Family::<ReasonLabels, Counter>::default(),
         );
         Metrics {
-            registry: Arc::new(registry),
+            registry: Arc::new(registry.registry),
+            families: Arc::new(registry.families),
             controller,
             plugin,
             lease,
@@ -658,11 +687,36 @@ impl Metrics {
             .inc();
     }
 
-    /// The registry in Prometheus text exposition format.
+    /// The registry in Prometheus text exposition format (OpenMetrics).
+    ///
+    /// Every registered family is listed, with its `# HELP` and `# TYPE`
+    /// lines, even before its first sample (prometheus-client leaves such a
+    /// family out): a scrape of a fresh host names every metric, so
+    /// dashboards and alert rules can be checked against it.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let listed: std::collections::HashSet<&str> = out
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .filter_map(|rest| rest.split(' ').next())
+            .collect();
+        let mut empty = String::new();
+        for family in self.families.iter() {
+            if !listed.contains(family.name.as_str()) {
+                let help = family.help.replace('\\', "\\\\").replace('\n', "\\n");
+                empty.push_str(&format!(
+                    "# HELP {name} {help}.\n# TYPE {name} {kind}\n",
+                    name = family.name,
+                    kind = family.kind
+                ));
+            }
+        }
+        match out.rfind("# EOF") {
+            Some(at) => out.insert_str(at, &empty),
+            None => out.push_str(&empty),
+        }
         out
     }
 
@@ -858,6 +912,20 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fresh_registry_lists_every_family_before_its_first_sample() {
+        let m = Metrics::new();
+        m.plugin_call("webapp", "1.0.0", "reconcile", 0.002);
+        let text = m.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        for family in m.families.iter() {
+            let kind = format!("# TYPE {} {}\n", family.name, family.kind);
+            assert_eq!(text.matches(&kind).count(), 1, "{kind} in {text}");
+        }
+        assert!(text.contains("# TYPE wasm_operator_plugin_traps counter\n"));
+        assert!(text.contains("# TYPE leader_election_master_status gauge\n"));
+    }
 
     #[test]
     fn encodes_controller_runtime_names() {
