@@ -27,11 +27,22 @@ pub(crate) const NAMESPACE: &str = "wasm-operator-system";
 /// How long the cluster may take to show what a test waits for.
 pub(crate) const LIMIT: Duration = Duration::from_secs(120);
 
-/// The host binary the RBAC proof runs. The one place to swap in the
-/// container image's binary (target/image/rootfs/usr/local/bin/wasm-operator,
-/// host/tests/support/image.rs) once it is built by scripts/build-image.sh.
-pub(crate) fn host_command() -> Command {
-    Command::new(crate::common::binary())
+/// The host the RBAC proof runs: the container image's binary
+/// (scripts/build-image.sh), run inside the image's root filesystem as its
+/// user (host/tests/support/image.rs), with `args` and then `--kubeconfig`
+/// naming a copy of `kubeconfig` in the image.
+pub(crate) fn host_command(args: &[String], kubeconfig: &std::path::Path) -> Command {
+    static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let rootfs = support::image::image_rootfs();
+    let inside = format!(
+        "/tmp/kubeconfig-{}",
+        COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    );
+    std::fs::copy(kubeconfig, rootfs.join(inside.trim_start_matches('/'))).unwrap();
+    let seen = support::image::path_in_image(&rootfs, &inside);
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--kubeconfig", seen.as_str()]);
+    support::image::image_command(&rootfs, &args)
 }
 
 /// The realcluster binary (it embeds Helm): `WASM_OPERATOR_REALCLUSTER`, else
@@ -139,6 +150,17 @@ pub(crate) fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) 
 /// `docs` as one JSON List for `kubectl apply -f -`.
 pub(crate) fn as_list(docs: &[&Value]) -> String {
     json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string()
+}
+
+/// `docs` as a stream of JSON documents (kubectl reads one after another).
+/// The devcluster serves no
+/// OpenAPI v2 (protobuf), which kubectl's client-side validation of a `v1
+/// List` falls back to; separate documents validate against OpenAPI v3.
+fn as_stream(docs: &[&Value]) -> String {
+    docs.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn is_crd(doc: &Value) -> bool {
@@ -373,9 +395,9 @@ async fn real_only_the_rendering_applies_to_a_devcluster() {
     let kubeconfig = dev.kubeconfig_path();
     kubectl_ok(kubeconfig, &["create", "namespace", NAMESPACE], None);
     let crds: Vec<&Value> = docs.iter().filter(|d| is_crd(d)).collect();
-    kubectl_ok(kubeconfig, &["apply", "-f", "-"], Some(&as_list(&crds)));
+    kubectl_ok(kubeconfig, &["apply", "-f", "-"], Some(&as_stream(&crds)));
     let rest: Vec<&Value> = docs.iter().filter(|d| !is_crd(d)).collect();
-    kubectl_ok(kubeconfig, &["apply", "-f", "-"], Some(&as_list(&rest)));
+    kubectl_ok(kubeconfig, &["apply", "-f", "-"], Some(&as_stream(&rest)));
     let deployments: Api<Deployment> = Api::namespaced(dev.client(), NAMESPACE);
     assert!(
         deployments

@@ -43,11 +43,16 @@ fn service_account_kubeconfig(admin: &Path, name: &str, dir: &Path) -> PathBuf {
 
 /// The arguments the chart's Deployment passes to the host, with the
 /// addresses a Pod binds made local: metrics on a free port, the compile
-/// cache in `dir`, and the conversion webhook on loopback called by URL (the
-/// test control plane has no Service routing).
-fn chart_host_args(docs: &[Value], dir: &Path) -> Vec<String> {
+/// cache in the image's /tmp (the Pod's emptyDir), and the conversion
+/// webhook on loopback called by URL (the test control plane has no Service
+/// routing).
+fn chart_host_args(docs: &[Value]) -> Vec<String> {
     let deployment = find(docs, "Deployment", "wasm-operator");
     let webhook_port = support::registry::free_port();
+    let cache = support::image::path_in_image(
+        &support::image::image_rootfs(),
+        &format!("/tmp/cache-{webhook_port}"),
+    );
     deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
         .unwrap()
@@ -57,7 +62,7 @@ fn chart_host_args(docs: &[Value], dir: &Path) -> Vec<String> {
             if arg.starts_with("--metrics-addr=") {
                 "--metrics-addr=127.0.0.1:0".to_string()
             } else if arg.starts_with("--cache-dir=") {
-                format!("--cache-dir={}", dir.join("cache").display())
+                format!("--cache-dir={cache}")
             } else if arg.starts_with("--webhook-addr=") {
                 format!("--webhook-addr=127.0.0.1:{webhook_port}")
             } else if arg.starts_with("--webhook-service=") {
@@ -73,10 +78,7 @@ fn chart_host_args(docs: &[Value], dir: &Path) -> Vec<String> {
 /// the chart's namespace; stderr goes to `log`.
 fn start_host(args: &[String], kubeconfig: &Path, log: &Path) -> ChildGuard {
     let file = std::fs::File::create(log).unwrap();
-    let child = host_command()
-        .args(args)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
+    let child = host_command(args, kubeconfig)
         .env("POD_NAMESPACE", NAMESPACE)
         .env("POD_NAME", "wasm-operator-test")
         .env_remove("KUBECONFIG")
@@ -158,7 +160,7 @@ async fn real_only_the_charts_rbac_suffices_and_the_uninstall_hook_unloads() {
 
     let as_host = service_account_kubeconfig(&admin, "wasm-operator", home.path());
     let log = home.path().join("host.log");
-    let host = start_host(&chart_host_args(&docs, home.path()), &as_host, &log);
+    let host = start_host(&chart_host_args(&docs), &as_host, &log);
     let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // Both plugins load from OCI and turn Ready.
@@ -245,10 +247,7 @@ async fn real_only_the_charts_rbac_suffices_and_the_uninstall_hook_unloads() {
         .filter_map(|a| a.as_str().map(str::to_string))
         .collect();
     let output = tokio::task::spawn_blocking(move || {
-        host_command()
-            .args(&args)
-            .arg("--kubeconfig")
-            .arg(&as_hook)
+        host_command(&args, &as_hook)
             .output()
             .unwrap()
     })
@@ -325,7 +324,7 @@ async fn real_only_one_rule_less_breaks_something_visible() {
 
         let as_host = service_account_kubeconfig(&admin, "wasm-operator", home.path());
         let log = home.path().join("host.log");
-        let host = start_host(&chart_host_args(&docs, home.path()), &as_host, &log);
+        let host = start_host(&chart_host_args(&docs), &as_host, &log);
         let forbidden = format!("cannot patch resource \\\"{resource}\\\"");
         let forbidden_any = format!("resource \\\"{resource}\\\"");
         eventually(

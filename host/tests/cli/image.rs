@@ -90,7 +90,8 @@ async fn real_only_the_image_runs_the_operator_from_its_rootfs() {
 
     // The image's binary publishes the plugin to the same registry.
     let wasm_inside = "/tmp/webapp.wasm";
-    std::fs::copy(plugin_wasm("webapp"), path_in_image(&rootfs, wasm_inside)).unwrap();
+    // Written through the host's view of the rootfs; named by the image's.
+    std::fs::copy(plugin_wasm("webapp"), rootfs.join("tmp/webapp.wasm")).unwrap();
     let plugin = registry.reference("plugins/webapp:1.0");
     run(&mut image_command(
         &rootfs,
@@ -107,7 +108,7 @@ async fn real_only_the_image_runs_the_operator_from_its_rootfs() {
     install_crd(&client, &example_crd("wasmplugin")).await;
     install_crd(&client, &example_crd("webapp")).await;
     let kubeconfig = path_in_image(&rootfs, "/tmp/kubeconfig");
-    std::fs::copy(cluster.kubeconfig_path(), &kubeconfig).unwrap();
+    std::fs::copy(cluster.kubeconfig_path(), rootfs.join("tmp/kubeconfig")).unwrap();
 
     let wasmplugins = dynamic_api(
         &client,
