@@ -113,6 +113,6 @@ async fn list_names(
         .await?
         .items
         .iter()
-        .map(|p| p.name_any())
+        .map(ResourceExt::name_any)
         .collect())
 }

@@ -297,13 +297,13 @@ impl HostState {
                 }
                 let level = trap::line_level(&line);
                 if level == tracing::Level::ERROR {
-                    emit!(error)
+                    emit!(error);
                 } else if level == tracing::Level::WARN {
-                    emit!(warn)
+                    emit!(warn);
                 } else if level == tracing::Level::INFO {
-                    emit!(info)
+                    emit!(info);
                 } else {
-                    emit!(debug)
+                    emit!(debug);
                 }
             }
             if discarded > 0 {

@@ -177,12 +177,7 @@ fn seconds_histogram() -> Histogram {
 /// Registers `family` under `name` (counters get their `_total` suffix from
 /// the encoder) and returns it: the registry keeps a clone that shares its
 /// values.
-fn registered<M: Metric + Clone>(
-    registry: &mut Registrar,
-    name: &str,
-    help: &str,
-    family: M,
-) -> M {
+fn registered<M: Metric + Clone>(registry: &mut Registrar, name: &str, help: &str, family: M) -> M {
     registry.families.push(FamilyDescriptor {
         name: name.to_string(),
         help: help.to_string(),

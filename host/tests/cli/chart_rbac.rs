@@ -246,13 +246,10 @@ async fn real_only_the_charts_rbac_suffices_and_the_uninstall_hook_unloads() {
         .iter()
         .filter_map(|a| a.as_str().map(str::to_string))
         .collect();
-    let output = tokio::task::spawn_blocking(move || {
-        host_command(&args, &as_hook)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let output =
+        tokio::task::spawn_blocking(move || host_command(&args, &as_hook).output().unwrap())
+            .await
+            .unwrap();
     assert!(
         output.status.success(),
         "the hook's command failed: {}\nhost log:\n{}",
