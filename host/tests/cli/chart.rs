@@ -38,7 +38,7 @@ pub(crate) fn host_command(args: &[String], kubeconfig: &std::path::Path) -> Com
         "/tmp/kubeconfig-{}",
         COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     );
-    std::fs::copy(kubeconfig, rootfs.join(inside.trim_start_matches('/'))).unwrap();
+    support::image::copy_readable(kubeconfig, &rootfs.join(inside.trim_start_matches('/')));
     let seen = support::image::path_in_image(&rootfs, &inside);
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     args.extend(["--kubeconfig", seen.as_str()]);
