@@ -4,7 +4,7 @@
 # fail, naming this script, when they do):
 #   - deploy/crds/wasmplugin.yaml and examples/wasmplugin/crd.yaml
 #     (`wasm-operator crd print`);
-#   - the chart's copy, deploy/helm/wasm-operator/templates/wasmplugin-crd.yaml
+#   - the chart's copy, deploy/helm/wasm-operator/crds/wasmplugin.yaml
 #     (the same CRD, annotated helm.sh/resource-policy: keep);
 #   - deploy/wasm-operator.yaml: the chart rendered with its default values
 #     (`helm template`, with the Helm linked into realcluster).
@@ -30,14 +30,17 @@ cp deploy/crds/wasmplugin.yaml examples/wasmplugin/crd.yaml
 {
     cat <<'HEADER'
 # The WasmPlugin CRD, generated from host/src/wasmplugin/spec/ (regenerate
-# with scripts/render-deploy.sh; do not edit by hand). It lives in
-# templates/, not crds/: Helm installs crds/ once and never upgrades it, and
-# a new host version may add fields. resource-policy keep: `helm uninstall`
-# leaves the CRD, and with it every WasmPlugin, in place.
+# with scripts/render-deploy.sh; do not edit by hand). In crds/: Helm
+# installs it before the templates, so the WasmPlugins of the value
+# `plugins` can be created in the same `helm install`. Helm never upgrades
+# or deletes crds/: before upgrading to a host version whose WasmPlugin
+# has new fields, apply it (`kubectl apply --server-side -f
+# deploy/crds/wasmplugin.yaml`, docs/operations.md). resource-policy keep
+# says the same to anyone who moves it into templates/.
 HEADER
     grep -v '^#' deploy/crds/wasmplugin.yaml |
         sed '/^metadata:$/a\  annotations:\n    helm.sh/resource-policy: keep'
-} >"$chart/templates/wasmplugin-crd.yaml"
+} >"$chart/crds/wasmplugin.yaml"
 
 {
     cat <<'HEADER'
@@ -55,7 +58,7 @@ metadata:
   name: wasm-operator-system
 HEADER
     # --no-hooks: a plain manifest must not carry the uninstall hook's Job
-    # (kubectl apply would run it at once).
-    "$realcluster" helm template wasm-operator "$chart" --namespace wasm-operator-system --no-hooks
+    # (kubectl apply would run it at once). --include-crds: the CRD too.
+    "$realcluster" helm template wasm-operator "$chart" --namespace wasm-operator-system --no-hooks --include-crds
 } >deploy/wasm-operator.yaml
-echo "render-deploy: wrote deploy/crds/wasmplugin.yaml, examples/wasmplugin/crd.yaml, $chart/templates/wasmplugin-crd.yaml, deploy/wasm-operator.yaml"
+echo "render-deploy: wrote deploy/crds/wasmplugin.yaml, examples/wasmplugin/crd.yaml, $chart/crds/wasmplugin.yaml, deploy/wasm-operator.yaml"

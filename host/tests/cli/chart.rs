@@ -38,7 +38,7 @@ pub(crate) fn host_command(args: &[String], kubeconfig: &std::path::Path) -> Com
         "/tmp/kubeconfig-{}",
         COPIES.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
     );
-    std::fs::copy(kubeconfig, rootfs.join(inside.trim_start_matches('/'))).unwrap();
+    support::image::copy_readable(kubeconfig, &rootfs.join(inside.trim_start_matches('/')));
     let seen = support::image::path_in_image(&rootfs, &inside);
     let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
     args.extend(["--kubeconfig", seen.as_str()]);
@@ -107,6 +107,8 @@ pub(crate) fn render(home: &Path, extra: &[&str]) -> Vec<Value> {
         chart.to_str().unwrap(),
         "--namespace",
         NAMESPACE,
+        // The WasmPlugin CRD lives in crds/ (installed first by `helm install`).
+        "--include-crds",
     ];
     args.extend_from_slice(extra);
     documents(&helm_ok(home, &args))
@@ -181,7 +183,7 @@ fn real_only_helm_lint_is_clean() {
         vec![],
         vec![
             "--set",
-            "metrics.serviceMonitor.enabled=true,compileCache.persistentVolumeClaim.enabled=true,shards=3",
+            "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true,compileCache.persistentVolumeClaim.enabled=true,shards=3",
         ],
     ] {
         let mut args = vec!["lint", "--strict", chart.to_str().unwrap()];
@@ -196,8 +198,25 @@ fn real_only_helm_lint_is_clean() {
 }
 
 /// Values for the webapp and distributedkv plugins from `registry`: their
-/// WasmPlugins and the RBAC their kinds need (extraGrants).
+/// WasmPlugins, and the RBAC their kinds need (extraGrants) exactly as
+/// `wasm-operator plugin rbac --host` prints it for the two plugin files, so
+/// the RBAC proof also proves what that command prints.
 pub(crate) fn plugin_values(registry: &str) -> String {
+    let webapp = crate::common::plugin_wasm("webapp");
+    let distributedkv = crate::common::plugin_wasm("distributedkv");
+    let grants = crate::common::run_binary(&[
+        "plugin",
+        "rbac",
+        "--host",
+        webapp.to_str().unwrap(),
+        distributedkv.to_str().unwrap(),
+    ]);
+    let grants_text = String::from_utf8_lossy(&grants.stdout).to_string();
+    assert!(
+        grants.status.success() && grants_text.starts_with("extraGrants:"),
+        "plugin rbac --host failed: {}{grants_text}",
+        String::from_utf8_lossy(&grants.stderr)
+    );
     format!(
         r#"plugins:
   - name: webapp
@@ -206,34 +225,7 @@ pub(crate) fn plugin_values(registry: &str) -> String {
   - name: distributedkv
     oci:
       reference: {registry}/plugins/distributedkv:1.0.0
-extraGrants:
-  # webapp: WebApps (finalizer, status), their Deployments and Services.
-  - apiGroups: [example.com]
-    resources: [webapps]
-    verbs: [get, list, watch, patch, update]
-  - apiGroups: [example.com]
-    resources: [webapps/status]
-    verbs: [get, patch, update]
-  - apiGroups: [apps]
-    resources: [deployments]
-    verbs: [get, list, watch, create, patch, update, delete]
-  - apiGroups: [""]
-    resources: [services]
-    verbs: [get, list, watch, create, patch, update, delete]
-  # distributedkv: DistributedKVs (status), StatefulSets, PDBs (and Services).
-  - apiGroups: [kv.example.com]
-    resources: [distributedkvs]
-    verbs: [get, list, watch, patch, update]
-  - apiGroups: [kv.example.com]
-    resources: [distributedkvs/status]
-    verbs: [get, patch, update]
-  - apiGroups: [apps]
-    resources: [statefulsets]
-    verbs: [get, list, watch, create, patch, update, delete]
-  - apiGroups: [policy]
-    resources: [poddisruptionbudgets]
-    verbs: [get, list, watch, create, patch, update, delete]
-"#
+{grants_text}"#
     )
 }
 

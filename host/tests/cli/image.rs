@@ -108,7 +108,7 @@ async fn real_only_the_image_runs_the_operator_from_its_rootfs() {
     install_crd(&client, &example_crd("wasmplugin")).await;
     install_crd(&client, &example_crd("webapp")).await;
     let kubeconfig = path_in_image(&rootfs, "/tmp/kubeconfig");
-    std::fs::copy(cluster.kubeconfig_path(), rootfs.join("tmp/kubeconfig")).unwrap();
+    support::image::copy_readable(cluster.kubeconfig_path(), &rootfs.join("tmp/kubeconfig"));
 
     let wasmplugins = dynamic_api(
         &client,

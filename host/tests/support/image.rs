@@ -211,3 +211,12 @@ pub fn run(command: &mut Command) -> Output {
     );
     output
 }
+
+/// Copies `from` to `to` (a path in an unpacked rootfs) readable by every
+/// user: the image's user (65532) reads it, and a kubeconfig is 0600.
+pub fn copy_readable(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::copy(from, to)
+        .unwrap_or_else(|e| panic!("copy {} to {}: {e}", from.display(), to.display()));
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o644)).unwrap();
+}

@@ -40,10 +40,10 @@ fn deploy_crd_is_generated_from_the_types() {
 
 #[test]
 fn the_charts_crd_is_the_generated_crd_kept_on_uninstall() {
-    let path = support::workspace().join("deploy/helm/wasm-operator/templates/wasmplugin-crd.yaml");
+    let path = support::workspace().join("deploy/helm/wasm-operator/crds/wasmplugin.yaml");
     let on_disk = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    let fix = "deploy/helm/wasm-operator/templates/wasmplugin-crd.yaml does not match the types in host/src/wasmplugin/spec/; regenerate it with `bash scripts/render-deploy.sh`";
+    let fix = "deploy/helm/wasm-operator/crds/wasmplugin.yaml does not match the types in host/src/wasmplugin/spec/; regenerate it with `bash scripts/render-deploy.sh`";
     let mut chart: Value = serde_yaml::from_str(&on_disk).unwrap_or_else(|e| panic!("{fix}: {e}"));
     assert_eq!(
         chart["metadata"]["annotations"]["helm.sh/resource-policy"], "keep",
