@@ -11,7 +11,6 @@
 //! the identities the chart gives them.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use kube::api::{Api, DynamicObject};
 use serde_json::Value;
@@ -20,7 +19,7 @@ use super::chart::{
     LIMIT, NAMESPACE, as_list, chart, documents, find, helm_ok, host_command, kubectl_ok,
     plugin_values, render,
 };
-use crate::common::{ChildGuard, eventually, plugin_wasm, run_binary};
+use crate::common::{ChildGuard, eventually, plugin_wasm, run_binary, spawn_logged};
 use crate::support::{self, api_resource, registry::Registry};
 
 /// A kubeconfig like `admin`'s (same server and CA) whose user is the
@@ -77,16 +76,13 @@ fn chart_host_args(docs: &[Value]) -> Vec<String> {
 /// Starts [`host_command`] with `args` and `kubeconfig`, as Pod `name` of
 /// the chart's namespace; stderr goes to `log`.
 fn start_host(args: &[String], kubeconfig: &Path, log: &Path) -> ChildGuard {
-    let file = std::fs::File::create(log).unwrap();
-    let child = host_command(args, kubeconfig)
-        .env("POD_NAMESPACE", NAMESPACE)
-        .env("POD_NAME", "wasm-operator-test")
-        .env_remove("KUBECONFIG")
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .expect("start the host");
-    ChildGuard(Some(child))
+    spawn_logged(
+        host_command(args, kubeconfig)
+            .env("POD_NAMESPACE", NAMESPACE)
+            .env("POD_NAME", "wasm-operator-test")
+            .env_remove("KUBECONFIG"),
+        log,
+    )
 }
 
 /// Publishes `plugins` to `registry` as `plugins/<name>:1.0.0`.

@@ -2,7 +2,7 @@
 //! running the binary, waiting for conditions.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -52,6 +52,30 @@ pub fn run_binary(args: &[&str]) -> Output {
         .env("RUST_LOG", "info")
         .output()
         .expect("run wasm-operator")
+}
+
+/// `wasm-operator run --plugin WASM --kubeconfig KUBECONFIG` with
+/// `RUST_LOG=info`; callers add the rest (`--metrics-addr`, `-n`, ...).
+pub fn run_plugin_command(wasm: &Path, kubeconfig: &Path) -> Command {
+    let mut command = Command::new(binary());
+    command
+        .args(["run", "--plugin", wasm.to_str().unwrap()])
+        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
+        .env("RUST_LOG", "info");
+    command
+}
+
+/// Starts `command` with stdout discarded and stderr written to `log` (what
+/// a failing test prints); the process is killed when the guard drops.
+pub fn spawn_logged(command: &mut Command, log: &Path) -> ChildGuard {
+    let file = std::fs::File::create(log)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+    let child = command
+        .stdout(Stdio::null())
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {:?}: {e}", command.get_program()));
+    ChildGuard(Some(child))
 }
 
 /// A child process killed when dropped, so a failing test leaves nothing behind.

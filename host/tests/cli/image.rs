@@ -4,14 +4,13 @@
 //! the image's user: `--version`, `plugin push`, then `run` serving a
 //! WasmPlugin from that registry on the real control plane.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{ChildGuard, plugin_wasm};
+use crate::common::{plugin_wasm, spawn_logged};
 use crate::support::image::{
     build_image, image_command, path_in_image, run, runs_in_chroot, unpack_from_registry,
 };
@@ -128,22 +127,20 @@ async fn real_only_the_image_runs_the_operator_from_its_rootfs() {
 
     let logs = tempfile::tempdir().unwrap();
     let log_path = logs.path().join("run.log");
-    let child = image_command(
-        &rootfs,
-        &[
-            "run",
-            "--kubeconfig",
-            &kubeconfig,
-            "--metrics-addr",
-            "127.0.0.1:0",
-        ],
-    )
-    .env("RUST_LOG", "info")
-    .stdout(Stdio::null())
-    .stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()))
-    .spawn()
-    .unwrap();
-    let child = ChildGuard(Some(child));
+    let child = spawn_logged(
+        image_command(
+            &rootfs,
+            &[
+                "run",
+                "--kubeconfig",
+                &kubeconfig,
+                "--metrics-addr",
+                "127.0.0.1:0",
+            ],
+        )
+        .env("RUST_LOG", "info"),
+        &log_path,
+    );
     let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
 
     let limit = Duration::from_secs(180);

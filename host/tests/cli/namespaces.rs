@@ -1,7 +1,6 @@
 //! `wasm-operator run -n NAMESPACE`: the host serves only the namespaces
 //! named, within each plugin's grant; `-A` and `-n` together are refused.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -10,7 +9,9 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams,
 use kube::core::GroupVersionKind;
 use wasm_operator::dev::manifests::install_crds;
 
-use crate::common::{ChildGuard, binary, eventually, plugin_wasm, run_binary, workspace};
+use crate::common::{
+    eventually, plugin_wasm, run_binary, run_plugin_command, spawn_logged, workspace,
+};
 
 fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
@@ -67,16 +68,12 @@ async fn run_serves_only_the_namespaces_named_with_n() {
 
     let logs = tempfile::tempdir().unwrap();
     let log_path = logs.path().join("run.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new(binary())
-        .args(["run", "--plugin", wasm.to_str().unwrap(), "-n", "team-a"])
-        .args(["--kubeconfig", cluster.kubeconfig_path().to_str().unwrap()])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap();
-    let child = ChildGuard(Some(child));
+    let child = spawn_logged(
+        run_plugin_command(&wasm, cluster.kubeconfig_path())
+            .args(["-n", "team-a", "--metrics-addr", "127.0.0.1:0"])
+            .env_remove("RUST_LOG"),
+        &log_path,
+    );
     create_webapp(&client, "team-a").await;
 
     eventually(Duration::from_secs(180), "team-a's Deployment", || {

@@ -5,7 +5,6 @@
 //! scraped after a reconcile.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -13,7 +12,7 @@ use kube::core::GroupVersionKind;
 use serde_json::Value;
 use wasm_operator::dev::manifests::install_crds;
 
-use crate::common::{ChildGuard, binary, eventually, plugin_wasm, workspace};
+use crate::common::{eventually, plugin_wasm, run_plugin_command, spawn_logged, workspace};
 
 const DASHBOARD: &str = "deploy/helm/wasm-operator/dashboards/wasm-operator.json";
 const RULES: &str = "deploy/helm/wasm-operator/templates/prometheusrule.yaml";
@@ -374,16 +373,11 @@ async fn the_dashboard_and_the_alerts_query_only_exported_metrics() {
     let port = crate::support::registry::free_port();
     let logs = tempfile::tempdir().unwrap();
     let log_path = logs.path().join("run.log");
-    let child = Command::new(binary())
-        .args(["run", "--plugin", wasm.to_str().unwrap()])
-        .args(["--kubeconfig", cluster.kubeconfig_path().to_str().unwrap()])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(&log_path).unwrap()))
-        .spawn()
-        .unwrap();
-    let child = ChildGuard(Some(child));
+    let child = spawn_logged(
+        run_plugin_command(&wasm, cluster.kubeconfig_path())
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")]),
+        &log_path,
+    );
     let webapps = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         "default",

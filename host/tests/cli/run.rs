@@ -1,6 +1,5 @@
 //! `wasm-operator run` against a devcluster started by the test.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -8,7 +7,9 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use kube::core::GroupVersionKind;
 use wasm_operator::dev::manifests::install_crds;
 
-use crate::common::{ChildGuard, binary, eventually, plugin_wasm, run_binary, workspace};
+use crate::common::{
+    eventually, plugin_wasm, run_binary, run_plugin_command, spawn_logged, workspace,
+};
 
 fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(
@@ -29,17 +30,11 @@ async fn run_reconciles_a_webapp_into_a_deployment() {
 
     let logs = tempfile::tempdir().unwrap();
     let log_path = logs.path().join("run.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let child = Command::new(binary())
-        .args(["run", "--plugin", wasm.to_str().unwrap()])
-        .args(["--kubeconfig", cluster.kubeconfig_path().to_str().unwrap()])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap();
-    let child = ChildGuard(Some(child));
+    let child = spawn_logged(
+        run_plugin_command(&wasm, cluster.kubeconfig_path())
+            .args(["--metrics-addr", "127.0.0.1:0"]),
+        &log_path,
+    );
 
     let webapp = serde_json::json!({
         "apiVersion": "example.com/v1",

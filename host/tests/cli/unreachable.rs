@@ -3,13 +3,15 @@
 //! it ever synced or not.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use devcluster::{DevCluster, DevClusterOptions};
 use wasm_operator::dev::manifests::install_crds;
 
-use crate::common::{ChildGuard, binary, eventually, plugin_wasm, workspace};
+use crate::common::{
+    ChildGuard, eventually, plugin_wasm, run_plugin_command, spawn_logged, workspace,
+};
 
 /// A local port nobody listens on: bound, then released.
 fn unused_port() -> u16 {
@@ -32,17 +34,12 @@ fn kubeconfig_for(dir: &Path, server: &str) -> std::path::PathBuf {
 /// Starts `run --plugin webapp.wasm` with `kubeconfig`, logging to `log`.
 fn spawn_run(kubeconfig: &Path, log: &Path) -> ChildGuard {
     let wasm = plugin_wasm("webapp");
-    let child = Command::new(binary())
-        .args(["run", "--plugin", wasm.to_str().unwrap()])
-        .args(["--kubeconfig", kubeconfig.to_str().unwrap()])
-        .args(["--metrics-addr", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(std::fs::File::create(log).unwrap()))
-        .spawn()
-        .unwrap();
-    ChildGuard(Some(child))
+    spawn_logged(
+        run_plugin_command(&wasm, kubeconfig)
+            .args(["--metrics-addr", "127.0.0.1:0"])
+            .env("NO_COLOR", "1"),
+        log,
+    )
 }
 
 /// Sends `signal` (e.g. `-INT`) and waits (bounded) for the exit; returns
