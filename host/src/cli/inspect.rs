@@ -152,12 +152,7 @@ async fn inspect_bytes(path: &Path, bytes: Vec<u8>) -> Result<Inspection, Inspec
 /// `oci://REGISTRY/REPOSITORY:TAG` (pulled anonymously), read and checked
 /// as `plugin inspect` reads it (`plugin rbac --host` uses it).
 pub(super) async fn manifest_of(plugin: &str) -> Result<Manifest, InspectError> {
-    let args = InspectArgs {
-        file: Some(PathBuf::from(plugin)),
-        oci: None,
-        output: OutputFormat::Text,
-    };
-    let component = read_component(&args).await?;
+    let component = read_component_at(Path::new(plugin)).await?;
     Ok(inspect_bytes(&component.path, component.bytes)
         .await?
         .manifest)
@@ -188,30 +183,20 @@ const OCI_SCHEME: &str = "oci://";
 /// The component `args` names and what names it in messages: the file, or
 /// the `--oci` reference (pulled anonymously).
 pub(crate) async fn read_component(args: &InspectArgs) -> Result<Component, InspectError> {
-    let positional_reference = args
-        .file
-        .as_deref()
-        .and_then(|file| file.to_str())
-        .and_then(|file| file.strip_prefix(OCI_SCHEME));
-    if let Some(reference) = args.oci.as_deref().or(positional_reference) {
-        let source = crate::oci::OciSource {
-            reference: reference.to_string(),
-            ..Default::default()
-        };
-        let pulled = crate::oci::pull(&source)
-            .await
-            .map_err(|source| InspectError::Pull {
-                reference: reference.to_string(),
-                source,
-            })?;
-        return Ok(Component {
-            path: PathBuf::from(reference),
-            bytes: pulled.bytes,
-            oci_manifest_digest: Some(pulled.digest),
-        });
+    match (args.oci.as_deref(), args.file.as_deref()) {
+        (Some(reference), _) => pull_component(reference).await,
+        // clap requires FILE.wasm without --oci.
+        (None, file) => read_component_at(file.unwrap_or(Path::new(""))).await,
     }
-    // clap requires FILE.wasm without --oci.
-    let path = args.file.clone().unwrap_or_default();
+}
+
+/// The component `location` names: a .wasm or .wasm.gz file, or
+/// `oci://REGISTRY/REPOSITORY:TAG` (pulled anonymously, as Helm names charts).
+pub(crate) async fn read_component_at(location: &Path) -> Result<Component, InspectError> {
+    if let Some(reference) = location.to_str().and_then(|l| l.strip_prefix(OCI_SCHEME)) {
+        return pull_component(reference).await;
+    }
+    let path = location.to_path_buf();
     let bytes = crate::wasmplugin::source::read_plugin_file(&path)
         .await
         .map_err(|source| InspectError::Read {
@@ -231,6 +216,25 @@ pub(crate) async fn read_component(args: &InspectArgs) -> Result<Component, Insp
         path,
         bytes,
         oci_manifest_digest: None,
+    })
+}
+
+/// Pulls `reference` anonymously, checked and bounded as the host's pulls are.
+async fn pull_component(reference: &str) -> Result<Component, InspectError> {
+    let source = crate::oci::OciSource {
+        reference: reference.to_string(),
+        ..Default::default()
+    };
+    let pulled = crate::oci::pull(&source)
+        .await
+        .map_err(|source| InspectError::Pull {
+            reference: reference.to_string(),
+            source,
+        })?;
+    Ok(Component {
+        path: PathBuf::from(reference),
+        bytes: pulled.bytes,
+        oci_manifest_digest: Some(pulled.digest),
     })
 }
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::inspect::{InspectArgs, InspectError, read_component};
-use super::{CliError, OutputFormat};
+use super::CliError;
+use super::inspect::{InspectError, read_component_at};
 
 /// Arguments of `wasm-operator plugin crd`.
 #[derive(Debug, Args)]
@@ -59,12 +59,7 @@ pub async fn plugin_crd(args: PluginCrdArgs) -> Result<(), CliError> {
 
 /// The text `plugin crd` prints for `args`.
 pub async fn render(args: &PluginCrdArgs) -> Result<String, PluginCrdError> {
-    let inspect_args = InspectArgs {
-        file: Some(args.file.clone()),
-        oci: None,
-        output: OutputFormat::Json,
-    };
-    let component = read_component(&inspect_args).await?;
+    let component = read_component_at(&args.file).await?;
     let path = component.path.clone();
     let render_error = |format: &'static str, message: String| InspectError::Render {
         path: path.clone(),
