@@ -194,15 +194,16 @@ fn print_banner(session: &DevSession) {
     let _ = writeln!(out);
     let _ = writeln!(out, "Try:");
     let _ = writeln!(out, "  {}", session.kubectl_hint());
+    if let Some(author) = session.author() {
+        let _ = writeln!(
+            out,
+            "  wasm-operator plugin test {} fixtures",
+            author.wasm_file().display()
+        );
+    }
     let _ = writeln!(out);
     match session.author() {
         Some(author) => {
-            let _ = writeln!(
-                out,
-                "  wasm-operator plugin test {} fixtures",
-                author.wasm_file().display()
-            );
-            let _ = writeln!(out);
             let _ = writeln!(
                 out,
                 "Save a file under {} (or Cargo.toml) and {} is rebuilt and swapped in; a failed build keeps the last good version serving.",
