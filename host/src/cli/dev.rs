@@ -3,12 +3,13 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
 
 use super::CliError;
+use crate::dev::author::AuthorCrate;
 use crate::dev::{DevOptions, DevSession, LoadOutcome};
 
 /// Arguments of `wasm-operator dev`.
@@ -96,8 +97,17 @@ impl DevArgs {
 
     /// The session options these arguments describe, relative to the current
     /// directory (the workspace root).
+    ///
+    /// Inside a plugin author's crate (a `cdylib` on `wasm-operator-sdk`),
+    /// the session builds and serves that crate; `--plugins-dir` and
+    /// `--examples-dir` do not apply there.
     pub fn options(&self) -> DevOptions {
-        let mut options = DevOptions::for_workspace(".");
+        let author = AuthorCrate::detect(Path::new("."));
+        let in_workspace = author.is_none();
+        let mut options = match author {
+            Some(author) => DevOptions::for_author_crate(author),
+            None => DevOptions::for_workspace("."),
+        };
         options.port = self.port;
         options.data = self.data.clone();
         options.kubeconfig = self
@@ -108,8 +118,10 @@ impl DevArgs {
         options.simulate_workloads = !self.no_simulate_workloads;
         options.stages = self.stages.clone();
         options.build = !self.no_build;
-        options.plugins_dir = self.plugins_dir.clone();
-        options.examples_dir = self.examples_dir.clone();
+        if in_workspace {
+            options.plugins_dir = self.plugins_dir.clone();
+            options.examples_dir = self.examples_dir.clone();
+        }
         if let Some(dir) = &self.wasm_dir {
             options.wasm_dir = dir.clone();
         }
@@ -182,12 +194,31 @@ fn print_banner(session: &DevSession) {
     let _ = writeln!(out);
     let _ = writeln!(out, "Try:");
     let _ = writeln!(out, "  {}", session.kubectl_hint());
+    if let Some(author) = session.author() {
+        let _ = writeln!(
+            out,
+            "  wasm-operator plugin test {} fixtures",
+            author.wasm_file().display()
+        );
+    }
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "Rebuild a plugin (cargo build --release --target wasm32-wasip2 -p NAME) and it is reloaded from {}.",
-        session.wasm_dir().display()
-    );
+    match session.author() {
+        Some(author) => {
+            let _ = writeln!(
+                out,
+                "Save a file under {} (or Cargo.toml) and {} is rebuilt and swapped in; a failed build keeps the last good version serving.",
+                author.dir.join("src").display(),
+                author.package
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Rebuild a plugin (cargo build --release --target wasm32-wasip2 -p NAME) and it is reloaded from {}.",
+                session.wasm_dir().display()
+            );
+        }
+    }
     let _ = writeln!(out, "Press Ctrl-C to stop.");
     let _ = out.flush();
 }

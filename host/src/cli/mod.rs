@@ -10,6 +10,7 @@ pub(crate) mod dev;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod plugin_crd;
+pub(crate) mod plugin_new;
 pub(crate) mod push;
 pub mod rbac;
 pub(crate) mod run;
@@ -104,6 +105,9 @@ pub enum Command {
 /// `wasm-operator plugin ...`
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
+    /// Write a new plugin crate (typed spec and status, CRD, reconcile,
+    /// unit test, golden fixture, sample) that builds as it is.
+    New(plugin_new::PluginNewArgs),
     /// Print a plugin's manifest and WIT world.
     Inspect(inspect::InspectArgs),
     /// Print the CRD a plugin carries, derived from its spec and status
@@ -141,6 +145,9 @@ pub enum CliError {
     /// `plugin crd` failed.
     #[error(transparent)]
     PluginCrd(plugin_crd::PluginCrdError),
+    /// `plugin new` wrote nothing.
+    #[error(transparent)]
+    PluginNew(plugin_new::PluginNewError),
     /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
@@ -186,6 +193,7 @@ impl Cli {
             // No log subscriber: `-o json|yaml` output must stay parseable,
             // and failures are reported through the returned error.
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
+            Command::Plugin(PluginCommand::New(args)) => plugin_new::plugin_new(args),
             Command::Plugin(PluginCommand::Crd(args)) => plugin_crd::plugin_crd(args).await,
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,

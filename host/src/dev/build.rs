@@ -95,7 +95,7 @@ pub fn find_plugin_crates(plugins_dir: &Path) -> Result<Vec<PluginCrate>, BuildE
 /// The value of `key` in the `[table]` of a Cargo.toml, unquoted. A
 /// line-based reader is enough for the manifests cargo itself writes and
 /// avoids a TOML dependency.
-fn table_value(cargo_toml: &str, table: &str, key: &str) -> Option<String> {
+pub(crate) fn table_value(cargo_toml: &str, table: &str, key: &str) -> Option<String> {
     let header = format!("[{table}]");
     let mut in_table = false;
     for line in cargo_toml.lines() {

@@ -9,7 +9,12 @@
 //! This is library code so that tests drive exactly what the CLI runs; the
 //! CLI only parses arguments into [`DevOptions`] and prints [`DevSession`]'s
 //! summary.
+//!
+//! Run inside a plugin author's own crate instead ([`author::AuthorCrate`]),
+//! dev builds and serves that one plugin, installs the CRD it carries,
+//! applies its `samples/` and rebuilds it on save.
 
+pub mod author;
 pub(crate) mod build;
 pub(crate) mod cluster;
 pub mod manifests;
@@ -76,6 +81,9 @@ pub struct DevOptions {
     pub registry: RegistryOptions,
     /// `config` passed to every plugin.
     pub plugin_config: Value,
+    /// The plugin author's crate dev runs in (see [`DevOptions::for_author_crate`]);
+    /// `None` for this repository's workspace.
+    pub author: Option<author::AuthorCrate>,
     /// Run on a real control plane started from this `realcluster` binary
     /// (`dev --real`) instead of the embedded devcluster.
     pub real: Option<PathBuf>,
@@ -145,7 +153,20 @@ impl DevOptions {
             simulate_workloads: true,
             stages: Vec::new(),
             webhook: Some(default_webhook()),
+            author: None,
         }
+    }
+
+    /// Defaults for a plugin author's crate: build it in its directory, load
+    /// its component from its own target directory, apply its `samples/`,
+    /// no examples and no other plugin.
+    pub fn for_author_crate(author: author::AuthorCrate) -> DevOptions {
+        let mut options = DevOptions::for_workspace(&author.dir);
+        options.wasm_dir = author.wasm_dir();
+        options.examples_dir = author.samples_dir();
+        options.skip_examples = Vec::new();
+        options.author = Some(author);
+        options
     }
 }
 
@@ -175,6 +196,9 @@ pub enum DevError {
     /// The example objects could not be applied.
     #[error("cannot apply the example objects: {0}")]
     Examples(#[source] ManifestError),
+    /// The author's plugin could not be read or its CRD installed.
+    #[error(transparent)]
+    Author(#[from] author::AuthorError),
     /// Building the workspace's plugins failed.
     #[error("cannot build the plugins: {0}")]
     Build(#[from] BuildError),
@@ -207,6 +231,9 @@ pub struct DevSummary {
     pub applied: Vec<String>,
     /// Address the telemetry endpoint is bound to, if served.
     pub metrics_addr: Option<SocketAddr>,
+    /// The resources (plurals) of the author's plugin, primary first, for
+    /// the kubectl hint; empty in the workspace.
+    pub resources: Vec<String>,
 }
 
 /// A running dev session. Call [`DevSession::shutdown`] to stop it cleanly;
@@ -219,6 +246,9 @@ pub struct DevSession {
     /// Stops the event forwarder when the session is dropped without `shutdown`.
     cancel: DropGuard,
     forwarder: JoinHandle<()>,
+    /// Rebuilds the author's crate on save (`dev` inside a plugin crate).
+    rebuilder: Option<JoinHandle<()>>,
+    author: Option<author::AuthorCrate>,
     wasm_dir: PathBuf,
     summary: DevSummary,
 }
@@ -277,6 +307,9 @@ async fn install_and_build(
     options: &DevOptions,
     summary: &mut DevSummary,
 ) -> Result<Vec<build::PluginCrate>, DevError> {
+    if let Some(author) = &options.author {
+        return install_and_build_author(client, options, author, summary).await;
+    }
     let step = Step::start("Installing the WasmPlugin and example CRDs");
     match install_crds(client, &options.examples_dir).await {
         Ok(crds) => {
@@ -340,7 +373,10 @@ impl DevSession {
         let cluster = start_cluster(&options).await?;
         let client = cluster.client();
         let crates = install_and_build(&client, &options, &mut summary).await?;
-        let filter = plugin_filter(&crates);
+        let filter = match &options.author {
+            Some(author) => PluginFilter::Names([author.wasm_file_name()].into()),
+            None => plugin_filter(&crates),
+        };
 
         let manager = Manager::start(
             client,
@@ -386,16 +422,30 @@ impl DevSession {
         )
         .await
         {
-            Ok((summary, events, forwarder, cancel)) => Ok(DevSession {
-                cluster,
-                manager,
-                webhook,
-                events,
-                cancel: cancel.drop_guard(),
-                forwarder,
-                wasm_dir: options.wasm_dir,
-                summary,
-            }),
+            Ok((summary, events, forwarder, cancel)) => {
+                Ok(DevSession {
+                    rebuilder: options.author.clone().filter(|_| options.build).map(
+                        |plugin_crate| {
+                            author::spawn_rebuilder(
+                                plugin_crate,
+                                cluster.client(),
+                                options.debounce,
+                                events.clone(),
+                                cancel.clone(),
+                            )
+                        },
+                    ),
+                    author: options.author.clone(),
+                    cluster,
+                    manager,
+                    webhook,
+                    events,
+                    cancel: cancel.drop_guard(),
+                    forwarder,
+                    wasm_dir: options.wasm_dir,
+                    summary,
+                })
+            }
             Err(error) => {
                 // Controllers stop before the cluster (dropped here) goes away.
                 if let Some(webhook) = &webhook {
@@ -437,6 +487,11 @@ impl DevSession {
         &self.manager
     }
 
+    /// The author's crate this session builds and serves, if any.
+    pub fn author(&self) -> Option<&author::AuthorCrate> {
+        self.author.as_ref()
+    }
+
     /// The directory watched for plugin changes.
     pub fn wasm_dir(&self) -> &Path {
         &self.wasm_dir
@@ -453,10 +508,16 @@ impl DevSession {
         self.events.subscribe()
     }
 
-    /// A kubectl command that shows what the examples produced.
+    /// A kubectl command that shows what the examples produced: the
+    /// author's plugin's primary and owned resources, or the webapp example's.
     pub fn kubectl_hint(&self) -> String {
+        let resources = if self.summary.resources.is_empty() {
+            "webapps,deployments,services".to_string()
+        } else {
+            self.summary.resources.join(",")
+        };
         format!(
-            "kubectl --kubeconfig {} get webapps,deployments,services -A",
+            "kubectl --kubeconfig {} get {resources} -A",
             self.kubeconfig_path().display()
         )
     }
@@ -470,6 +531,9 @@ impl DevSession {
         self.manager.shutdown().await;
         drop(self.cancel);
         let _ = self.forwarder.await;
+        if let Some(rebuilder) = self.rebuilder {
+            let _ = rebuilder.await;
+        }
         let mut cluster = self.cluster;
         cluster.stop().await;
     }
@@ -513,7 +577,10 @@ async fn finish_start(
     for file in &files {
         let name = wasmplugins::object_name(file);
         let path = std::path::absolute(file).unwrap_or_else(|_| file.clone());
-        let object = wasmplugins::wasmplugin_object(&name, &path, &options.plugin_config);
+        let mut object = wasmplugins::wasmplugin_object(&name, &path, &options.plugin_config);
+        if options.author.is_some() {
+            wasmplugins::grant_crds(&mut object);
+        }
         if let Err(source) = wasmplugins::apply_wasmplugin(&client, &name, &object).await {
             step.failed();
             return Err(DevError::Deploy {
@@ -583,7 +650,11 @@ async fn finish_start(
         let converted = webhook
             .map(ConversionWebhook::migrating_crds)
             .unwrap_or_default();
-        for (example, crd) in unconverted_examples(&options.examples_dir, &converted) {
+        let unconverted = match options.author {
+            Some(_) => Vec::new(),
+            None => unconverted_examples(&options.examples_dir, &converted),
+        };
+        for (example, crd) in unconverted {
             tracing::warn!(
                 example = %example,
                 crd = %crd,
@@ -591,7 +662,11 @@ async fn finish_start(
             );
             skip.push(example);
         }
-        match apply_examples(&client, &options.examples_dir, &skip).await {
+        let applied = match &options.author {
+            Some(author) => apply_samples(&client, &author.samples_dir()).await,
+            None => apply_examples(&client, &options.examples_dir, &skip).await,
+        };
+        match applied {
             Ok(applied) => {
                 step.done(format!("{} objects", applied.len()));
                 summary.applied = applied;
@@ -731,14 +806,7 @@ async fn install_crds(
     client: &kube::Client,
     examples_dir: &Path,
 ) -> Result<Vec<String>, ManifestError> {
-    // Generated from the type this binary serves, so dev works from any
-    // directory (deploy/crds/wasmplugin.yaml is the same CRD, checked by a test).
-    let origin = Path::new("deploy/crds/wasmplugin.yaml");
-    let wasmplugin = manifests::ManifestObject {
-        path: origin.to_path_buf(),
-        object: serde_json::to_value(WasmPlugin::crd()).unwrap_or_default(),
-    };
-    let mut crds = manifests::install_crd_objects(client, vec![wasmplugin], origin).await?;
+    let mut crds = install_wasmplugin_crd(client).await?;
     for dir in example_dirs(examples_dir)? {
         let crd = dir.join("crd.yaml");
         if crd.is_file() {
@@ -750,6 +818,18 @@ async fn install_crds(
         }
     }
     Ok(crds)
+}
+
+/// Installs the WasmPlugin CRD, generated from the type this binary serves,
+/// so dev works from any directory (deploy/crds/wasmplugin.yaml is the same
+/// CRD, checked by a test).
+async fn install_wasmplugin_crd(client: &kube::Client) -> Result<Vec<String>, ManifestError> {
+    let origin = Path::new("deploy/crds/wasmplugin.yaml");
+    let wasmplugin = manifests::ManifestObject {
+        path: origin.to_path_buf(),
+        object: serde_json::to_value(WasmPlugin::crd()).unwrap_or_default(),
+    };
+    manifests::install_crd_objects(client, vec![wasmplugin], origin).await
 }
 
 /// Example directories whose CRD serves several versions without saying
@@ -791,6 +871,43 @@ fn unconverted_examples(
         }
     }
     out
+}
+
+/// Installs the WasmPlugin CRD, then builds the author's crate and installs
+/// the CRD it carries ([`author::prepare`]).
+async fn install_and_build_author(
+    client: &kube::Client,
+    options: &DevOptions,
+    author: &author::AuthorCrate,
+    summary: &mut DevSummary,
+) -> Result<Vec<build::PluginCrate>, DevError> {
+    let step = Step::start("Installing the WasmPlugin CRD");
+    summary.crds = match install_wasmplugin_crd(client).await {
+        Ok(crds) => {
+            step.done(crds.join(", "));
+            crds
+        }
+        Err(error) => {
+            step.failed();
+            return Err(DevError::Crds(error));
+        }
+    };
+    let prepared = author::prepare(client, author, options.build).await?;
+    summary.crds.extend(prepared.crd);
+    summary.resources = prepared.resources;
+    Ok(Vec::new())
+}
+
+/// Applies every YAML file of the author's `samples/` (none without it).
+async fn apply_samples(client: &kube::Client, dir: &Path) -> Result<Vec<String>, ManifestError> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut applied = Vec::new();
+    for file in manifests::example_object_files(dir)? {
+        applied.extend(manifests::apply_objects(client, &file).await?);
+    }
+    Ok(applied)
 }
 
 async fn apply_examples(

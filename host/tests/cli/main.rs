@@ -18,4 +18,5 @@ mod observability;
 mod plugin_crd;
 mod rbac_host;
 mod run;
+mod scaffold;
 mod unreachable;
