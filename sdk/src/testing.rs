@@ -293,7 +293,7 @@ impl Outcome {
         self.children
             .iter()
             .filter(|c| is_kind(c, T::API_VERSION, T::KIND))
-            .map(|c| parse(c))
+            .map(parse)
             .collect()
     }
 

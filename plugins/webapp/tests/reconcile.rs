@@ -47,7 +47,8 @@ fn new_webapp_gets_deployment_service_and_pending_status() {
     let app = [("app".to_string(), "shop".to_string())].into();
     assert_eq!(spec.selector.match_labels.as_ref(), Some(&app));
     assert_eq!(spec.template.metadata.unwrap().labels.as_ref(), Some(&app));
-    let container = &spec.template.spec.unwrap().containers[0];
+    let pod = spec.template.spec.unwrap();
+    let container = &pod.containers[0];
     assert_eq!(container.name, "web");
     assert_eq!(container.image.as_deref(), Some("nginx:1.21"));
     assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 8080);
