@@ -18,7 +18,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {}", describe(&error));
-            ExitCode::FAILURE
+            let code = error
+                .downcast_ref::<wasm_operator::cli::CliError>()
+                .map_or(1, wasm_operator::cli::CliError::exit_code);
+            ExitCode::from(code)
         }
     }
 }

@@ -158,6 +158,8 @@ mod kind;
 pub mod log;
 mod manifest;
 mod reconciler;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
 
 pub use children::Children;
 pub use context::Context;

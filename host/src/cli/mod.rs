@@ -7,10 +7,13 @@ pub mod connect;
 pub(crate) mod crd;
 #[cfg(feature = "devcluster")]
 pub(crate) mod dev;
+pub(crate) mod fixture;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod plugin_crd;
 pub(crate) mod plugin_new;
+pub(crate) mod plugin_record;
+pub(crate) mod plugin_test;
 pub(crate) mod push;
 pub mod rbac;
 pub(crate) mod run;
@@ -113,6 +116,15 @@ pub enum PluginCommand {
     /// Print the CRD a plugin carries, derived from its spec and status
     /// types (for kubectl apply -f -).
     Crd(plugin_crd::PluginCrdArgs),
+    /// Run a plugin's golden fixtures (FIXTURES_DIR/<case>/input.yaml →
+    /// expected.yaml) in process, through the production engine and limits:
+    /// exit 0 when every case matches, 1 on a mismatch (with a diff), 2 on
+    /// unusable input.
+    Test(plugin_test::PluginTestArgs),
+    /// Record a golden fixture from a running cluster: an object, the
+    /// children it controls and the cache reads the plugin makes, into
+    /// DIR/<name>/input.yaml, then expected.yaml as `plugin test --update`.
+    Record(plugin_record::PluginRecordArgs),
     /// Publish a plugin component to an OCI registry (CNCF Wasm layout)
     /// and print its digest.
     Push(push::PushArgs),
@@ -148,6 +160,12 @@ pub enum CliError {
     /// `plugin new` wrote nothing.
     #[error(transparent)]
     PluginNew(plugin_new::PluginNewError),
+    /// `plugin test` found a mismatch or unusable fixtures.
+    #[error(transparent)]
+    PluginTest(plugin_test::PluginTestError),
+    /// `plugin record` failed.
+    #[error(transparent)]
+    PluginRecord(plugin_record::PluginRecordError),
     /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
@@ -175,6 +193,17 @@ pub enum CliError {
     Signals(#[source] std::io::Error),
 }
 
+impl CliError {
+    /// The process's exit code for this error: 1, or what the command
+    /// documents (`plugin test`: 1 for a mismatch, 2 for unusable input).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::PluginTest(error) => error.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
 impl Cli {
     /// Runs the parsed command to completion.
     pub async fn execute(self) -> Result<(), CliError> {
@@ -195,6 +224,10 @@ impl Cli {
             Command::Plugin(PluginCommand::Inspect(args)) => inspect::inspect(args).await,
             Command::Plugin(PluginCommand::New(args)) => plugin_new::plugin_new(args),
             Command::Plugin(PluginCommand::Crd(args)) => plugin_crd::plugin_crd(args).await,
+            Command::Plugin(PluginCommand::Test(args)) => plugin_test::plugin_test(args).await,
+            Command::Plugin(PluginCommand::Record(args)) => {
+                plugin_record::plugin_record(args).await
+            }
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Plugin(PluginCommand::Unload(args)) => unload::unload(args).await,

@@ -11,9 +11,9 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::CacheReader;
 use super::bindings::{cache, log, types};
 use super::trap;
+use super::{CacheReader, FixedClock};
 use crate::contract;
 
 /// The most of a call's stdout (and, separately, stderr) kept in memory;
@@ -117,6 +117,25 @@ impl tokio::io::AsyncWrite for CappedPipe {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+impl wasmtime_wasi::HostWallClock for FixedClock {
+    fn resolution(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+    fn now(&self) -> std::time::Duration {
+        self.since_epoch
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for FixedClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+    fn now(&self) -> u64 {
+        // The same instant on every read: durations a plugin measures are 0.
+        u64::try_from(self.since_epoch.as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -243,6 +262,7 @@ impl HostState {
         cache: Option<Arc<dyn CacheReader>>,
         memory_limit: usize,
         log_limit: usize,
+        clock: Option<FixedClock>,
     ) -> HostState {
         let capacity = log_limit.min(STDIO_CAPACITY);
         let stdout = CappedPipe::new(capacity);
@@ -250,14 +270,20 @@ impl HostState {
         // Deny-by-default: no preopens, env or args are added; sockets are
         // refused at every layer even though the interfaces are linked (the
         // Rust standard library imports them).
-        let wasi = WasiCtxBuilder::new()
+        let mut builder = WasiCtxBuilder::new();
+        builder
             .stdout(stdout.clone())
             .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
-            .socket_addr_check(|_, _| Box::pin(async { false }))
-            .build();
+            .socket_addr_check(|_, _| Box::pin(async { false }));
+        if let Some(clock) = clock {
+            // Both clocks stand still: a golden fixture's answer must not
+            // depend on when or how fast it runs.
+            builder.wall_clock(clock).monotonic_clock(clock);
+        }
+        let wasi = builder.build();
         HostState {
             wasi,
             table: ResourceTable::new(),

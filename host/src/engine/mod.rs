@@ -93,6 +93,17 @@ impl InstanceAllocation {
     }
 }
 
+/// A wall clock that stands still, for calls whose answer must be
+/// reproducible (`wasm-operator plugin test`'s golden fixtures): the
+/// plugin's `wasi:clocks` wall clock reads `since_epoch`, its monotonic
+/// clock never advances. Production calls read the real clocks (no
+/// [`FixedClock`] unless [`LoadedPlugin::with_clock`] sets one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedClock {
+    /// The time the plugin reads, since the Unix epoch.
+    pub since_epoch: Duration,
+}
+
 /// Outcome of one call, for metrics (`wasm_operator_plugin_call_duration_seconds`).
 #[derive(Debug, Clone, Copy)]
 pub struct CallReport<'a> {

@@ -15,7 +15,7 @@ use super::convert::{self, OutputProblem};
 use super::error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial};
 use super::host::HostState;
 use super::trap;
-use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine};
+use super::{CacheReader, CallLimits, CallReport, EPOCH_TICK, Engine, FixedClock};
 use crate::contract;
 
 /// How a call body can fail before it is attributed to a plugin.
@@ -98,6 +98,8 @@ impl Inner {
 pub struct LoadedPlugin {
     inner: Arc<Inner>,
     limits: CallLimits,
+    /// The wall clock of this handle's calls; `None`: the real one.
+    clock: Option<FixedClock>,
 }
 
 impl std::fmt::Debug for LoadedPlugin {
@@ -107,6 +109,7 @@ impl std::fmt::Debug for LoadedPlugin {
             .field("version", &self.inner.version)
             .field("digest", &self.inner.digest)
             .field("limits", &self.limits)
+            .field("clock", &self.clock)
             .finish()
     }
 }
@@ -147,6 +150,7 @@ impl LoadedPlugin {
         let short = digest.get(7..19).unwrap_or(&digest).to_string();
         let mut plugin = LoadedPlugin {
             limits: engine.inner.config.limits,
+            clock: None,
             inner: Arc::new(Inner {
                 engine,
                 pre,
@@ -300,6 +304,17 @@ impl LoadedPlugin {
         LoadedPlugin {
             inner: self.inner.clone(),
             limits,
+            clock: self.clock,
+        }
+    }
+
+    /// The same plugin whose calls read `clock` instead of the real clocks
+    /// (`None`: the real ones again), for reproducible answers.
+    pub fn with_clock(&self, clock: Option<FixedClock>) -> LoadedPlugin {
+        LoadedPlugin {
+            inner: self.inner.clone(),
+            limits: self.limits,
+            clock,
         }
     }
 
@@ -509,6 +524,7 @@ impl LoadedPlugin {
             cache,
             self.limits.memory_bytes,
             self.limits.log_bytes,
+            self.clock,
         );
         let mut store = Store::new(&inner.engine.inner.wasmtime, state);
         store.limiter(|s| &mut s.limiter);

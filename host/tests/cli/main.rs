@@ -16,6 +16,7 @@ mod inspect;
 mod namespaces;
 mod observability;
 mod plugin_crd;
+mod plugin_test;
 mod rbac_host;
 mod run;
 mod scaffold;

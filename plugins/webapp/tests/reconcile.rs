@@ -1,85 +1,91 @@
-//! The WebApp logic, run natively through the same JSON path the component uses.
+//! The WebApp logic, run natively through the same JSON path the component
+//! uses, with the SDK's typed fixtures: typed objects in, typed children,
+//! status, conditions and events out.
 
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::Deserialize;
 use serde_json::{Value, json};
-use wasm_operator_sdk::{Context, DesiredJson, Failure, Finalized, Reconciler, Scope, finalize_json, reconcile_json};
+use wasm_operator_sdk::testing::{Fixture, Outcome};
+use wasm_operator_sdk::{Failure, Finalized, Reconciler, Scope};
 use webapp::WebAppPlugin;
 
-fn webapp(spec: Value) -> String {
-    json!({"apiVersion": "example.com/v1", "kind": "WebApp",
-           "metadata": {"name": "shop", "namespace": "default", "generation": 1}, "spec": spec})
-    .to_string()
+/// The status the plugin reports, as a test reads it back.
+#[derive(Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Status {
+    ready_replicas: i32,
+    phase: String,
 }
 
-fn deployment_with_ready(ready: i32) -> String {
-    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop", "namespace": "default"},
-           "spec": {"selector": {"matchLabels": {"app": "shop"}}, "template": {}},
-           "status": {"replicas": 3, "readyReplicas": ready}})
-    .to_string()
+fn webapp(spec: Value) -> Fixture<WebAppPlugin> {
+    Fixture::new(&json!({"apiVersion": "example.com/v1", "kind": "WebApp",
+           "metadata": {"name": "shop", "namespace": "default", "generation": 1}, "spec": spec}))
 }
 
-fn run(spec: Value, children: &[String]) -> Result<DesiredJson, Failure> {
-    reconcile_json::<WebAppPlugin>(&Context::new("1.0.0"), &webapp(spec), children)
+fn deployment_with_ready(ready: i32) -> Deployment {
+    Deployment {
+        metadata: ObjectMeta { name: Some("shop".into()), namespace: Some("default".into()), ..Default::default() },
+        status: Some(DeploymentStatus { replicas: Some(3), ready_replicas: Some(ready), ..Default::default() }),
+        ..Default::default()
+    }
 }
 
-fn child(out: &DesiredJson, kind: &str) -> Value {
-    out.children
-        .iter()
-        .map(|c| serde_json::from_str::<Value>(c).unwrap())
-        .find(|c| c["kind"] == kind)
-        .unwrap_or_else(|| panic!("no {kind} among {:?}", out.children))
+fn status(out: &Outcome) -> Status {
+    out.status::<Status>().expect("the plugin sets a status")
 }
 
 #[test]
 fn new_webapp_gets_deployment_service_and_pending_status() {
-    let out = run(json!({"replicas": 3, "image": "nginx:1.21", "port": 8080}), &[]).unwrap();
-    assert_eq!(out.children.len(), 2);
-    let d = child(&out, "Deployment");
-    assert_eq!(d["apiVersion"], "apps/v1");
-    assert_eq!(d["metadata"]["name"], "shop");
-    assert_eq!(d["metadata"]["namespace"], "default");
-    assert_eq!(d["spec"]["replicas"], 3);
-    assert_eq!(d["spec"]["selector"]["matchLabels"], json!({"app": "shop"}));
-    assert_eq!(d["spec"]["template"]["metadata"]["labels"], json!({"app": "shop"}));
-    let container = &d["spec"]["template"]["spec"]["containers"][0];
-    assert_eq!(container["name"], "web");
-    assert_eq!(container["image"], "nginx:1.21");
-    assert_eq!(container["ports"][0]["containerPort"], 8080);
-    let s = child(&out, "Service");
-    assert_eq!(s["apiVersion"], "v1");
-    assert_eq!(s["spec"]["selector"], json!({"app": "shop"}));
-    assert_eq!(s["spec"]["ports"][0]["port"], 8080);
-    assert_eq!(s["spec"]["ports"][0]["targetPort"], 8080);
-    let status: Value = serde_json::from_str(out.status.as_deref().unwrap()).unwrap();
-    assert_eq!(status, json!({"readyReplicas": 0, "phase": "Pending"}));
-    let ready = &out.conditions[0];
-    assert_eq!(
-        (ready.kind.as_str(), ready.status.as_str(), ready.reason.as_str()),
-        ("Ready", "False", "ReplicasNotReady")
-    );
+    let out = webapp(json!({"replicas": 3, "image": "nginx:1.21", "port": 8080})).reconcile().unwrap();
+    assert_eq!(out.raw_children().len(), 2);
+    let d = out.child::<Deployment>("shop").unwrap();
+    assert_eq!(d.metadata.namespace.as_deref(), Some("default"));
+    let spec = d.spec.unwrap();
+    assert_eq!(spec.replicas, Some(3));
+    let app = [("app".to_string(), "shop".to_string())].into();
+    assert_eq!(spec.selector.match_labels.as_ref(), Some(&app));
+    assert_eq!(spec.template.metadata.unwrap().labels.as_ref(), Some(&app));
+    let pod = spec.template.spec.unwrap();
+    let container = &pod.containers[0];
+    assert_eq!(container.name, "web");
+    assert_eq!(container.image.as_deref(), Some("nginx:1.21"));
+    assert_eq!(container.ports.as_ref().unwrap()[0].container_port, 8080);
+    let s = out.child::<Service>("shop").unwrap().spec.unwrap();
+    assert_eq!(s.selector.as_ref(), Some(&app));
+    assert_eq!(s.ports.as_ref().unwrap()[0].port, 8080);
+    assert_eq!(status(&out), Status { ready_replicas: 0, phase: "Pending".into() });
+    let ready = out.condition("Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", "ReplicasNotReady"));
     assert_eq!(ready.message, "0/3 replicas ready");
+    assert!(out.events().is_empty());
+    assert_eq!(out.requeue_after(), None);
 }
 
 #[test]
 fn port_defaults_to_80() {
-    let out = run(json!({"replicas": 1, "image": "nginx"}), &[]).unwrap();
-    assert_eq!(child(&out, "Service")["spec"]["ports"][0]["port"], 80);
+    let out = webapp(json!({"replicas": 1, "image": "nginx"})).reconcile().unwrap();
+    let services = out.children::<Service>();
+    assert_eq!(services.len(), 1);
+    assert_eq!(services[0].spec.as_ref().unwrap().ports.as_ref().unwrap()[0].port, 80);
 }
 
 #[test]
 fn partly_ready_deployment_stays_pending() {
-    let out = run(json!({"replicas": 3, "image": "nginx"}), &[deployment_with_ready(2)]).unwrap();
-    let status: Value = serde_json::from_str(out.status.as_deref().unwrap()).unwrap();
-    assert_eq!(status, json!({"readyReplicas": 2, "phase": "Pending"}));
-    assert_eq!(out.conditions[0].status, "False");
+    let out = webapp(json!({"replicas": 3, "image": "nginx"})).child(&deployment_with_ready(2)).reconcile().unwrap();
+    assert_eq!(status(&out), Status { ready_replicas: 2, phase: "Pending".into() });
+    assert_eq!(out.condition("Ready").unwrap().status, "False");
 }
 
 #[test]
-fn fully_ready_deployment_is_running() {
-    let out = run(json!({"replicas": 3, "image": "nginx"}), &[deployment_with_ready(3)]).unwrap();
-    let status: Value = serde_json::from_str(out.status.as_deref().unwrap()).unwrap();
-    assert_eq!(status, json!({"readyReplicas": 3, "phase": "Running"}));
-    let ready = &out.conditions[0];
+fn fully_ready_deployment_is_running_with_an_event() {
+    let out = webapp(json!({"replicas": 3, "image": "nginx"})).child(&deployment_with_ready(3)).reconcile().unwrap();
+    assert_eq!(status(&out), Status { ready_replicas: 3, phase: "Running".into() });
+    let ready = out.condition("Ready").unwrap();
     assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "AllReplicasReady"));
+    let events: Vec<_> = out.events().iter().map(|e| (e.warning, e.reason.as_str())).collect();
+    assert_eq!(events, [(false, "Running")]);
 }
 
 #[test]
@@ -92,15 +98,14 @@ fn invalid_specs_fail_permanently() {
         json!({"image": "nginx"}),
         json!({"replicas": "three", "image": "nginx"}),
     ] {
-        let err = run(spec.clone(), &[]).unwrap_err();
+        let err = webapp(spec.clone()).reconcile().unwrap_err();
         assert!(matches!(&err, Failure::Permanent(m) if m.starts_with("spec is invalid")), "{spec}: {err}");
     }
 }
 
 #[test]
 fn finalize_is_done() {
-    let spec = json!({"replicas": 1, "image": "nginx"});
-    let out = finalize_json::<WebAppPlugin>(&Context::new("1.0.0"), &webapp(spec), &[]).unwrap();
+    let out = webapp(json!({"replicas": 1, "image": "nginx"})).finalize().unwrap();
     assert_eq!(out, Finalized::Done);
 }
 
