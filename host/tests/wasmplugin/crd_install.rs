@@ -74,7 +74,9 @@ async fn granted_the_host_creates_the_plugins_crd_before_it_serves() {
     assert_eq!(kind, "Normal");
     assert!(note.contains("created CRD webapps.example.com"), "{note}");
 
-    let crd = cluster_crd(&fx.client()).await.expect("the CRD was created");
+    let crd = cluster_crd(&fx.client())
+        .await
+        .expect("the CRD was created");
     let columns: Vec<String> = crd.spec.versions[0]
         .additional_printer_columns
         .iter()
@@ -217,7 +219,10 @@ async fn not_granted_the_crd_is_left_alone_and_pruned_status_is_told() {
     ] {
         assert!(note.contains(field), "{field} in {note}");
     }
-    assert!(note.contains("Crd::of") && note.contains("permissions.crds"), "{note}");
+    assert!(
+        note.contains("Crd::of") && note.contains("permissions.crds"),
+        "{note}"
+    );
     // Once per object: later reconciles write the same status again and
     // add no second StatusPruned event.
     let events = support::events_about(&client, NS, Some("WebApp"), "pruned").await;
