@@ -14,6 +14,7 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams}
 pub use kube::runtime::events::{Event, EventType, Reporter};
 
 use super::correlator::{Correlator, Decision, EventKey};
+use super::pruned::PrunedMemory;
 
 /// A [`Recorder`] reporting as `controller`, with this host's Pod (env
 /// `POD_NAME`, set by the Deployment) as the reporting instance.
@@ -158,6 +159,8 @@ impl Recorder {
 #[derive(Clone)]
 pub struct EventSink {
     recorder: Recorder,
+    /// The `StatusPruned` warnings already given (shared by clones).
+    pruned: Arc<Mutex<PrunedMemory>>,
 }
 
 impl std::fmt::Debug for EventSink {
@@ -171,7 +174,14 @@ impl EventSink {
     pub fn new(client: Client, plugin: &str) -> EventSink {
         EventSink {
             recorder: recorder(client, crate::plan::field_manager(plugin)),
+            pruned: Arc::default(),
         }
+    }
+
+    /// True the first time status fields `paths` are reported pruned on
+    /// object `uid` by this sink (see [`PrunedMemory`]).
+    pub fn first_pruned(&self, uid: &str, paths: &[String]) -> bool {
+        crate::util::lock(&self.pruned).first_time(uid, paths)
     }
 
     /// Publishes one event on `obj`. `action` says what the host was doing

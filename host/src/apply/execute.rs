@@ -175,6 +175,7 @@ pub async fn execute(
     if let Some(body) = &plan.status {
         writer.may_write(&target)?;
         if let Some(answer) = status::write(writer, namespace, &name, &target, body).await? {
+            status::report_pruned(writer, obj, body, &answer).await;
             done.status_written = true;
             done.primary_resource_version = answer.metadata.resource_version;
         }

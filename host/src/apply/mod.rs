@@ -13,6 +13,7 @@ pub mod finalizer;
 mod impersonation;
 mod metadata;
 mod primary_writes;
+pub mod pruned;
 #[cfg(test)]
 mod recording;
 mod status;

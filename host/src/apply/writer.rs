@@ -73,6 +73,20 @@ impl Writer<'_> {
         params: &PatchParams,
         patch: &Patch<impl serde::Serialize + std::fmt::Debug>,
     ) -> Result<Answer, kube::Error> {
+        self.patch_as(resource, namespace, subresource, name, params, patch)
+            .await
+    }
+
+    /// [`Writer::patch`] answered with the fields of `T`.
+    pub(super) async fn patch_as<T: serde::de::DeserializeOwned>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        subresource: Option<&str>,
+        name: &str,
+        params: &PatchParams,
+        patch: &Patch<impl serde::Serialize + std::fmt::Debug>,
+    ) -> Result<T, kube::Error> {
         let request = Request::new(<DynamicObject as Resource>::url_path(resource, namespace));
         let mut req = match subresource {
             Some(sub) => request.patch_subresource(sub, name, params, patch),
@@ -80,7 +94,7 @@ impl Writer<'_> {
         }
         .map_err(kube::Error::BuildRequest)?;
         req.extensions_mut().insert("patch");
-        self.client.request::<Answer>(req).await
+        self.client.request::<T>(req).await
     }
 
     /// The API of `resource` in `namespace` (`None`: cluster-scoped).

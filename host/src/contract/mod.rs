@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use grant::{
-    Access, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector, NotAPodSpec, PodSecurityLevel,
-    RbacRefusal, SYSTEM_NAMESPACES, SelectorOperator, SelectorRequirement, ServedPlugin,
-    ServiceAccountRef, WorkloadGrant, WorkloadPolicy, WorkloadRule, WorkloadViolation,
-    check_workload, host_rules, is_built_in_group, pod_spec_path, rbac_objects, sensitivity,
+    Access, CrdAction, CrdRefusal, Excess, ExcessKind, Grant, GroupKind, NamespaceSelector,
+    NotAPodSpec, PodSecurityLevel, RbacRefusal, SYSTEM_NAMESPACES, SelectorOperator,
+    SelectorRequirement, ServedPlugin, ServiceAccountRef, WorkloadGrant, WorkloadPolicy,
+    WorkloadRule, WorkloadViolation, check_workload, host_rules, is_built_in_group, plan_crd,
+    pod_spec_path, rbac_objects, sensitivity,
 };
 pub use host_objects::{
     CANARY_DIFFS_SUFFIX, HOST_OBJECT_LABEL, HostObject, HostObjects, PLUGIN_CHILD_LABEL,

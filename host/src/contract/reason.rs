@@ -237,6 +237,29 @@ reasons! {
     /// the WasmPlugin does not allow lossy conversion), or `convert` failed
     /// on it. The version does not serve; the previous one keeps serving.
     ConversionNotLossless => WasmPlugin,
+    /// `permissions.crds`: the CRD the plugin carries is of another group,
+    /// or of a kind of its primary's group it does not declare. The version
+    /// does not serve; the previous one keeps serving.
+    CrdOutsideGroup => WasmPlugin,
+    /// `permissions.crds`: the CRD the plugin carries lacks a version the
+    /// cluster still stores objects in (`status.storedVersions`). The
+    /// version does not serve; the previous one keeps serving.
+    CrdDropsStoredVersion => WasmPlugin,
+    /// `permissions.crds`: the CRD the plugin carries is invalid, would
+    /// change the cluster CRD's scope, or the API server refused it (its
+    /// message is quoted). The version does not serve.
+    CrdRejected => WasmPlugin,
+    /// The plugin carries a CRD that differs from the cluster's (or the
+    /// cluster has none) and `permissions.crds` is not granted: the host
+    /// left the CRD alone (a Warning event, once per version).
+    CrdNotApplied => WasmPlugin,
+    /// `permissions.crds`: the host created or updated the plugin's CRD
+    /// before the version served.
+    CrdApplied => Normal,
+    /// The API server dropped status fields the host wrote on a primary
+    /// (its CRD's status schema prunes them): a Warning event naming the
+    /// fields, once per object and set of fields.
+    StatusPruned => Reconcile,
     /// A storage-version migration rewrites the objects of the plugin's CRD
     /// now (the WasmPlugin's `StorageMigration` condition).
     InProgress => Normal,

@@ -13,6 +13,7 @@
 mod audit;
 pub mod canary;
 mod cluster;
+mod crds;
 mod oci_source;
 mod refusal;
 mod release;

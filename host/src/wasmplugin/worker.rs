@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use super::audit::{AuditTrail, Transition};
 use super::canary::{CANARY_TICK, CanaryDriver, run::requested_action};
 use super::cluster::Cluster;
+use super::crds;
 use super::refusal::{condition_reason, refusal_message};
 use super::release;
 use super::spec::WasmPluginSpec;
@@ -91,6 +92,9 @@ pub(super) struct Worker {
     migration_shown: Option<StorageMigrationProgress>,
     /// Where the webhook posts its conversion target and storage progress.
     webhook: WebhookBoard,
+    /// The last thing said about a version's CRD (component digest,
+    /// message): said once, not at every reload.
+    crd_told: Option<(String, String)>,
 }
 
 impl Worker {
@@ -132,6 +136,7 @@ impl Worker {
             canary: CanaryDriver::default(),
             migration_shown: None,
             webhook: options.webhook.clone(),
+            crd_told: None,
         };
         tokio::spawn(worker.run(updates))
     }
@@ -389,6 +394,13 @@ impl Worker {
             self.write_status().await;
             return;
         }
+        // The plugin's own CRD (permissions.crds) before its controller
+        // watches the kind, and before the webhook points its conversion.
+        if let Err((refusal, retrying)) = self.install_crd(&candidate, &options, &digest).await {
+            self.reject(refusal, retrying, Some(&digest)).await;
+            self.write_status().await;
+            return;
+        }
         self.point_conversion(&candidate).await;
         let plugin_name = candidate.name().to_string();
         if let Err(conflict) = self.claim(&plugin_name) {
@@ -456,6 +468,56 @@ impl Worker {
         for loss in &report.accepted_losses {
             tracing::warn!(wasmplugin = %self.cluster.name, plugin = %candidate.name(), version = %candidate.manifest().version, "lossy conversion allowed by spec.allowLossyConversion: {loss}");
         }
+        Ok(())
+    }
+
+    /// Applies the CRD `candidate` carries as the grant allows
+    /// ([`crds::install`]) and tells the WasmPlugin what was done: once per
+    /// component digest.
+    async fn install_crd(
+        &mut self,
+        candidate: &Candidate,
+        options: &ActivationOptions,
+        digest: &str,
+    ) -> Result<(), crds::Refused> {
+        let plugin = candidate
+            .plugin()
+            .with_limits(options.limits.unwrap_or(self.default_limits));
+        let may_write = self.cluster.writes.may_write();
+        let installed =
+            crds::install(&self.cluster.client, &plugin, &options.grant, may_write).await?;
+        let manifest = candidate.manifest();
+        let Some(message) = crds::message(&installed, &manifest.name, &manifest.version) else {
+            return Ok(());
+        };
+        let told = (digest.to_string(), message.clone());
+        if self.crd_told.as_ref() == Some(&told) {
+            return Ok(());
+        }
+        self.crd_told = Some(told);
+        let not_granted = matches!(installed, crds::Installed::NotGranted { .. });
+        let reason = if not_granted {
+            Reason::CrdNotApplied
+        } else {
+            Reason::CrdApplied
+        };
+        let serving = self.loaded.as_ref().map(|l| &l.serving.loaded);
+        let transition = Transition {
+            reason: reason.as_str().into(),
+            warning: not_granted,
+            retrying: false,
+            plugin: manifest.name.clone(),
+            from: serving.map(|s| s.version.clone()).unwrap_or_default(),
+            to: manifest.version.clone(),
+            digest: digest.to_string(),
+            source: self
+                .spec
+                .as_ref()
+                .map(|s| s.source.describe())
+                .unwrap_or_default(),
+            message,
+        };
+        self.cluster.record(&transition).await;
         Ok(())
     }
 

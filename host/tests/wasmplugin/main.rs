@@ -16,6 +16,7 @@ mod canary_split;
 mod cli;
 mod counters;
 mod crd;
+mod crd_install;
 mod oci;
 mod permissions;
 mod sources;
@@ -83,6 +84,27 @@ impl Fixture {
     where
         F: std::future::Future<Output = ()>,
     {
+        Fixture::start_custom(engine, true, prepare, identity).await
+    }
+
+    /// [`Fixture::start`] without the WebApp CRD (`prepare` may install
+    /// its own, before the host starts): for the host's CRD installation.
+    pub async fn start_without_webapp_crd<F>(prepare: impl FnOnce(kube::Client) -> F) -> Fixture
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        Fixture::start_custom(EngineConfig::default(), false, prepare, |c| c).await
+    }
+
+    async fn start_custom<F>(
+        engine: EngineConfig,
+        webapp_crd: bool,
+        prepare: impl FnOnce(kube::Client) -> F,
+        identity: impl FnOnce(kube::Client) -> kube::Client,
+    ) -> Fixture
+    where
+        F: std::future::Future<Output = ()>,
+    {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(
                 tracing_subscriber::EnvFilter::try_from_default_env()
@@ -94,7 +116,9 @@ impl Fixture {
         let cluster = support::start_cluster().await;
         let client = cluster.client();
         support::install_crd(&client, &support::example_crd("wasmplugin")).await;
-        support::install_crd(&client, &support::example_crd("webapp")).await;
+        if webapp_crd {
+            support::install_crd(&client, &support::example_crd("webapp")).await;
+        }
         prepare(client.clone()).await;
         let client = identity(client);
         let cache_dir = tempfile::tempdir().unwrap();

@@ -20,6 +20,9 @@
 //! - the primary's CRD when the plugin implements `migration.convert`: the
 //!   host points `spec.conversion` at its webhook and migrates storage
 //!   (`get`/`patch` of the CRD, `patch` of its status), by name;
+//! - the plugin's own CRDs when the grant sets `crds`: `get`/`patch` by
+//!   name (the primary's and those of declared kinds of its group) and
+//!   `create` (which Kubernetes cannot narrow by name);
 //! - Namespaces `get`/`list`/`watch` when the grant selects namespaces by
 //!   label.
 //!
@@ -115,6 +118,28 @@ fn add_plugin(needs: &mut Needs, plugin: ServedPlugin<'_>) {
             &crd,
             &["patch"],
         );
+    }
+    if plugin.grant.is_some_and(|g| g.crds) {
+        // `permissions.crds`: the host creates and updates the plugin's own
+        // CRDs by server-side apply (reading them first). Kubernetes cannot
+        // narrow `create` by name, so that verb is unnamed.
+        let group = "apiextensions.k8s.io";
+        let names: Vec<String> = std::iter::once(primary)
+            .chain(manifest.owns.iter())
+            .chain(manifest.watches.iter())
+            .filter(|k| k.group == primary.group)
+            .map(|k| format!("{}.{}", k.plural, k.group))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        need(
+            needs,
+            group,
+            "customresourcedefinitions",
+            &names,
+            &["get", "patch"],
+        );
+        need(needs, group, "customresourcedefinitions", &[], &["create"]);
     }
     if let Some(account) = impersonated {
         let names = [account.name.clone()];
@@ -294,6 +319,35 @@ mod tests {
                 "example.com|webapps/finalizers|update|",
                 "example.com|webapps/status|update,patch|",
             ]
+        );
+    }
+
+    #[test]
+    fn a_crds_grant_adds_creating_and_patching_the_plugins_own_crd() {
+        let manifest = webapp();
+        let grant = Grant {
+            crds: true,
+            ..Grant::default()
+        };
+        let rules = lines(&host_rules([served(&manifest, Some(&grant))]));
+        assert!(
+            rules.contains(
+                &"apiextensions.k8s.io|customresourcedefinitions|get,patch|webapps.example.com"
+                    .to_string()
+            ),
+            "{rules:#?}"
+        );
+        assert!(
+            rules.contains(&"apiextensions.k8s.io|customresourcedefinitions|create|".to_string()),
+            "{rules:#?}"
+        );
+        // Without the grant, nothing about CRDs.
+        let plain = lines(&host_rules([served(&manifest, Some(&Grant::default()))]));
+        assert!(
+            !plain
+                .iter()
+                .any(|r| r.contains("customresourcedefinitions")),
+            "{plain:#?}"
         );
     }
 

@@ -19,6 +19,8 @@
 //!   is granted when it is listed **or** selected.
 //! - `clusterScoped`: whether cluster-scoped kinds are allowed at all (each
 //!   still needs an entry naming it).
+//! - `crds`: the host installs and updates the plugin's own CRD (the one
+//!   its component carries) when a version activates (see [`plan_crd`]).
 //! - `serviceAccount: {namespace, name}`: the plugin's writes impersonate
 //!   that ServiceAccount, so the API server's RBAC enforces the grant too.
 //! - `workloads: {podSecurity, serviceAccounts}`: what the Pods of the
@@ -60,11 +62,13 @@
 //! ([`owns_primary_granted`]); its creations are then bounded by the
 //! WasmPlugin's creation limits.
 
+mod crds;
 mod host_rbac;
 mod rbac;
 mod reserved;
 mod workload;
 
+pub use crds::{CrdAction, CrdRefusal, plan_crd};
 pub use host_rbac::{ServedPlugin, host_rules};
 pub use rbac::{RbacRefusal, rbac_objects};
 pub use reserved::{host_only, owns_primary_granted};
@@ -227,6 +231,14 @@ pub struct Grant {
     /// naming it). Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cluster_scoped: bool,
+    /// The host may create and update the plugin's own CRD (the one its
+    /// component carries, `LoadedPlugin::crd`) by server-side apply when a
+    /// version activates: only the CRD of its primary kind or of another
+    /// kind of the primary's group the plugin declares, never a deletion,
+    /// never a scope change, never dropping a version that still has stored
+    /// objects. Default false: the CRD is left as the cluster has it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub crds: bool,
     /// The plugin's writes impersonate this ServiceAccount, so the API
     /// server's RBAC enforces the grant too (`wasm-operator plugin rbac`
     /// prints the RBAC it needs).
