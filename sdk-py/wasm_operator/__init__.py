@@ -27,7 +27,6 @@ component imports nothing but wasm-operator:plugin).
 """
 
 import json
-import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
@@ -241,13 +240,27 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _frames(error: BaseException, sdk: bool = True) -> List[str]:
+    """`file.py:LINE in FUNCTION` of each frame of the traceback, outermost first.
+
+    Walked by hand: `traceback.extract_tb` and `format_exception` read the
+    source lines from files, and a component built with --stub-wasi traps on
+    any file access.
+    """
+    frames = []
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if sdk or "wasm_operator" not in code.co_filename:
+            frames.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno} in {code.co_name}")
+        tb = tb.tb_next
+    return frames
+
+
 def _where(error: BaseException) -> str:
-    """`file.py:LINE in FUNCTION` of the innermost frame outside this SDK."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if not f.filename.endswith("wasm_operator/__init__.py")]
-    if not frames:
-        return "an unknown line"
-    frame = frames[-1]
-    return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name}"
+    """The innermost frame outside this SDK."""
+    frames = _frames(error, sdk=False)
+    return frames[-1] if frames else "an unknown line"
 
 
 def _guard(function: str, call: Callable[[], Any]) -> Any:
@@ -259,7 +272,7 @@ def _guard(function: str, call: Callable[[], Any]) -> Any:
     except Exception as error:  # noqa: BLE001 - every exception must reach the host readably
         message = str(error)
         line = f"{type(error).__name__}{': ' + message if message else ''} (raised at {_where(error)})"
-        log(f"{function} raised:\n{''.join(traceback.format_exception(error))}", "error")
+        log(f"{function} raised {line}; traceback (innermost first): {' <- '.join(reversed(_frames(error)))}", "error")
         raise Err(_types.Failure_Transient(f"exception {line}"))
 
 
