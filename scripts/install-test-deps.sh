@@ -35,6 +35,18 @@ ensure_apt() {
     DEBIAN_FRONTEND=noninteractive ${sudo} apt-get install -y -qq "${package}" >/dev/null
 }
 
+# ensure_apt_package PACKAGE: apt-get install PACKAGE (callers check first).
+ensure_apt_package() {
+    log "installing Debian package $1"
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    if [ -z "${APT_UPDATED:-}" ]; then
+        ${sudo} apt-get update -qq
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive ${sudo} apt-get install -y -qq "$1" >/dev/null
+}
+
 ensure_apt python3 python3
 ensure_apt pip3 python3-pip
 ensure_pip kubernetes kubernetes
@@ -50,3 +62,12 @@ ensure_apt htpasswd apache2-utils
 # The container image (scripts/build-image.sh): umoci assembles the OCI
 # layout; skopeo (above) pushes and inspects it.
 ensure_apt umoci umoci
+# Python and TypeScript plugins (scripts/build-lang-plugins.sh): Node.js and
+# npm for jco, the venv module for componentize-py. The pinned toolchains
+# themselves go into target/lang-tools (scripts/install-lang-tools.sh, which
+# build-lang-plugins.sh runs; scripts/test.sh runs it in the background).
+ensure_apt node nodejs
+ensure_apt npm npm
+if ! python3 -c "import ensurepip, venv" >/dev/null 2>&1; then
+    ensure_apt_package python3-venv
+fi

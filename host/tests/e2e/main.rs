@@ -10,6 +10,7 @@ mod support;
 mod caches;
 mod conformance;
 mod faulty;
+mod langs;
 mod readiness;
 mod resilience;
 mod telemetry;
