@@ -331,7 +331,7 @@ impl CacheReader for Recording {
 
 /// `300s`, or `1500ms` when not whole seconds.
 fn duration_text(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

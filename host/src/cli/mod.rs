@@ -150,7 +150,8 @@ pub enum CliError {
     #[cfg(feature = "devcluster")]
     /// `dev` could not start the devcluster or its plugins.
     #[error(transparent)]
-    Dev(#[from] crate::dev::DevError),
+    // Boxed: a dev session's error is large, and every command returns this.
+    Dev(Box<crate::dev::DevError>),
     /// `plugin inspect` failed.
     #[error(transparent)]
     Inspect(#[from] inspect::InspectError),
@@ -201,6 +202,13 @@ impl CliError {
             CliError::PluginTest(error) => error.exit_code(),
             _ => 1,
         }
+    }
+}
+
+#[cfg(feature = "devcluster")]
+impl From<crate::dev::DevError> for CliError {
+    fn from(error: crate::dev::DevError) -> Self {
+        CliError::Dev(Box::new(error))
     }
 }
 

@@ -507,7 +507,7 @@ mod tests {
             group: group.into(),
             kind: kind.into(),
             version: "v1alpha1".into(),
-            owns: owns.iter().map(|s| s.to_string()).collect(),
+            owns: owns.iter().map(ToString::to_string).collect(),
             dir: None,
             sdk: Some(PathBuf::from("/sdk")),
             sdk_version: None,

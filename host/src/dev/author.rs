@@ -50,9 +50,10 @@ pub enum AuthorError {
     Load {
         /// The component file.
         path: PathBuf,
-        /// What the engine said.
+        /// What the engine said (boxed: the engine's error is large and
+        /// this one travels up through `DevError`).
         #[source]
-        source: crate::engine::EngineError,
+        source: Box<crate::engine::EngineError>,
     },
     /// The crate does not build.
     #[error(transparent)]
@@ -150,7 +151,7 @@ impl AuthorCrate {
         let inspection = match inspected {
             Ok(result) => result.map_err(|source| AuthorError::Load {
                 path: path.clone(),
-                source,
+                source: Box::new(source),
             })?,
             Err(join) => {
                 return Err(AuthorError::Read {
@@ -348,7 +349,7 @@ async fn rebuild(
     };
     match installed {
         Ok(_) => {
-            tracing::info!(package = %author.package, "rebuilt; the WasmPlugin controller swaps it in")
+            tracing::info!(package = %author.package, "rebuilt; the WasmPlugin controller swaps it in");
         }
         Err(error) => failed(error.to_string()),
     }
