@@ -19,6 +19,13 @@ const REMEMBERED: usize = 4096;
 /// `null` in `written` is a merge patch's deletion, not a field.
 pub fn pruned_paths(written: &Value, returned: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    // A status dropped whole: name each field written, as a partial prune would.
+    let empty = Value::Object(serde_json::Map::new());
+    let returned = if written.is_object() && !returned.is_object() {
+        &empty
+    } else {
+        returned
+    };
     walk(".status", written, Some(returned), &mut out);
     out.sort();
     out.dedup();

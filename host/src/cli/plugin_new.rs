@@ -584,7 +584,7 @@ mod tests {
         };
         let lib = file("src/lib.rs");
         assert!(lib.contains(".owns::<Service>()") && lib.contains(".owns::<Deployment>()"));
-        assert!(!lib.contains("ConfigMap"));
+        assert!(!lib.contains("owns::<ConfigMap>") && !lib.contains("ConfigMap {"));
         assert!(
             lib.contains("Kind::namespaced(\"acme.io\", \"v1alpha1\", \"WebSite\", \"websites\")")
         );

