@@ -236,8 +236,30 @@ impl Registry {
     /// [`RegistryError::Load`] (not a component of our world, an invalid
     /// manifest, or the engine's pool was busy: see
     /// [`RegistryError::is_transient`]), [`RegistryError::PrimaryKindChanged`],
-    /// [`RegistryError::PluginNameChanged`], [`RegistryError::RollbackRefused`].
+    /// [`RegistryError::PluginNameChanged`], [`RegistryError::RollbackRefused`],
+    /// and [`RegistryError::Kinds`] from [`Registry::check_kinds`].
     pub async fn prepare(
+        &self,
+        source: &str,
+        bytes: Vec<u8>,
+        replaces: Option<&str>,
+    ) -> Result<Candidate, RegistryError> {
+        let candidate = self.prepare_component(source, bytes, replaces).await?;
+        // After the identity checks: a component that may not replace the
+        // serving one is refused for that, whatever the cluster serves.
+        self.check_kinds(&candidate).await?;
+        Ok(candidate)
+    }
+
+    /// [`Registry::prepare`] without checking the manifest's kinds against
+    /// the cluster: for a caller that installs the CRD the component
+    /// carries first (`permissions.crds`), then calls
+    /// [`Registry::check_kinds`] itself.
+    ///
+    /// # Errors
+    ///
+    /// As [`Registry::prepare`], but never [`RegistryError::Kinds`].
+    pub async fn prepare_component(
         &self,
         source: &str,
         bytes: Vec<u8>,
@@ -269,9 +291,6 @@ impl Registry {
         };
         let running = self.current(candidate.target());
         self.admit(&candidate, running.as_deref(), None)?;
-        // After the identity checks: a component that may not replace the
-        // serving one is refused for that, whatever the cluster serves.
-        self.check_kinds(&candidate).await?;
         Ok(candidate)
     }
 
@@ -316,7 +335,12 @@ impl Registry {
     /// discovery (when the registry has it) and refuses a manifest whose
     /// plural or scope disagrees with the cluster, or that names a kind the
     /// cluster does not serve.
-    async fn check_kinds(&self, candidate: &Candidate) -> Result<(), RegistryError> {
+    ///
+    /// # Errors
+    ///
+    /// [`RegistryError::Kinds`] naming every disagreement, or
+    /// [`RegistryError::Discovery`] when discovery cannot be read.
+    pub async fn check_kinds(&self, candidate: &Candidate) -> Result<(), RegistryError> {
         let Some(discovery) = self.inner.discovery.get() else {
             return Ok(());
         };

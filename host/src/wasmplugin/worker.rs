@@ -366,7 +366,7 @@ impl Worker {
         let candidate = match self
             .cluster
             .registry
-            .prepare(&source, fetched.bytes, serving_plugin.as_deref())
+            .prepare_component(&source, fetched.bytes, serving_plugin.as_deref())
             .await
         {
             Ok(candidate) => candidate,
@@ -398,6 +398,13 @@ impl Worker {
         // watches the kind, and before the webhook points its conversion.
         if let Err((refusal, retrying)) = self.install_crd(&candidate, &options, &digest).await {
             self.reject(refusal, retrying, Some(&digest)).await;
+            self.write_status().await;
+            return;
+        }
+        // The kinds against discovery after the CRD install, so a CRD the
+        // plugin carries counts.
+        if let Err(error) = self.cluster.registry.check_kinds(&candidate).await {
+            self.refuse(&error, &digest).await;
             self.write_status().await;
             return;
         }
