@@ -376,35 +376,10 @@ impl Worker {
                 return;
             }
         };
-        // The conversion round-trip gate (webhook/gate.rs): a `convert`
-        // that loses or breaks stored objects never serves.
-        if let Err(refusal) = self.conversion_gate(&candidate, &options, &spec).await {
-            let retrying = matches!(refusal, GateError::Unreadable { .. });
-            let reason = if retrying {
-                Reason::LoadFailed
-            } else {
-                Reason::ConversionNotLossless
-            };
-            self.reject(
-                problem(reason.as_str(), refusal.to_string()),
-                retrying,
-                Some(&digest),
-            )
-            .await;
-            self.write_status().await;
-            return;
-        }
-        // The plugin's own CRD (permissions.crds) before its controller
-        // watches the kind, and before the webhook points its conversion.
-        if let Err((refusal, retrying)) = self.install_crd(&candidate, &options, &digest).await {
-            self.reject(refusal, retrying, Some(&digest)).await;
-            self.write_status().await;
-            return;
-        }
-        // The kinds against discovery after the CRD install, so a CRD the
-        // plugin carries counts.
-        if let Err(error) = self.cluster.registry.check_kinds(&candidate).await {
-            self.refuse(&error, &digest).await;
+        if !self
+            .passes_cluster_checks(&candidate, &options, &spec, &digest)
+            .await
+        {
             self.write_status().await;
             return;
         }
@@ -457,6 +432,53 @@ impl Worker {
             }
         }
         self.write_status().await;
+    }
+
+    /// The checks of `candidate` against the cluster, in order: the
+    /// conversion round-trip gate (webhook/gate.rs: a `convert` that loses
+    /// or breaks stored objects never serves), the plugin's own CRD
+    /// (`permissions.crds`, installed before its controller watches the
+    /// kind and before the webhook points its conversion), then its kinds
+    /// against discovery (after the install, so a carried CRD counts).
+    /// False when one refused it (the refusal is recorded; the caller
+    /// writes the status).
+    async fn passes_cluster_checks(
+        &mut self,
+        candidate: &Candidate,
+        options: &ActivationOptions,
+        spec: &WasmPluginSpec,
+        digest: &str,
+    ) -> bool {
+        // The conversion round-trip gate (webhook/gate.rs): a `convert`
+        // that loses or breaks stored objects never serves.
+        if let Err(refusal) = self.conversion_gate(candidate, options, spec).await {
+            let retrying = matches!(refusal, GateError::Unreadable { .. });
+            let reason = if retrying {
+                Reason::LoadFailed
+            } else {
+                Reason::ConversionNotLossless
+            };
+            self.reject(
+                problem(reason.as_str(), refusal.to_string()),
+                retrying,
+                Some(digest),
+            )
+            .await;
+            return false;
+        }
+        // The plugin's own CRD (permissions.crds) before its controller
+        // watches the kind, and before the webhook points its conversion.
+        if let Err((refusal, retrying)) = self.install_crd(candidate, options, digest).await {
+            self.reject(refusal, retrying, Some(digest)).await;
+            return false;
+        }
+        // The kinds against discovery after the CRD install, so a CRD the
+        // plugin carries counts.
+        if let Err(error) = self.cluster.registry.check_kinds(candidate).await {
+            self.refuse(&error, digest).await;
+            return false;
+        }
+        true
     }
 
     /// Runs the conversion round-trip gate on `candidate` with this
