@@ -14,7 +14,6 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::build::{self, BuildError, PluginCrate};
-use super::manifests::{self, ManifestError, ManifestObject};
 use super::progress::Step;
 use super::wasmplugins::{LoadEvent, LoadOutcome};
 use crate::contract;
@@ -58,15 +57,6 @@ pub enum AuthorError {
     /// The crate does not build.
     #[error(transparent)]
     Build(#[from] BuildError),
-    /// The CRD it carries could not be installed.
-    #[error("cannot install the CRD plugin {plugin} carries: {source}")]
-    Crd {
-        /// The plugin's name.
-        plugin: String,
-        /// What applying it said.
-        #[source]
-        source: ManifestError,
-    },
 }
 
 /// What the author's built component carries.
@@ -177,19 +167,16 @@ pub struct Prepared {
     pub resources: Vec<String>,
 }
 
-/// Builds `author` (when `build`), reads what its component carries and
-/// installs its CRD. Dev installs the CRD itself even when the host would
-/// (the WasmPlugin grant `permissions.crds`), so the samples apply and
-/// nothing is pruned while the plugin activates.
+/// Builds `author` (when `build`) and reads what its component carries.
+/// Dev does not install the CRD: the WasmPlugin it deploys grants
+/// `permissions.crds`, so the host applies the plugin's own CRD when the
+/// version activates, as it would in a cluster (and again on every rebuild
+/// that changes it). The samples are applied after that.
 ///
 /// # Errors
 ///
 /// [`AuthorError`] naming the step that failed.
-pub async fn prepare(
-    client: &kube::Client,
-    author: &AuthorCrate,
-    build: bool,
-) -> Result<Prepared, AuthorError> {
+pub async fn prepare(author: &AuthorCrate, build: bool) -> Result<Prepared, AuthorError> {
     if build {
         let step = Step::start(format!("Building plugin {}", author.package));
         if let Err(error) = author.build().await {
@@ -198,7 +185,7 @@ pub async fn prepare(
         }
         step.done(author.wasm_file().display().to_string());
     }
-    let step = Step::start(format!("Installing the CRD {} carries", author.package));
+    let step = Step::start(format!("Reading the CRD {} carries", author.package));
     let carried = match author.carried().await {
         Ok(carried) => carried,
         Err(error) => {
@@ -206,20 +193,16 @@ pub async fn prepare(
             return Err(error);
         }
     };
-    let crd = match install_carried_crd(client, author, &carried).await {
-        Ok(Some(name)) => {
-            step.done(name.clone());
-            Some(name)
-        }
-        Ok(None) => {
-            step.done("none: the plugin carries no CRD (`Reconciler::crd`)");
-            None
-        }
-        Err(error) => {
-            step.failed();
-            return Err(error);
-        }
-    };
+    let crd = carried
+        .crd
+        .as_ref()
+        .and_then(|crd| crd.pointer("/metadata/name"))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    match &crd {
+        Some(name) => step.done(format!("{name} (the host installs it: permissions.crds)")),
+        None => step.done("none: the plugin carries no CRD (`Reconciler::crd`)"),
+    }
     let manifest = &carried.manifest;
     let resources = std::iter::once(&manifest.primary)
         .chain(&manifest.owns)
@@ -228,41 +211,14 @@ pub async fn prepare(
     Ok(Prepared { crd, resources })
 }
 
-/// Installs (server-side apply, waiting until established) the CRD `carried`
-/// holds; returns its name, or `None` when the plugin carries none.
-///
-/// # Errors
-///
-/// [`AuthorError::Crd`] when the API server refuses it.
-pub async fn install_carried_crd(
-    client: &kube::Client,
-    author: &AuthorCrate,
-    carried: &Carried,
-) -> Result<Option<String>, AuthorError> {
-    let Some(crd) = &carried.crd else {
-        return Ok(None);
-    };
-    let object = ManifestObject {
-        path: author.wasm_file(),
-        object: crd.clone(),
-    };
-    let names = manifests::install_crd_objects(client, vec![object], &author.wasm_file())
-        .await
-        .map_err(|source| AuthorError::Crd {
-            plugin: carried.manifest.name.clone(),
-            source,
-        })?;
-    Ok(names.into_iter().next())
-}
-
 /// Rebuilds `author` whenever a file under `src/`, `Cargo.toml` or
-/// `build.rs` changes (after `debounce` of quiet), and re-installs the CRD
-/// the new component carries, until `cancel` fires. A failed build is
+/// `build.rs` changes (after `debounce` of quiet), until `cancel` fires
+/// (the host applies the CRD the new component carries when it swaps it
+/// in). A failed build is
 /// logged with the compiler's output and broadcast as a
 /// [`LoadOutcome::Failed`]; the last good component keeps serving.
 pub fn spawn_rebuilder(
     author: AuthorCrate,
-    client: kube::Client,
     debounce: Duration,
     events: broadcast::Sender<LoadEvent>,
     cancel: CancellationToken,
@@ -313,18 +269,14 @@ pub fn spawn_rebuilder(
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                () = rebuild(&author, &client, &events) => {}
+                () = rebuild(&author, &events) => {}
             }
         }
     })
 }
 
-/// One rebuild after a change: build, then refresh the carried CRD.
-async fn rebuild(
-    author: &AuthorCrate,
-    client: &kube::Client,
-    events: &broadcast::Sender<LoadEvent>,
-) {
+/// One rebuild after a change.
+async fn rebuild(author: &AuthorCrate, events: &broadcast::Sender<LoadEvent>) {
     tracing::info!(package = %author.package, "source changed; rebuilding");
     let failed = |message: String| {
         tracing::error!("{message}");
@@ -341,18 +293,9 @@ async fn rebuild(
         ));
         return;
     }
-    // The new CRD goes in before the controller swaps the component in (it
-    // waits for the file to settle), so new fields are not pruned.
-    let installed = match author.carried().await {
-        Ok(carried) => install_carried_crd(client, author, &carried).await,
-        Err(error) => Err(error),
-    };
-    match installed {
-        Ok(_) => {
-            tracing::info!(package = %author.package, "rebuilt; the WasmPlugin controller swaps it in");
-        }
-        Err(error) => failed(error.to_string()),
-    }
+    // The host applies the CRD the new component carries when it swaps it
+    // in (permissions.crds), before the new version serves.
+    tracing::info!(package = %author.package, "rebuilt; the WasmPlugin controller swaps it in");
 }
 
 #[cfg(test)]

@@ -428,7 +428,6 @@ impl DevSession {
                         |plugin_crate| {
                             author::spawn_rebuilder(
                                 plugin_crate,
-                                cluster.client(),
                                 options.debounce,
                                 events.clone(),
                                 cancel.clone(),
@@ -873,8 +872,8 @@ fn unconverted_examples(
     out
 }
 
-/// Installs the WasmPlugin CRD, then builds the author's crate and installs
-/// the CRD it carries ([`author::prepare`]).
+/// Installs the WasmPlugin CRD, then builds the author's crate and reads
+/// the CRD it carries ([`author::prepare`]; the host installs it).
 async fn install_and_build_author(
     client: &kube::Client,
     options: &DevOptions,
@@ -892,7 +891,7 @@ async fn install_and_build_author(
             return Err(DevError::Crds(error));
         }
     };
-    let prepared = author::prepare(client, author, options.build).await?;
+    let prepared = author::prepare(author, options.build).await?;
     summary.crds.extend(prepared.crd);
     summary.resources = prepared.resources;
     Ok(Vec::new())

@@ -121,19 +121,11 @@ pub fn wasmplugin_object(name: &str, file: &Path, config: &Value) -> Value {
 }
 
 /// Grants WasmPlugin `object` the plugin's own CRD (`permissions.crds`),
-/// as dev does for an author's crate, when this host's WasmPlugin type has
-/// that grant: a host that installs plugin CRDs then keeps it up to date.
-/// Without the field in the schema the grant is left out (the spec refuses
-/// unknown fields).
+/// as dev does for an author's crate: the host then installs the CRD the
+/// plugin carries when a version activates, and updates it on every
+/// rebuild that changes it.
 pub fn grant_crds(object: &mut Value) {
-    let crd = serde_json::to_value(<wasmplugin::WasmPlugin as kube::CustomResourceExt>::crd())
-        .unwrap_or_default();
-    let known = crd
-        .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/permissions/properties/crds")
-        .is_some();
-    if known {
-        object["spec"]["permissions"] = json!({"crds": true});
-    }
+    object["spec"]["permissions"] = json!({"crds": true});
 }
 
 /// Applies (server-side) the WasmPlugin `object` named `name`.
