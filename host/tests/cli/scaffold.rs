@@ -254,6 +254,22 @@ async fn a_scaffolded_plugin_builds_offline_and_dev_serves_and_hot_swaps_it() {
     let dir = tempfile::tempdir().unwrap();
     let crate_dir = scaffold_and_build(dir.path());
 
+    // The golden fixture the scaffold wrote passes against the component
+    // it built, through `plugin test` (the production engine, in process).
+    let wasm = scaffold_target().join("wasm32-wasip2/release/greeter.wasm");
+    let tested = run_binary(&[
+        "plugin",
+        "test",
+        wasm.to_str().unwrap(),
+        crate_dir.join("fixtures").to_str().unwrap(),
+    ]);
+    let report = String::from_utf8_lossy(&tested.stdout);
+    assert!(
+        tested.status.success() && report.contains("1 passed, 0 failed"),
+        "plugin test of the scaffold's fixtures: {report}{}",
+        String::from_utf8_lossy(&tested.stderr)
+    );
+
     let mut child = Command::new(binary())
         .args(["dev", "--port", "0", "--debounce-ms", "200"])
         .current_dir(&crate_dir)
@@ -293,6 +309,14 @@ async fn a_scaffolded_plugin_builds_offline_and_dev_serves_and_hot_swaps_it() {
     let crd = serde_json::to_value(crd).unwrap();
     let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"];
     assert!(schema["spec"]["properties"]["image"].is_object(), "{crd}");
+    // Installed by the host (permissions.crds), not by dev.
+    let managers: Vec<&str> = crd["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(managers.contains(&"wasm-operator/crds"), "{managers:?}");
     assert!(
         schema["status"]["properties"]["conditions"].is_object(),
         "{crd}"
