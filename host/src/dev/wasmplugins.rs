@@ -10,6 +10,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::manifests::DEV_FIELD_MANAGER;
+use crate::contract::Reason;
 use crate::wasmplugin::{self, AuditRecord};
 
 /// The label key marking the WasmPlugins `dev` applied (value `wasm-operator-dev`).
@@ -145,11 +146,15 @@ pub async fn apply_wasmplugin(
 }
 
 /// The [`LoadEvent`] a WasmPlugin transition means for plugin file `file`;
-/// `None` for transitions that are no outcome (an unload, or a load retried
-/// because the engine was busy).
+/// `None` for transitions that are no outcome (an unload, a load retried
+/// because the engine was busy, or what the host did with the CRD the
+/// plugin carries, which precedes the verdict on the version).
 pub fn load_event(file: &Path, record: &AuditRecord) -> Option<LoadEvent> {
     let t = &record.transition;
-    if t.retrying || (t.to.is_empty() && !t.warning) {
+    let about_the_crd = [Reason::CrdApplied, Reason::CrdNotApplied]
+        .iter()
+        .any(|reason| t.reason == reason.as_str());
+    if t.retrying || about_the_crd || (t.to.is_empty() && !t.warning) {
         return None;
     }
     let outcome = if !t.warning {
@@ -226,6 +231,9 @@ mod tests {
         // A busy engine is no verdict, an unload no load.
         assert!(load_event(&file, &record("InstancePoolFull", true, true, "1.0.0")).is_none());
         assert!(load_event(&file, &record("Unloaded", false, false, "")).is_none());
+        // What the host did with the plugin's CRD comes before the verdict.
+        assert!(load_event(&file, &record("CrdApplied", false, false, "1.0.0")).is_none());
+        assert!(load_event(&file, &record("CrdNotApplied", true, false, "1.0.0")).is_none());
         std::fs::remove_file(&file).unwrap();
         let removed = load_event(&file, &record("SourceNotFound", true, false, "1.0.0")).unwrap();
         assert_eq!(removed.outcome, LoadOutcome::Removed);

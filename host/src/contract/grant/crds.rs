@@ -202,6 +202,9 @@ fn contained(part: &Value, whole: &Value) -> bool {
         (Value::Array(p), Value::Array(w)) => {
             p.len() == w.len() && p.iter().zip(w).all(|(a, b)| contained(a, b))
         }
+        // The cluster's CRD comes back through k8s-openapi's types, whose
+        // bounds are f64: the carried `minimum: 1` reads back as `1.0`.
+        (Value::Number(p), Value::Number(w)) => p.as_f64() == w.as_f64(),
         _ => part == whole,
     }
 }
@@ -339,6 +342,12 @@ mod tests {
 
     fn webapp_crd() -> Value {
         carried("example.com", "WebApp", "webapps", &["v1"])
+    }
+
+    #[test]
+    fn numbers_compare_by_value_as_the_typed_crd_reads_them_back() {
+        assert!(contained(&json!({"minimum": 1}), &json!({"minimum": 1.0})));
+        assert!(!contained(&json!({"minimum": 1}), &json!({"minimum": 2.0})));
     }
 
     #[test]
