@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> [%s, %d s in] %s\n' "$(date -u +%T)" "$SECONDS" "$*"; }
 
 step "installing test dependencies"
 bash scripts/install-test-deps.sh
@@ -107,6 +107,7 @@ if [ -n "$realcluster_pid" ]; then
     fi
 fi
 
+step "summary"
 passed=$(cat "${logs[@]}" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) passed.*/\1/' | awk '{s+=$1} END {print s+0}')
 failed=$(cat "${logs[@]}" | grep -E '^test result:' | sed -E 's/.* ([0-9]+) failed.*/\1/' | awk '{s+=$1} END {print s+0}')
 printf '\n%s passed, %s failed\n' "$passed" "$failed"

@@ -35,6 +35,7 @@ use kube::runtime::controller::Config;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::apply::EventSink;
 use crate::cache::{
@@ -71,6 +72,9 @@ fn after_sync(
 pub struct ControllerHandle {
     shutdown: CancellationToken,
     task: Option<JoinHandle<()>>,
+    /// The pacer, the access publisher and the sweeps: each holds cache
+    /// leases, so [`ControllerHandle::stop`] waits for them too.
+    helpers: TaskTracker,
     leases: Arc<Vec<CacheLease>>,
     reconcile_all: mpsc::UnboundedSender<()>,
     /// Batches of objects to reconcile again, paced by [`pace`].
@@ -191,7 +195,8 @@ impl ControllerHandle {
         let (reconcile_all, reconcile_all_rx) = mpsc::unbounded();
         let (paced, paced_rx) = tokio::sync::mpsc::unbounded_channel();
         let (reconcile_one, reconcile_one_rx) = mpsc::unbounded();
-        tokio::spawn(pace(paced_rx, reconcile_one, shutdown.clone()));
+        let helpers = TaskTracker::new();
+        helpers.spawn(pace(paced_rx, reconcile_one, shutdown.clone()));
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
         let mut controller = Controller::for_stream_with(
             trigger::primaries(after_sync(&all, &primary_lease), gate.clone()),
@@ -237,7 +242,7 @@ impl ControllerHandle {
         // Refused lists/watches and the primaries outside the grant, for
         // the WasmPlugin status and `/readyz`.
         let probed = all.iter().chain(namespace_lease.iter()).cloned().collect();
-        tokio::spawn(access::publish(
+        helpers.spawn(access::publish(
             probed,
             (primary_store.clone(), gate.clone()),
             versions.clone(),
@@ -289,6 +294,7 @@ impl ControllerHandle {
         ControllerHandle {
             shutdown,
             task: Some(task),
+            helpers,
             leases: Arc::new(leases),
             reconcile_all,
             paced,
@@ -347,7 +353,7 @@ impl ControllerHandle {
 
     fn start_sweep(&self, candidate: RolloutCandidate, sweep: shadow::Sweep) {
         let leases = self.leases.clone();
-        tokio::spawn(shadow::sweep(
+        self.helpers.spawn(shadow::sweep(
             self.ctx.clone(),
             candidate,
             sweep,
@@ -392,6 +398,10 @@ impl ControllerHandle {
 
     /// Stops taking new work, waits for reconciles in flight, then releases
     /// the caches.
+    ///
+    /// # Guarantees
+    /// When this returns, no task of this controller runs and none holds a
+    /// cache lease: a reflector only this controller used is gone.
     pub async fn stop(mut self) {
         self.shutdown.cancel();
         if let Some(task) = self.task.take()
@@ -400,6 +410,9 @@ impl ControllerHandle {
         {
             tracing::error!(%error, "controller task panicked");
         }
+        // Each helper returns once `shutdown` is cancelled.
+        self.helpers.close();
+        self.helpers.wait().await;
     }
 }
 

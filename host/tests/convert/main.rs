@@ -43,7 +43,6 @@ pub struct Fixture {
     pub webhook: ConversionWebhook,
     /// Where tests put plugin files.
     pub dir: tempfile::TempDir,
-    _cache_dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -78,11 +77,10 @@ impl Fixture {
         let client = cluster.client();
         support::install_crd(&client, &support::example_crd("wasmplugin")).await;
         install_kv_crd(&client, storage).await;
-        let cache_dir = tempfile::tempdir().unwrap();
         let options = RegistryOptions {
             concurrency: 2,
             engine: EngineConfig {
-                cache_dir: Some(cache_dir.path().to_path_buf()),
+                cache_dir: Some(support::compile_cache_dir()),
                 ..EngineConfig::default()
             },
             ..RegistryOptions::default()
@@ -112,7 +110,6 @@ impl Fixture {
             registry,
             webhook,
             dir: tempfile::tempdir().unwrap(),
-            _cache_dir: cache_dir,
         }
     }
 

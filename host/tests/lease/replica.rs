@@ -85,15 +85,6 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-/// The compile cache shared by the replicas of this test process: the
-/// plugin is compiled once, not once per replica.
-fn cache_dir() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| support::workspace().join("target"));
-    target.join("lease-tests-cache")
-}
-
 impl Replica {
     /// Starts a replica serving the webapp plugin with short election
     /// timings.
@@ -116,7 +107,7 @@ impl Replica {
             .arg(launch.kubeconfig)
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--cache-dir")
-            .arg(cache_dir())
+            .arg(support::compile_cache_dir())
             .args([
                 "--leader-elect",
                 "--leader-election-namespace",

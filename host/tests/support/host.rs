@@ -22,7 +22,6 @@ pub struct Host {
     limits: CallLimits,
     /// The host's own namespaces and objects; a restart keeps them.
     host_objects: HostObjects,
-    cache_dir: tempfile::TempDir,
 }
 
 /// How a [`Host`] is started: the limits of its plugin calls and the example
@@ -65,7 +64,7 @@ impl HostBuilder {
     }
 
     /// Starts a cluster, installs the CRDs and starts a manager
-    /// (concurrency 4, a private compile cache).
+    /// (concurrency 4, the run's shared compile cache).
     pub async fn start(self) -> Host {
         // oci-client enables rustls's aws-lc-rs next to kube's ring; with two
         // providers rustls cannot pick one by itself.
@@ -86,16 +85,8 @@ impl HostBuilder {
         for example in &self.crds {
             super::install_crd(&cluster.client(), &super::example_crd(example)).await;
         }
-        let cache_dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new();
-        let manager = new_manager(
-            &cluster,
-            &cache_dir,
-            &metrics,
-            self.limits,
-            &self.host_objects,
-        )
-        .await;
+        let manager = new_manager(&cluster, &metrics, self.limits, &self.host_objects).await;
         Host {
             cluster,
             registry: manager.registry().clone(),
@@ -103,7 +94,6 @@ impl HostBuilder {
             metrics,
             limits: self.limits,
             host_objects: self.host_objects,
-            cache_dir,
         }
     }
 }
@@ -125,7 +115,6 @@ impl Host {
         self.manager.shutdown().await;
         self.manager = new_manager(
             &self.cluster,
-            &self.cache_dir,
             &self.metrics,
             self.limits,
             &self.host_objects,
@@ -150,7 +139,6 @@ impl Host {
 
 async fn new_manager(
     cluster: &TestCluster,
-    cache_dir: &tempfile::TempDir,
     metrics: &Metrics,
     limits: CallLimits,
     host_objects: &HostObjects,
@@ -158,7 +146,7 @@ async fn new_manager(
     let options = RegistryOptions {
         concurrency: 4,
         engine: EngineConfig {
-            cache_dir: Some(cache_dir.path().to_path_buf()),
+            cache_dir: Some(super::compile_cache_dir()),
             limits,
             ..EngineConfig::default()
         },

@@ -31,6 +31,22 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// The compile cache every host of this test run shares
+/// (`<target>/test-compile-cache`): each plugin is compiled once per run,
+/// not once per test (a Python or TypeScript plugin takes ~30 s of CPU to
+/// compile in a debug host, a Rust one ~4 s). Entries are named by the
+/// component's digest and the engine's compatibility hash and written
+/// atomically, so concurrent tests and processes share them safely; tests
+/// of the cache itself use their own directories.
+pub fn compile_cache_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"));
+    let dir = target.join("test-compile-cache");
+    std::fs::create_dir_all(&dir).expect("create the tests' compile cache");
+    dir
+}
+
 /// A cluster for one test on the backend the environment chooses
 /// (`devcluster::testing`): by default a fresh in-memory devcluster on a free
 /// port; with `WASM_OPERATOR_TEST_BACKEND=real` an exclusive lease on this

@@ -373,14 +373,13 @@ async fn a_promoted_canary_stays_promoted_across_a_host_restart() {
 
     // Another host starts on the same cluster: the spec still names 1.0.0
     // in spec.source, the status says 1.1.0 was promoted.
-    let cache = tempfile::tempdir().unwrap();
     let manager = Manager::start(
         client.clone(),
         ManagerOptions {
             registry: RegistryOptions {
                 concurrency: 2,
                 engine: EngineConfig {
-                    cache_dir: Some(cache.path().to_path_buf()),
+                    cache_dir: Some(support::compile_cache_dir()),
                     ..EngineConfig::default()
                 },
                 ..RegistryOptions::default()
@@ -451,14 +450,13 @@ async fn a_running_split_resumes_across_a_host_restart_with_every_assignment() {
     fx.manager.shutdown().await;
 
     let client = fx.client();
-    let cache = tempfile::tempdir().unwrap();
     let manager = Manager::start(
         client.clone(),
         ManagerOptions {
             registry: RegistryOptions {
                 concurrency: 2,
                 engine: EngineConfig {
-                    cache_dir: Some(cache.path().to_path_buf()),
+                    cache_dir: Some(support::compile_cache_dir()),
                     ..EngineConfig::default()
                 },
                 ..RegistryOptions::default()

@@ -58,7 +58,6 @@ pub struct Fixture {
     pub registry: Registry,
     /// Where tests put plugin files.
     pub dir: tempfile::TempDir,
-    _cache_dir: tempfile::TempDir,
 }
 
 impl Fixture {
@@ -67,7 +66,7 @@ impl Fixture {
     }
 
     /// [`Fixture::start`] with the registry's engine configured by `engine`
-    /// (its compiled-component cache is the fixture's own).
+    /// (its compiled-component cache is the run's shared one).
     pub async fn start_with(engine: EngineConfig) -> Fixture {
         Fixture::start_as(engine, |_| async {}, |client| client).await
     }
@@ -121,11 +120,10 @@ impl Fixture {
         }
         prepare(client.clone()).await;
         let client = identity(client);
-        let cache_dir = tempfile::tempdir().unwrap();
         let options = RegistryOptions {
             concurrency: 2,
             engine: EngineConfig {
-                cache_dir: Some(cache_dir.path().to_path_buf()),
+                cache_dir: Some(support::compile_cache_dir()),
                 ..engine
             },
             ..RegistryOptions::default()
@@ -145,7 +143,6 @@ impl Fixture {
             registry: manager.registry().clone(),
             manager,
             dir: tempfile::tempdir().unwrap(),
-            _cache_dir: cache_dir,
         }
     }
 
