@@ -123,12 +123,28 @@ async fn shadow_catches_every_difference_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_identical_candidate_shows_no_difference() {
+    shadows_without_a_difference(NEXT, "same").await;
+}
+
+/// The Python and TypeScript ports of the webapp (plugins/webapp-py,
+/// webapp-ts) as the Rust webapp's shadow candidate: every object compared
+/// on the cluster, not one difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_and_typescript_ports_shadow_the_rust_webapp_without_a_difference() {
+    shadows_without_a_difference("webapp_py", "py").await;
+    shadows_without_a_difference("webapp_ts", "ts").await;
+}
+
+/// Five WebApps served by the Rust webapp with the built plugin `candidate`
+/// in shadow: each compared once, all agreeing, nothing of the candidate's
+/// served.
+async fn shadows_without_a_difference(candidate: &str, prefix: &str) {
     let host = Host::start().await;
     let client = host.client();
     host.load(STABLE).await;
-    let names = create_webapps(&client, "same", 5, |_| json!({})).await;
+    let names = create_webapps(&client, prefix, 5, |_| json!({})).await;
     wait_versions(&client, |_, _| "1.0.0").await;
-    host.canary(NEXT, Rollout::Shadow).await;
+    host.canary(candidate, Rollout::Shadow).await;
     let observations = host.registry.canary("webapp").expect("a candidate");
     wait_until("every WebApp compared", CONVERGE, || async {
         let counts = observations.shadow_counts();

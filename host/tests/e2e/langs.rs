@@ -47,7 +47,11 @@ fn webapp(name: &str, spec: Value, status: Option<Value>) -> Value {
 /// children (field for field), status, conditions, events and failures.
 #[test]
 fn python_and_typescript_webapps_answer_like_rust() {
-    let engine = Engine::new(EngineConfig::default()).unwrap();
+    let engine = Engine::new(EngineConfig {
+        cache_dir: Some(support::compile_cache_dir()),
+        ..EngineConfig::default()
+    })
+    .unwrap();
     let ready_deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "shop", "namespace": NS},

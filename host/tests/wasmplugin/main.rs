@@ -17,6 +17,7 @@ mod cli;
 mod counters;
 mod crd;
 mod crd_install;
+mod langs;
 mod oci;
 mod permissions;
 mod sources;

@@ -7,7 +7,8 @@ use wasm_operator::oci::{self, PushOptions};
 use crate::support::{self, condition, registry::Registry};
 use crate::{Fixture, digest, with_custom_section};
 
-async fn push(bytes: &[u8], reference: &str) -> String {
+/// Pushes `bytes` to `reference`; the digest of the manifest pushed.
+pub(crate) async fn push(bytes: &[u8], reference: &str) -> String {
     oci::push(bytes, reference, &PushOptions::default(), &mut |_| {})
         .await
         .unwrap_or_else(|e| panic!("pushing {reference}: {e}"))

@@ -107,13 +107,15 @@ async fn file_source_loads_swaps_reloads_and_unloads() {
     );
 }
 
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` gzip'd.
+pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     enc.write_all(bytes).unwrap();
     enc.finish().unwrap()
 }
 
-async fn put_config_map(fx: &Fixture, name: &str, key: &str, bytes: Vec<u8>) {
+/// Creates or replaces ConfigMap `name` holding `bytes` under `key`.
+pub(crate) async fn put_config_map(fx: &Fixture, name: &str, key: &str, bytes: Vec<u8>) {
     let api: Api<ConfigMap> = Api::namespaced(fx.client(), NS);
     let cm: ConfigMap = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
