@@ -126,13 +126,14 @@ async fn an_identical_candidate_shows_no_difference() {
     shadows_without_a_difference(NEXT, "same").await;
 }
 
-/// The Python and TypeScript ports of the webapp (plugins/webapp-py,
-/// webapp-ts) as the Rust webapp's shadow candidate: every object compared
-/// on the cluster, not one difference.
+/// The Python, TypeScript and Go ports of the webapp (plugins/webapp-py,
+/// webapp-ts, webapp-go) as the Rust webapp's shadow candidate: every
+/// object compared on the cluster, not one difference.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_and_typescript_ports_shadow_the_rust_webapp_without_a_difference() {
+async fn the_python_typescript_and_go_ports_shadow_the_rust_webapp_without_a_difference() {
     shadows_without_a_difference("webapp_py", "py").await;
     shadows_without_a_difference("webapp_ts", "ts").await;
+    shadows_without_a_difference("webapp_go", "go").await;
 }
 
 /// Five WebApps served by the Rust webapp with the built plugin `candidate`

@@ -1,9 +1,10 @@
-//! Plugins in Python and TypeScript (plugins/webapp-py, plugins/webapp-ts,
-//! built by scripts/build-lang-plugins.sh) through the same WIT contract as
-//! the Rust ones: the same answers as the Rust webapp, hot-swapped under a
-//! running WebApp, and bounded and reported like a Rust plugin when they
-//! raise, loop or allocate without bound (plugins/fixtures/py-faulty,
-//! ts-faulty). docs/languages.md has the figures.
+//! Plugins in Python, TypeScript and Go (plugins/webapp-py, webapp-ts,
+//! webapp-go, built by scripts/build-lang-plugins.sh) through the same WIT
+//! contract as the Rust ones: the same answers as the Rust webapp,
+//! hot-swapped under a running WebApp, and bounded and reported like a Rust
+//! plugin when they raise, loop or allocate without bound
+//! (plugins/fixtures/py-faulty, ts-faulty, go-faulty). docs/languages.md has
+//! the figures.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,8 +19,9 @@ use crate::{CONVERGE, Host, deployment_kind, service_kind, webapp_kind};
 
 const NS: &str = "default";
 
-/// The three webapp ports, by their built file's name.
-const WEBAPPS: [&str; 3] = ["webapp", "webapp_py", "webapp_ts"];
+/// The webapp in each language, by its built file's name (Rust first: the
+/// reference).
+const WEBAPPS: [&str; 4] = ["webapp", "webapp_py", "webapp_ts", "webapp_go"];
 
 fn ctx(plugin: &LoadedPlugin) -> CallContext {
     CallContext {
@@ -46,7 +48,7 @@ fn webapp(name: &str, spec: Value, status: Option<Value>) -> Value {
 /// Each port answers every input exactly like the Rust webapp: the same
 /// children (field for field), status, conditions, events and failures.
 #[test]
-fn python_and_typescript_webapps_answer_like_rust() {
+fn python_typescript_and_go_webapps_answer_like_rust() {
     let engine = Engine::new(EngineConfig {
         cache_dir: Some(support::compile_cache_dir()),
         ..EngineConfig::default()
@@ -138,8 +140,9 @@ fn python_and_typescript_webapps_answer_like_rust() {
         }
     }
     // The manifests are the same too (what the host enforces).
-    assert_eq!(manifests[0], manifests[1]);
-    assert_eq!(manifests[0], manifests[2]);
+    for (name, manifest) in WEBAPPS.iter().zip(&manifests).skip(1) {
+        assert_eq!(&manifests[0], manifest, "{name}");
+    }
 }
 
 /// Loads (or swaps to) the built plugin `file` from its file source.
@@ -203,11 +206,11 @@ async fn outcome(client: &kube::Client, name: &str, replicas: i64) -> Value {
     .unwrap()
 }
 
-/// Rust → Python → TypeScript under running WebApps, each swap from a file
+/// Rust → Python → TypeScript → Go under running WebApps, each swap from a file
 /// source: each version keeps reconciling the WebApps of the one before, and
 /// a WebApp each created ends up exactly like the Rust one's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn webapp_swaps_between_rust_python_and_typescript() {
+async fn webapp_swaps_between_rust_python_typescript_and_go() {
     let host = Host::start().await;
     let client = host.client();
     host.load("webapp").await;
@@ -241,6 +244,7 @@ async fn webapp_swaps_between_rust_python_and_typescript() {
     for (file, own, replicas) in [
         ("webapp_py", "by-python", 2),
         ("webapp_ts", "by-typescript", 3),
+        ("webapp_go", "by-go", 4),
     ] {
         swap_to(&host, file).await;
         // The WebApp the Rust version made is now served by this one.
@@ -268,7 +272,7 @@ const FAILING: [(&str, &str); 3] = [
     ("memory", "PluginMemoryExceeded"),
 ];
 
-/// Loads `file` (py_faulty or ts_faulty), creates one Fault per mode and
+/// Loads `file` (py_faulty, ts_faulty or go_faulty), creates one Fault per mode and
 /// returns each failing Fault's Degraded condition message.
 async fn faults_of(file: &str, prefix: &str) -> Vec<(String, String)> {
     // The e2e limits of the Rust faulty plugin (1 s, 64 MiB): the Python
@@ -389,6 +393,29 @@ async fn typescript_exceptions_and_limits_are_reported_like_rust() {
     let raised = &messages[0].1;
     assert!(
         raised.contains("TypeError") && raised.contains("replicasOf"),
+        "{raised}"
+    );
+    assert!(
+        messages[1].1.contains("did not finish within 1s"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2]
+            .1
+            .contains("exceeded its memory limit of 67108864 bytes"),
+        "{messages:?}"
+    );
+}
+
+/// The same for a Go plugin: a recovered panic names the runtime error and
+/// the Go source line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_panics_and_limits_are_reported_like_rust() {
+    let messages = faults_of("go_faulty", "go").await;
+    let raised = &messages[0].1;
+    assert!(
+        raised.contains("panic: runtime error: integer divide by zero")
+            && raised.contains("app.go:35 in main.ratio"),
         "{raised}"
     );
     assert!(

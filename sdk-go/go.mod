@@ -1,0 +1,3 @@
+module wasm-operator.dev/sdk-go
+
+go 1.24
