@@ -12,6 +12,7 @@ pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod plugin_crd;
 pub(crate) mod plugin_new;
+pub(crate) mod plugin_new_lang;
 pub(crate) mod plugin_record;
 pub(crate) mod plugin_test;
 pub(crate) mod push;

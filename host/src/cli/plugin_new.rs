@@ -4,6 +4,8 @@
 //! test, a golden fixture, a sample object, the build settings plugins need
 //! and a README. The files are templates under `host/templates/plugin/`,
 //! compiled into the binary and filled by named `{{placeholders}}`.
+//! `--lang python|typescript` writes a Python or TypeScript project instead
+//! (`plugin_new_lang`), with the same golden fixture and sample.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::CliError;
+use super::plugin_new_lang::{self, Lang, LangError, fill};
 
 /// Arguments of `wasm-operator plugin new`.
 #[derive(Debug, Args)]
@@ -40,12 +43,17 @@ pub struct PluginNewArgs {
     /// Where to write the crate (default: ./NAME); must not exist or be empty.
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    /// The plugin's language: a Rust crate, or a Python or TypeScript
+    /// project (built by its build.sh with componentize-py or jco, the SDK
+    /// vendored, the CRD a hand-written crd.yaml).
+    #[arg(long, value_enum, default_value_t = Lang::Rust, value_name = "LANG")]
+    pub lang: Lang,
     /// Depend on the SDK at this path (a checkout's `sdk/`) instead of the
-    /// published crate.
+    /// published crate (Rust only).
     #[arg(long, value_name = "PATH", conflicts_with = "sdk_version")]
     pub sdk: Option<PathBuf>,
     /// The version requirement on the published `wasm-operator-sdk` crate
-    /// (default: this binary's version).
+    /// (default: this binary's version; Rust only).
     #[arg(long, value_name = "VERSION")]
     pub sdk_version: Option<String>,
 }
@@ -83,6 +91,19 @@ pub enum PluginNewError {
         /// The kinds it knows, listed.
         known: String,
     },
+    /// `--sdk` or `--sdk-version` with a language other than Rust.
+    #[error(
+        "{flag} chooses the Rust SDK crate; a {lang} plugin vendors its SDK into the project instead, so drop {flag} (or use --lang rust)"
+    )]
+    SdkFlag {
+        /// The flag given.
+        flag: &'static str,
+        /// The language asked for.
+        lang: &'static str,
+    },
+    /// The Python or TypeScript project cannot be written.
+    #[error(transparent)]
+    Lang(#[from] LangError),
     /// The target directory is there and not empty.
     #[error(
         "{} already exists and is not empty; pick another NAME or --dir, or remove it",
@@ -163,6 +184,7 @@ pub struct Scaffold {
     version: String,
     owns: Vec<&'static str>,
     sdk_dependency: String,
+    lang: Lang,
 }
 
 impl Scaffold {
@@ -206,6 +228,19 @@ impl Scaffold {
         if owns.is_empty() {
             owns.push("ConfigMap");
         }
+        if args.lang != Lang::Rust {
+            let flag = match (&args.sdk, &args.sdk_version) {
+                (Some(_), _) => Some("--sdk"),
+                (None, Some(_)) => Some("--sdk-version"),
+                (None, None) => None,
+            };
+            if let Some(flag) = flag {
+                return Err(PluginNewError::SdkFlag {
+                    flag,
+                    lang: args.lang.name(),
+                });
+            }
+        }
         let sdk_dependency = match (&args.sdk, &args.sdk_version) {
             (Some(path), _) => {
                 let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
@@ -229,6 +264,7 @@ impl Scaffold {
             version: args.version.clone(),
             owns,
             sdk_dependency,
+            lang: args.lang,
         })
     }
 
@@ -240,11 +276,65 @@ impl Scaffold {
             .collect()
     }
 
-    /// Every file of the crate: path relative to its root, and contents.
-    pub fn files(&self) -> Vec<(PathBuf, String)> {
+    /// Every file of the crate (or, with `--lang`, of the Python or
+    /// TypeScript project): path relative to its root, and contents.
+    ///
+    /// # Errors
+    ///
+    /// [`PluginNewError::Lang`] when a Python or TypeScript project cannot
+    /// be written.
+    pub fn files(&self) -> Result<Vec<(PathBuf, String)>, PluginNewError> {
+        let mut sorted = self.children();
+        sorted.sort_by_key(|c| c.order);
+        let expected_children: String = sorted.iter().map(|c| c.expected).collect();
+        let (expected_status, expected_condition) = if self.owns.contains(&"Deployment") {
+            (
+                "  readyReplicas: 0\n  phase: Pending\n",
+                "  status: \"False\"\n  reason: ReplicasNotReady\n  message: 0/1 replicas ready\n",
+            )
+        } else {
+            (
+                "  phase: Running\n",
+                "  status: \"True\"\n  reason: ChildrenApplied\n  message: every child is applied\n",
+            )
+        };
+        // The placeholders every language shares.
+        let values: Vec<(&str, String)> = vec![
+            ("name", self.name.clone()),
+            ("group", self.group.clone()),
+            ("kind", self.kind.clone()),
+            ("version", self.version.clone()),
+            ("plural", plural_of(&self.kind)),
+            ("owns_sentence", owns_sentence(&self.owns)),
+            ("expected_children", expected_children),
+            ("expected_status", expected_status.to_string()),
+            ("expected_condition", expected_condition.to_string()),
+        ];
+        let mut files = match self.lang {
+            Lang::Rust => self.rust_files(&values),
+            lang => plugin_new_lang::files(lang, &self.owns, &values)?,
+        };
+        let template = |text: &str| fill(text, &values);
+        files.extend([
+            (
+                "fixtures/basic/input.yaml".into(),
+                template(include_str!("../../templates/plugin/input.yaml.tmpl")),
+            ),
+            (
+                "fixtures/basic/expected.yaml".into(),
+                template(include_str!("../../templates/plugin/expected.yaml.tmpl")),
+            ),
+            (
+                PathBuf::from("samples").join(format!("{}.yaml", self.kind.to_ascii_lowercase())),
+                template(include_str!("../../templates/plugin/sample.yaml.tmpl")),
+            ),
+        ]);
+        Ok(files)
+    }
+
+    /// The Rust crate's own files, from the shared `values` and the crate's.
+    fn rust_files(&self, values: &[(&str, String)]) -> Vec<(PathBuf, String)> {
         let children = self.children();
-        let plural = plural_of(&self.kind);
-        let lib_name = self.name.replace('-', "_");
         let imports: BTreeSet<&str> = children
             .iter()
             .flat_map(|c| c.imports.iter().copied())
@@ -258,9 +348,8 @@ impl Scaffold {
             .iter()
             .map(|c| format!("\n            {}", c.call))
             .collect();
-        let with_deployment = self.owns.contains(&"Deployment");
         let mut functions: String = children.iter().map(|c| c.function).collect();
-        functions.push_str(if with_deployment {
+        functions.push_str(if self.owns.contains(&"Deployment") {
             include_str!("../../templates/plugin/ready_deployment.rs.tmpl")
         } else {
             include_str!("../../templates/plugin/ready_children.rs.tmpl")
@@ -270,38 +359,16 @@ impl Scaffold {
             .map(|c| format!("{:?}", c.kind))
             .collect::<Vec<_>>()
             .join(", ");
-        let mut sorted = children.clone();
-        sorted.sort_by_key(|c| c.order);
-        let expected_children: String = sorted.iter().map(|c| c.expected).collect();
-        let (expected_status, expected_condition) = if with_deployment {
-            (
-                "  readyReplicas: 0\n  phase: Pending\n",
-                "  status: \"False\"\n  reason: ReplicasNotReady\n  message: 0/1 replicas ready\n",
-            )
-        } else {
-            (
-                "  phase: Running\n",
-                "  status: \"True\"\n  reason: ChildrenApplied\n  message: every child is applied\n",
-            )
-        };
-        let values: Vec<(&str, String)> = vec![
-            ("name", self.name.clone()),
-            ("lib_name", lib_name),
-            ("group", self.group.clone()),
-            ("kind", self.kind.clone()),
-            ("version", self.version.clone()),
-            ("plural", plural.clone()),
+        let mut values = values.to_vec();
+        values.extend([
+            ("lib_name", self.name.replace('-', "_")),
             ("sdk_dependency", self.sdk_dependency.clone()),
-            ("owns_sentence", owns_sentence(&self.owns)),
             ("imports", imports),
             ("owns", owns),
             ("children", calls),
             ("functions", functions),
             ("kinds_list", kinds_list),
-            ("expected_children", expected_children),
-            ("expected_status", expected_status.to_string()),
-            ("expected_condition", expected_condition.to_string()),
-        ];
+        ]);
         let template = |text: &str| fill(text, &values);
         vec![
             (
@@ -324,34 +391,24 @@ impl Scaffold {
                 "src/lib.rs".into(),
                 template(include_str!("../../templates/plugin/lib.rs.tmpl")),
             ),
-            (
-                "fixtures/basic/input.yaml".into(),
-                template(include_str!("../../templates/plugin/input.yaml.tmpl")),
-            ),
-            (
-                "fixtures/basic/expected.yaml".into(),
-                template(include_str!("../../templates/plugin/expected.yaml.tmpl")),
-            ),
-            (
-                PathBuf::from("samples").join(format!("{}.yaml", self.kind.to_ascii_lowercase())),
-                template(include_str!("../../templates/plugin/sample.yaml.tmpl")),
-            ),
         ]
     }
 
-    /// Writes the crate into `dir`, which must not exist or be empty.
-    /// Returns the files written.
+    /// Writes the crate (or project) into `dir`, which must not exist or be
+    /// empty; `*.sh` files are made executable. Returns the files written.
     ///
     /// # Errors
     ///
     /// [`PluginNewError::Exists`] for a non-empty directory,
-    /// [`PluginNewError::Write`] when a file cannot be written.
+    /// [`PluginNewError::Write`] when a file cannot be written,
+    /// [`PluginNewError::Lang`] as [`Scaffold::files`].
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, PluginNewError> {
         if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
             return Err(PluginNewError::Exists(dir.to_path_buf()));
         }
+        let files = self.files()?;
         let mut written = Vec::new();
-        for (relative, contents) in self.files() {
+        for (relative, contents) in files {
             let path = dir.join(relative);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| PluginNewError::Write {
@@ -363,6 +420,16 @@ impl Scaffold {
                 path: path.clone(),
                 source,
             })?;
+            #[cfg(unix)]
+            if path.extension().is_some_and(|e| e == "sh") {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(
+                    |source| PluginNewError::Write {
+                        path: path.clone(),
+                        source,
+                    },
+                )?;
+            }
             written.push(path);
         }
         Ok(written)
@@ -384,22 +451,19 @@ pub fn plugin_new(args: PluginNewArgs) -> Result<(), CliError> {
     }
     println!();
     println!("Next:");
-    println!("  cd {}", dir.display());
-    println!("  cargo build --release --target wasm32-wasip2");
-    println!("  wasm-operator dev      # a local cluster serving it, rebuilt on save");
-    Ok(())
-}
-
-/// `template` with every `{{key}}` of `values` replaced. Two passes: the
-/// code and fixture snippets filled in hold placeholders themselves.
-fn fill(template: &str, values: &[(&str, String)]) -> String {
-    let mut out = template.to_string();
-    for _ in 0..2 {
-        for (key, value) in values {
-            out = out.replace(&format!("{{{{{key}}}}}"), value);
-        }
+    let shown = dir.display().to_string();
+    let next = match args.lang {
+        Lang::Rust => vec![
+            format!("cd {shown}"),
+            "cargo build --release --target wasm32-wasip2".to_string(),
+            "wasm-operator dev      # a local cluster serving it, rebuilt on save".to_string(),
+        ],
+        lang => plugin_new_lang::next_steps(lang, &shown, &args.name),
+    };
+    for line in next {
+        println!("  {line}");
     }
-    out
+    Ok(())
 }
 
 /// "a Deployment and a Service", for docs and descriptions.
@@ -509,6 +573,7 @@ mod tests {
             version: "v1alpha1".into(),
             owns: owns.iter().map(ToString::to_string).collect(),
             dir: None,
+            lang: Lang::Rust,
             sdk: Some(PathBuf::from("/sdk")),
             sdk_version: None,
         }
@@ -537,6 +602,15 @@ mod tests {
         let mut version = args("greeter", "example.com", "Greeter", &[]);
         version.version = "1.0".into();
         assert!(matches!(ok(version), Err(PluginNewError::Version(_))));
+        // --sdk names the Rust crate: refused for the other languages.
+        let mut python = args("greeter", "example.com", "Greeter", &[]);
+        python.lang = Lang::Python;
+        let sdk = ok(python).unwrap_err();
+        assert!(
+            matches!(sdk, PluginNewError::SdkFlag { flag: "--sdk", .. })
+                && sdk.to_string().contains("Python plugin vendors its SDK"),
+            "{sdk}"
+        );
     }
 
     #[test]
@@ -567,7 +641,7 @@ mod tests {
             &["service", "Deployment"],
         ))
         .unwrap();
-        let files = scaffold.files();
+        let files = scaffold.files().unwrap();
         for (path, text) in &files {
             assert!(
                 !text.contains("{{"),

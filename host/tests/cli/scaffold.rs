@@ -2,7 +2,9 @@
 //! writes, as a plugin author runs them: scaffold into a clean temporary
 //! directory, build it offline against the workspace's SDK, serve it with
 //! `dev` (the CRD it carries installed, its sample reconciled), then edit
-//! its source and see the rebuilt plugin swapped in.
+//! its source and see the rebuilt plugin swapped in. The Python and
+//! TypeScript scaffolds (`--lang`) are built with their own build.sh and
+//! their golden fixture run by `plugin test`.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use serde_json::Value;
 use wasm_operator::cli::connect::connect;
 
 use crate::common::{ChildGuard, binary, eventually, run_binary, workspace};
+use crate::support;
 
 const GROUP: &str = "scaffold.example.com";
 
@@ -86,6 +89,152 @@ fn plugin_new_refuses_names_people_must_fix() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
         assert!(!Path::new(target).exists(), "{args:?} wrote files");
     }
+}
+
+/// `--sdk` names the Rust SDK crate: refused, with the reason, for a
+/// Python or TypeScript plugin.
+#[test]
+fn plugin_new_refuses_the_rust_sdk_flags_for_other_languages() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("p");
+    let target = target.to_str().unwrap();
+    for (lang, flag, value) in [
+        ("python", "--sdk", "/sdk"),
+        ("typescript", "--sdk-version", "1.0.0"),
+    ] {
+        let output = run_binary(&[
+            "plugin", "new", "bad", "--lang", lang, "--group", GROUP, "--kind", "Greeter", flag,
+            value, "--dir", target,
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{lang} {flag} was accepted");
+        assert!(
+            stderr.contains(&format!("{flag} chooses the Rust SDK crate")),
+            "{lang}: {stderr}"
+        );
+        assert!(!Path::new(target).exists(), "{lang} {flag} wrote files");
+    }
+}
+
+/// Where `scripts/install-lang-tools.sh` put the Python and TypeScript
+/// toolchains (scripts/test.sh runs it before the tests).
+fn lang_tools() -> PathBuf {
+    std::env::var_os("WASM_OPERATOR_LANG_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target").join("lang-tools"))
+}
+
+/// Scaffolds a `greeter` in `lang` owning all three kinds into a temporary
+/// directory outside the workspace, builds it with the `build.sh` it wrote
+/// (the repository's pinned toolchain named by `tool_env`, the override the
+/// script offers, so nothing is downloaded), and runs the golden fixture it
+/// wrote against the component through `plugin test`.
+fn scaffold_build_and_test(lang: &str, tool_env: &str, tool: &Path) {
+    assert!(
+        tool.is_file(),
+        "{} is missing: run scripts/install-lang-tools.sh (scripts/test.sh does)",
+        tool.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("greeter");
+    let output = run_binary(&[
+        "plugin",
+        "new",
+        "greeter",
+        "--lang",
+        lang,
+        "--group",
+        GROUP,
+        "--kind",
+        "Greeter",
+        "--owns",
+        "Deployment,Service,ConfigMap",
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert!(
+        output.status.success(),
+        "plugin new --lang {lang} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("./build.sh"), "{stdout}");
+
+    // The hand-written CRD is one the API server takes, of this kind.
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_str(&std::fs::read_to_string(project.join("crd.yaml")).unwrap()).unwrap();
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some(format!("greeters.{GROUP}").as_str())
+    );
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let properties = &schema["openAPIV3Schema"]["properties"];
+    for field in ["image", "replicas", "port", "message"] {
+        assert!(
+            properties["spec"]["properties"][field].is_object(),
+            "{field}: {schema}"
+        );
+    }
+
+    let started = Instant::now();
+    let build = Command::new(project.join("build.sh"))
+        .current_dir(&project)
+        .env(tool_env, tool)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "the scaffolded {lang} plugin does not build: {}{}",
+        String::from_utf8_lossy(&build.stdout),
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let wasm = project.join("greeter.wasm");
+    eprintln!(
+        "scaffolded {lang} plugin built in {:?}; greeter.wasm is {} bytes",
+        started.elapsed(),
+        std::fs::metadata(&wasm).unwrap().len()
+    );
+
+    let tested = run_binary(&[
+        "plugin",
+        "test",
+        wasm.to_str().unwrap(),
+        project.join("fixtures").to_str().unwrap(),
+    ]);
+    let report = String::from_utf8_lossy(&tested.stdout);
+    assert!(
+        tested.status.success() && report.contains("1 passed, 0 failed"),
+        "plugin test of the {lang} scaffold's fixtures: {report}{}",
+        String::from_utf8_lossy(&tested.stderr)
+    );
+}
+
+#[test]
+fn a_scaffolded_python_plugin_builds_outside_the_repository_and_passes_its_fixture() {
+    if !support::once_per_run(
+        "a_scaffolded_python_plugin_builds_outside_the_repository_and_passes_its_fixture",
+    ) {
+        return;
+    }
+    scaffold_build_and_test(
+        "python",
+        "COMPONENTIZE_PY",
+        &lang_tools().join("py/bin/componentize-py"),
+    );
+}
+
+#[test]
+fn a_scaffolded_typescript_plugin_builds_outside_the_repository_and_passes_its_fixture() {
+    if !support::once_per_run(
+        "a_scaffolded_typescript_plugin_builds_outside_the_repository_and_passes_its_fixture",
+    ) {
+        return;
+    }
+    scaffold_build_and_test(
+        "typescript",
+        "JCO",
+        &lang_tools().join("node_modules/.bin/jco"),
+    );
 }
 
 /// Scaffolds `greeter` owning all three kinds into `dir` and builds it
