@@ -235,6 +235,25 @@ pub fn devcluster_backend(test: &str, needs: &str) -> bool {
     }
 }
 
+/// For a test that uses no cluster at all (a build, an in-process call):
+/// whether it runs on this backend. It runs in the devcluster pass only, so
+/// a run that repeats the suites on the real control plane does not do the
+/// same work twice; on another backend this prints why `test` is skipped
+/// and returns `false`.
+pub fn once_per_run(test: &str) -> bool {
+    match Backend::from_env() {
+        Ok(Backend::Dev) => true,
+        Ok(other) => {
+            println!(
+                "SKIPPED {test} on the {}: it uses no cluster, and the devcluster pass ran it",
+                other.name()
+            );
+            false
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
 /// For a `real_only_` test: whether the tests run on the real control plane;
 /// otherwise prints why `test` is skipped (`needs` says what only the real
 /// control plane has) and returns `false`.

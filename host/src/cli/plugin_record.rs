@@ -17,7 +17,7 @@ use super::connect::{ConnectError, connect};
 use super::fixture::{self, Call, Case, FixtureCache, Input, InputError, Recording};
 use super::plugin_test::{self, PluginTestError};
 use crate::contract::{ResourceKind, Scope};
-use crate::engine::CacheReader;
+use crate::engine::{CacheReader, EngineConfig};
 
 /// Arguments of `wasm-operator plugin record`.
 #[derive(Debug, Args)]
@@ -101,7 +101,7 @@ pub async fn plugin_record(args: PluginRecordArgs) -> Result<(), CliError> {
 ///
 /// See [`PluginRecordError`].
 pub async fn record(args: &PluginRecordArgs) -> Result<Case, PluginRecordError> {
-    let plugin = plugin_test::load(&args.file).await?;
+    let plugin = plugin_test::load(&args.file, EngineConfig::user_cache_dir()).await?;
     let manifest = plugin.manifest().clone();
     let primary = &manifest.primary;
     let name = object_name(&args.object, primary).ok_or_else(|| PluginRecordError::Object {

@@ -29,6 +29,11 @@ pub struct PluginTestArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = TestFormat::Text)]
     pub output: TestFormat,
+    /// Where compiled plugins are cached (by digest), as for `run`: a rerun
+    /// of an unchanged plugin skips compiling it (default:
+    /// `$XDG_CACHE_HOME/wasm-operator`, else `$HOME/.cache/wasm-operator`).
+    #[arg(long, env = "WASM_OPERATOR_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// How `plugin test` reports.
@@ -87,7 +92,10 @@ pub struct Verdict {
 
 /// Runs `wasm-operator plugin test`.
 pub async fn plugin_test(args: PluginTestArgs) -> Result<(), CliError> {
-    let plugin = load(&args.file).await.map_err(CliError::PluginTest)?;
+    let cache_dir = args.cache_dir.clone().or_else(EngineConfig::user_cache_dir);
+    let plugin = load(&args.file, cache_dir)
+        .await
+        .map_err(CliError::PluginTest)?;
     let verdicts = run(&plugin, &args.fixtures, args.update)
         .await
         .map_err(CliError::PluginTest)?;
@@ -131,12 +139,15 @@ pub async fn plugin_test(args: PluginTestArgs) -> Result<(), CliError> {
 }
 
 /// Loads the component as the controller does: the production engine with
-/// its default limits.
+/// its default limits (compiled artifacts cached in `cache_dir`, if any).
 ///
 /// # Errors
 ///
 /// The file cannot be read, or the engine refuses the component.
-pub async fn load(file: &Path) -> Result<LoadedPlugin, PluginTestError> {
+pub async fn load(
+    file: &Path,
+    cache_dir: Option<PathBuf>,
+) -> Result<LoadedPlugin, PluginTestError> {
     let args = InspectArgs {
         file: Some(file.to_path_buf()),
         oci: None,
@@ -149,7 +160,11 @@ pub async fn load(file: &Path) -> Result<LoadedPlugin, PluginTestError> {
         path: path.clone(),
         source,
     };
-    let engine = Engine::new(EngineConfig::default()).map_err(inspect)?;
+    let engine = Engine::new(EngineConfig {
+        cache_dir,
+        ..EngineConfig::default()
+    })
+    .map_err(inspect)?;
     let plugin = tokio::task::spawn_blocking(move || engine.load(&bytes))
         .await
         .map_err(|e| InspectError::Render {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::webhook::WebhookArgs;
 use super::{CliError, connect};
 use crate::contract::{Grant, HostObjects, WatchScope};
-use crate::engine::InstanceAllocation;
+use crate::engine::{EngineConfig, InstanceAllocation};
 use crate::lease::{LeaderElectionConfig, LeaseError};
 use crate::manager::{Manager, ManagerError, ManagerOptions, Role};
 use crate::registry::{ActivationOptions, Registry, RegistryError, RegistryOptions};
@@ -665,25 +665,12 @@ fn registry_options(args: &RunArgs) -> RegistryOptions {
     if let Some(concurrency) = args.concurrency {
         options.concurrency = concurrency.max(1);
     }
-    options.engine.cache_dir = args.cache_dir.clone().or_else(default_cache_dir);
+    options.engine.cache_dir = args.cache_dir.clone().or_else(EngineConfig::user_cache_dir);
     options.engine.allocation = match args.max_instances {
         0 => InstanceAllocation::OnDemand,
         max_instances => InstanceAllocation::Pooling { max_instances },
     };
     options
-}
-
-/// The per-user cache directory, as the XDG base-directory convention names it.
-fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })?;
-    Some(base.join("wasm-operator"))
 }
 
 #[cfg(test)]

@@ -139,11 +139,16 @@ impl wasmtime_wasi::HostMonotonicClock for FixedClock {
     }
 }
 
-/// Records the largest memory a call asked for and refuses growth beyond the
-/// call's limit. The record tells a `MemoryExceeded` from any other trap.
+/// Refuses a linear memory's growth beyond the call's limit and records
+/// that it did (which tells a `MemoryExceeded` from any other trap), and
+/// counts the linear memory the call's instance holds.
 pub(crate) struct Limiter {
     pub memory_limit: usize,
     pub exceeded: bool,
+    /// Bytes of linear memory the instance holds, over all its memories:
+    /// their initial sizes (wasmtime asks the limiter for those too) plus
+    /// every growth granted.
+    pub memory_bytes: usize,
 }
 
 /// Refusal raised by [`Limiter`]; traps the guest at the failing `memory.grow`.
@@ -154,7 +159,7 @@ struct MemoryLimitExceeded(usize);
 impl wasmtime::ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -162,6 +167,9 @@ impl wasmtime::ResourceLimiter for Limiter {
             self.exceeded = true;
             return Err(wasmtime::Error::new(MemoryLimitExceeded(self.memory_limit)));
         }
+        self.memory_bytes = self
+            .memory_bytes
+            .saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 
@@ -290,6 +298,7 @@ impl HostState {
             limiter: Limiter {
                 memory_limit,
                 exceeded: false,
+                memory_bytes: 0,
             },
             plugin,
             version,

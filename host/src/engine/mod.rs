@@ -115,6 +115,13 @@ pub struct CallReport<'a> {
     pub function: &'a str,
     /// Wall time of the call, instantiation included.
     pub duration: Duration,
+    /// Of [`CallReport::duration`], the time spent setting up the call's
+    /// fresh store and instantiating the component in it.
+    pub instantiation: Duration,
+    /// Linear memory the call's instance held when the call ended, over all
+    /// its memories (initial sizes plus growth): a plugin's memory cost per
+    /// call in flight.
+    pub memory_bytes: usize,
     /// `"Ok"`, or the [`CallError::reason`] of the failure.
     pub outcome: &'static str,
     /// Log bytes the call emitted (after truncation).
@@ -203,6 +210,23 @@ pub struct EngineConfig {
     pub observer: Option<Arc<dyn CallObserver>>,
     /// Instance allocation strategy.
     pub allocation: InstanceAllocation,
+}
+
+impl EngineConfig {
+    /// The per-user compile cache, as the XDG base-directory convention
+    /// names it: `$XDG_CACHE_HOME/wasm-operator`, else
+    /// `$HOME/.cache/wasm-operator`; `None` when neither is set.
+    pub fn user_cache_dir() -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".cache"))
+            })?;
+        Some(base.join("wasm-operator"))
+    }
 }
 
 impl std::fmt::Debug for EngineConfig {

@@ -70,6 +70,8 @@ struct Inner {
 struct ObservedCall {
     function: &'static str,
     duration: Duration,
+    instantiation: Duration,
+    memory_bytes: usize,
     outcome: &'static str,
     log_bytes: usize,
     log_dropped: usize,
@@ -84,6 +86,8 @@ impl Inner {
                 version: &self.version,
                 function: call.function,
                 duration: call.duration,
+                instantiation: call.instantiation,
+                memory_bytes: call.memory_bytes,
                 outcome: call.outcome,
                 log_bytes: call.log_bytes,
                 log_dropped: call.log_dropped,
@@ -530,7 +534,9 @@ impl LoadedPlugin {
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(deadline_ticks(self.limits.timeout));
         store.epoch_deadline_trap();
-        let outcome = match inner.pre.instantiate(&mut store) {
+        let instantiated = inner.pre.instantiate(&mut store);
+        let instantiation = started.elapsed();
+        let outcome = match instantiated {
             Ok(instance) => body(&mut store, &instance, inner),
             Err(e) if e.is::<Trap>() || store.data().limiter.exceeded => Err(Fault::Wasm(e)),
             Err(e) if e.is::<wasmtime::PoolConcurrencyLimitError>() => Err(Fault::PoolFull),
@@ -557,6 +563,8 @@ impl LoadedPlugin {
         let call = ObservedCall {
             function,
             duration: started.elapsed(),
+            instantiation,
+            memory_bytes: state.limiter.memory_bytes,
             outcome: result.as_ref().map_or_else(CallError::reason, |_| "Ok"),
             log_bytes: state.log.emitted,
             log_dropped: state.log.dropped,

@@ -70,6 +70,12 @@ pub fn devcluster_only(test: &str, needs: &str) -> bool {
     devcluster::testing::devcluster_backend(test, needs)
 }
 
+/// For a test that uses no cluster: whether it runs on this backend (the
+/// devcluster pass only; see `devcluster::testing::once_per_run`).
+pub fn once_per_run(test: &str) -> bool {
+    devcluster::testing::once_per_run(test)
+}
+
 /// For a `real_only_` test: whether it runs on this backend; when not,
 /// prints why (`needs`: what only the real control plane has).
 pub fn real_only(test: &str, needs: &str) -> bool {
