@@ -221,7 +221,8 @@ fn module_code(component: &[u8], out: &mut Vec<([u8; 32], usize)>) {
         match id {
             1 => {
                 for (section, code) in sections(payload) {
-                    if section == 10 {
+                    // A module without functions (count 0) has no code.
+                    if section == 10 && code.first() != Some(&0) {
                         out.push((sha2::Sha256::digest(code).into(), code.len()));
                     }
                 }
