@@ -41,11 +41,11 @@ if [ "${SKIP_REAL:-}" != 1 ]; then
     trap 'kill -- "-$realcluster_pid" 2>/dev/null || true' EXIT
 fi
 
-# The Python and TypeScript plugins (toolchains from PyPI/npm, then
-# componentize-py and jco: ~55 s of installs and ~2.5 min of builds on 2
+# The Python, TypeScript and Go plugins (toolchains from PyPI/npm, then
+# componentize-py, jco and go: ~55 s of installs and ~3 min of builds on 2
 # cores when cold, nothing when up to date) build in the background while
 # the Rust plugins build and clippy runs; the tests wait for them below.
-step "building the Python and TypeScript plugins in the background (log: target/lang-plugins-build.log)"
+step "building the Python, TypeScript and Go plugins in the background (log: target/lang-plugins-build.log)"
 mkdir -p target
 setsid bash scripts/build-lang-plugins.sh >target/lang-plugins-build.log 2>&1 &
 lang_pid=$!
@@ -62,10 +62,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 # An operator image builds the host without the embedded devcluster.
 cargo clippy -p wasm-operator --no-default-features -- -D warnings
 
-step "waiting for the Python and TypeScript plugins"
+step "waiting for the Python, TypeScript and Go plugins"
 if ! wait "$lang_pid"; then
     cat target/lang-plugins-build.log
-    echo "building the Python and TypeScript plugins failed (log above)"
+    echo "building the Python, TypeScript and Go plugins failed (log above)"
     exit 1
 fi
 tail -n 4 target/lang-plugins-build.log

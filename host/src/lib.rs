@@ -37,6 +37,7 @@
 //! | [`oci`] | pull and push plugin components as OCI artifacts |
 //! | [`registry`] | plugin versions: prepare a candidate, activate it, version sets |
 //! | `plan` | pure: a plugin's answer plus the observed state become a plan of writes |
+//! | [`backup`] | pure: backup schedules (cron, catch-up, recorded skips), deterministic Backup names, retention; no controller calls it yet (issue 29) |
 //! | `apply` | executes a plan: SSA, prune, status, events, finalizers |
 //! | `migration` | the upgrade walk of objects an older version managed |
 //! | [`webhook`] | the CRD conversion webhook (HTTPS, answered by plugins' `convert`) and the round-trip gate |
@@ -73,6 +74,7 @@
 )]
 
 pub(crate) mod apply;
+pub mod backup;
 pub mod cache;
 pub mod cli;
 pub mod contract;

@@ -46,6 +46,10 @@ const LAYERS: &[(&str, &str)] = &[
         "pure: a plugin's answer plus observed state becomes a plan of writes",
     ),
     (
+        "backup",
+        "pure: backup schedules (cron, catch-up, skips), deterministic Backup names, retention",
+    ),
+    (
         "apply",
         "write: executes a plan (SSA, prune, status, events, finalizers)",
     ),
