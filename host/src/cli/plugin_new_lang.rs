@@ -251,39 +251,74 @@ pub fn files(
         .collect())
 }
 
+/// The placeholders both languages fill alike, from one language's column
+/// of [`LANG_CHILDREN`]: the SDK imports (the children's constants, sorted,
+/// then `base_imports`), the owned kinds, the calls adding the children in
+/// `reconcile` (`call`), and the functions building them (`function`)
+/// followed by the readiness function (`ready_deployment` when a Deployment
+/// is owned, else `ready_children`).
+struct CodeValues {
+    imports: String,
+    owns: String,
+    calls: String,
+    functions: String,
+}
+
+impl CodeValues {
+    fn of(
+        children: &[&LangChild],
+        base_imports: &[&str],
+        call: fn(&LangChild) -> &'static str,
+        function: fn(&LangChild) -> &'static str,
+        ready: (&str, &str),
+        with_deployment: bool,
+    ) -> CodeValues {
+        let mut imports: Vec<&str> = children.iter().map(|c| c.constant).collect();
+        imports.sort_unstable();
+        imports.extend(base_imports);
+        let mut functions: String = children.iter().map(|c| function(c)).collect();
+        functions.push_str(if with_deployment { ready.0 } else { ready.1 });
+        CodeValues {
+            imports: imports.join(", "),
+            owns: constants(children),
+            calls: children
+                .iter()
+                .map(|c| format!("    {}\n", call(c)))
+                .collect(),
+            functions,
+        }
+    }
+}
+
 /// The Python placeholders: imports, owned kinds, the calls adding the
 /// children, the functions building them, the toolchain pin.
 fn python_values(
     children: &[&LangChild],
     with_deployment: bool,
 ) -> Result<Vec<(&'static str, String)>, LangError> {
-    let mut imports: Vec<&str> = children.iter().map(|c| c.constant).collect();
-    imports.sort_unstable();
-    imports.extend([
-        "Children",
-        "Condition",
-        "Desired",
-        "Failure",
-        "Kind",
-        "Plugin",
-    ]);
-    let mut functions: String = children.iter().map(|c| c.py_function).collect();
-    functions.push_str(if with_deployment {
-        include_str!("../../templates/plugin-python/ready_deployment.py.tmpl")
-    } else {
-        include_str!("../../templates/plugin-python/ready_children.py.tmpl")
-    });
-    Ok(vec![
-        ("py_imports", imports.join(", ")),
-        ("py_owns", constants(children)),
+    let code = CodeValues::of(
+        children,
+        &[
+            "Children",
+            "Condition",
+            "Desired",
+            "Failure",
+            "Kind",
+            "Plugin",
+        ],
+        |c| c.py_call,
+        |c| c.py_function,
         (
-            "py_children",
-            children
-                .iter()
-                .map(|c| format!("    {}\n", c.py_call))
-                .collect(),
+            include_str!("../../templates/plugin-python/ready_deployment.py.tmpl"),
+            include_str!("../../templates/plugin-python/ready_children.py.tmpl"),
         ),
-        ("py_functions", functions),
+        with_deployment,
+    );
+    Ok(vec![
+        ("py_imports", code.imports),
+        ("py_owns", code.owns),
+        ("py_children", code.calls),
+        ("py_functions", code.functions),
         ("componentize_py_version", pin("componentize_py_version")?),
     ])
 }
@@ -294,35 +329,31 @@ fn typescript_values(
     children: &[&LangChild],
     with_deployment: bool,
 ) -> Result<Vec<(&'static str, String)>, LangError> {
-    let mut imports: Vec<&str> = children.iter().map(|c| c.constant).collect();
-    imports.sort_unstable();
-    imports.extend([
-        "Children",
-        "Condition",
-        "Desired",
-        "Failure",
-        "KubeObject",
-        "namespaced",
-        "plugin",
-        "ready",
-    ]);
-    let mut functions: String = children.iter().map(|c| c.ts_function).collect();
-    functions.push_str(if with_deployment {
-        include_str!("../../templates/plugin-typescript/ready_deployment.ts.tmpl")
-    } else {
-        include_str!("../../templates/plugin-typescript/ready_children.ts.tmpl")
-    });
-    Ok(vec![
-        ("ts_imports", imports.join(", ")),
-        ("ts_owns", constants(children)),
+    let code = CodeValues::of(
+        children,
+        &[
+            "Children",
+            "Condition",
+            "Desired",
+            "Failure",
+            "KubeObject",
+            "namespaced",
+            "plugin",
+            "ready",
+        ],
+        |c| c.ts_call,
+        |c| c.ts_function,
         (
-            "ts_children",
-            children
-                .iter()
-                .map(|c| format!("    {}\n", c.ts_call))
-                .collect(),
+            include_str!("../../templates/plugin-typescript/ready_deployment.ts.tmpl"),
+            include_str!("../../templates/plugin-typescript/ready_children.ts.tmpl"),
         ),
-        ("ts_functions", functions),
+        with_deployment,
+    );
+    Ok(vec![
+        ("ts_imports", code.imports),
+        ("ts_owns", code.owns),
+        ("ts_children", code.calls),
+        ("ts_functions", code.functions),
         ("jco_version", pin("jco_version")?),
         ("componentize_js_version", pin("componentize_js_version")?),
         ("typescript_version", pin("typescript_version")?),

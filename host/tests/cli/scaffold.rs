@@ -195,11 +195,17 @@ fn scaffold_build_and_test(lang: &str, tool_env: &str, tool: &Path) {
         std::fs::metadata(&wasm).unwrap().len()
     );
 
+    assert_fixture_passes(&wasm, &project.join("fixtures"), lang);
+}
+
+/// `plugin test` of the one golden fixture a scaffold writes passes against
+/// the component it built (the production engine, in process).
+fn assert_fixture_passes(wasm: &Path, fixtures: &Path, lang: &str) {
     let tested = run_binary(&[
         "plugin",
         "test",
         wasm.to_str().unwrap(),
-        project.join("fixtures").to_str().unwrap(),
+        fixtures.to_str().unwrap(),
     ]);
     let report = String::from_utf8_lossy(&tested.stdout);
     assert!(
@@ -406,18 +412,7 @@ async fn a_scaffolded_plugin_builds_offline_and_dev_serves_and_hot_swaps_it() {
     // The golden fixture the scaffold wrote passes against the component
     // it built, through `plugin test` (the production engine, in process).
     let wasm = scaffold_target().join("wasm32-wasip2/release/greeter.wasm");
-    let tested = run_binary(&[
-        "plugin",
-        "test",
-        wasm.to_str().unwrap(),
-        crate_dir.join("fixtures").to_str().unwrap(),
-    ]);
-    let report = String::from_utf8_lossy(&tested.stdout);
-    assert!(
-        tested.status.success() && report.contains("1 passed, 0 failed"),
-        "plugin test of the scaffold's fixtures: {report}{}",
-        String::from_utf8_lossy(&tested.stderr)
-    );
+    assert_fixture_passes(&wasm, &crate_dir.join("fixtures"), "Rust");
 
     let mut child = Command::new(binary())
         .args(["dev", "--port", "0", "--debounce-ms", "200"])
