@@ -14,6 +14,9 @@ fn main() -> ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     limit_malloc_arenas();
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        exit_quietly_on_closed_pipe();
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -52,6 +55,24 @@ fn limit_malloc_arenas() {
         libc::mallopt(libc::M_ARENA_MAX, arenas);
     }
 }
+
+/// A command that prints and exits ends quietly when its output is piped
+/// into a reader that stops early (`wasm-operator plugin inspect … | head`),
+/// as kubectl and other Unix tools do, instead of panicking in `println!` on
+/// EPIPE: SIGPIPE gets its default action back (Rust's runtime ignores it).
+/// Not for `run` and `dev`: a server must outlive a peer that went away (its
+/// sockets send with MSG_NOSIGNAL anyway, but a child's pipe would not).
+#[cfg(unix)]
+fn exit_quietly_on_closed_pipe() {
+    // SAFETY: `signal` only restores the default disposition of SIGPIPE,
+    // before the runtime starts any thread; no handler code is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+#[cfg(not(unix))]
+fn exit_quietly_on_closed_pipe() {}
 
 /// Other allocators have no arenas to cap.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]

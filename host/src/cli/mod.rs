@@ -106,6 +106,19 @@ pub enum Command {
     Shards(shards::ShardsArgs),
 }
 
+impl Command {
+    /// True for the commands that serve until stopped (`run`, `dev`); the
+    /// others print their answer and exit.
+    pub fn serves(&self) -> bool {
+        match self {
+            Command::Run(_) => true,
+            #[cfg(feature = "devcluster")]
+            Command::Dev(_) => true,
+            _ => false,
+        }
+    }
+}
+
 /// `wasm-operator plugin ...`
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {

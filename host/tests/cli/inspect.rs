@@ -185,3 +185,30 @@ async fn inspect_reads_an_oci_reference_and_shows_both_digests() {
         "{text}"
     );
 }
+
+/// Output piped into a reader that stops early ends the command quietly,
+/// as for kubectl (`wasm-operator plugin inspect … | head`): killed by
+/// SIGPIPE, nothing on stderr, no panic.
+#[test]
+fn a_reader_that_stops_early_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let wasm = plugin_wasm("webapp");
+    let mut child = Command::new(crate::common::binary())
+        .args(["plugin", "inspect", wasm.to_str().unwrap(), "-o", "yaml"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the first line.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.signal(),
+        Some(13),
+        "{:?}: {stderr}",
+        output.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
