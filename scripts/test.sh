@@ -88,7 +88,8 @@ if [ -n "$realcluster_pid" ]; then
         step "running the end-to-end suites on the real control plane"
         # The same build as above (same packages and features): nothing recompiles.
         # Each test binary starts one control plane and its tests take turns
-        # on it (devcluster/src/testing); devcluster_only_ tests print SKIPPED.
+        # on it (devcluster/src/testing); devcluster_only_ tests, and tests that
+        # do not use its cluster (testing::once_per_run), print SKIPPED.
         set +e
         WASM_OPERATOR_TEST_BACKEND=real cargo test --workspace --all-features --no-fail-fast \
             --test e2e --test upgrade --test wasmplugin --test cli --test security --test canary --test lease \
@@ -98,7 +99,7 @@ if [ -n "$realcluster_pid" ]; then
         set -e
         [ "$real_status" = 0 ] || status=$real_status
         logs+=(target/test-output-real.log)
-        printf '\n%s tests skipped on the real control plane (devcluster only)\n' \
+        printf '\n%s tests skipped on the real control plane (devcluster only, or run once in the devcluster pass)\n' \
             "$(grep -c '^SKIPPED ' target/test-output-real.log || true)"
     else
         cat target/realcluster-build.log

@@ -235,17 +235,18 @@ pub fn devcluster_backend(test: &str, needs: &str) -> bool {
     }
 }
 
-/// For a test that uses no cluster at all (a build, an in-process call):
-/// whether it runs on this backend. It runs in the devcluster pass only, so
-/// a run that repeats the suites on the real control plane does not do the
-/// same work twice; on another backend this prints why `test` is skipped
-/// and returns `false`.
+/// For a test that does not use the backend's cluster (it uses none — a
+/// build, an in-process call — or starts a devcluster of its own, as
+/// `wasm-operator dev` does): whether it runs on this backend. It runs in
+/// the devcluster pass only, so a run that repeats the suites on the real
+/// control plane does not do the same work twice; on another backend this
+/// prints why `test` is skipped and returns `false`.
 pub fn once_per_run(test: &str) -> bool {
     match Backend::from_env() {
         Ok(Backend::Dev) => true,
         Ok(other) => {
             println!(
-                "SKIPPED {test} on the {}: it uses no cluster, and the devcluster pass ran it",
+                "SKIPPED {test} on the {}: it does not use this backend's cluster (none, or a devcluster of its own), and the devcluster pass ran it",
                 other.name()
             );
             false

@@ -15,6 +15,9 @@ use crate::common::{ChildGuard, binary, eventually, plugin_wasm, workspace};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_installs_examples_and_prints_how_to_use_them() {
+    if !crate::support::once_per_run("dev_installs_examples_and_prints_how_to_use_them") {
+        return;
+    }
     dev_session(&[]).await;
 }
 

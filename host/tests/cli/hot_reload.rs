@@ -161,6 +161,9 @@ async fn await_replicas(client: &kube::Client, replicas: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_hot_reload_swaps_versions_without_failed_reconciles() {
+    if !crate::support::once_per_run("dev_hot_reload_swaps_versions_without_failed_reconciles") {
+        return;
+    }
     let original = std::fs::read(plugin_wasm("webapp")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("webapp.wasm");
@@ -229,6 +232,9 @@ async fn dev_hot_reload_swaps_versions_without_failed_reconciles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_reload_of_a_broken_build_keeps_the_serving_version() {
+    if !crate::support::once_per_run("dev_reload_of_a_broken_build_keeps_the_serving_version") {
+        return;
+    }
     let original = std::fs::read(plugin_wasm("webapp")).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("webapp.wasm");

@@ -406,6 +406,10 @@ fn spawn_lines<R: std::io::Read + Send + 'static>(from: R, echo: bool) -> mpsc::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scaffolded_plugin_builds_offline_and_dev_serves_and_hot_swaps_it() {
+    if !support::once_per_run("a_scaffolded_plugin_builds_offline_and_dev_serves_and_hot_swaps_it")
+    {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let crate_dir = scaffold_and_build(dir.path());
 

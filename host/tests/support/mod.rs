@@ -70,8 +70,9 @@ pub fn devcluster_only(test: &str, needs: &str) -> bool {
     devcluster::testing::devcluster_backend(test, needs)
 }
 
-/// For a test that uses no cluster: whether it runs on this backend (the
-/// devcluster pass only; see `devcluster::testing::once_per_run`).
+/// For a test that does not use the backend's cluster: whether it runs on
+/// this backend (the devcluster pass only; see
+/// `devcluster::testing::once_per_run`).
 pub fn once_per_run(test: &str) -> bool {
     devcluster::testing::once_per_run(test)
 }
