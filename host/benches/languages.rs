@@ -29,7 +29,6 @@
 //! default 40).
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -69,17 +68,6 @@ fn env_count(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|n| *n > 0)
         .unwrap_or(default)
-}
-
-fn component_path(file: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"))
-        .join(format!("wasm32-wasip2/release/{file}.wasm"))
 }
 
 /// The instantiation time and memory of every call an engine makes.
@@ -128,7 +116,7 @@ fn main() {
     let available: Vec<(&str, Vec<u8>)> = PORTS
         .iter()
         .filter_map(|(language, file)| {
-            let path = component_path(file);
+            let path = support::component_path(file);
             match std::fs::read(&path) {
                 Ok(bytes) => Some((*language, bytes)),
                 Err(e) => {
@@ -244,7 +232,7 @@ code a second plugin of the language has too (byte-identical code sections):"
         let Some((_, file)) = SECOND.iter().find(|(l, _)| l == language) else {
             continue;
         };
-        let Ok(second) = std::fs::read(component_path(file)) else {
+        let Ok(second) = std::fs::read(support::component_path(file)) else {
             println!("  {language:<11} ({file}.wasm not built)");
             continue;
         };

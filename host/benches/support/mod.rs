@@ -303,15 +303,21 @@ pub fn native_reconcile(object: &Value, children: &[Value]) -> Desired {
     desired_from(native_answer(&json_text(object), &children))
 }
 
-pub fn component() -> Vec<u8> {
+/// The built component `file` (`target/wasm32-wasip2/release/<file>.wasm`).
+pub fn component_path(file: &str) -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+    std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let path = target.join("wasm32-wasip2/release/webapp.wasm");
+        .unwrap_or_else(|| root.join("target"))
+        .join(format!("wasm32-wasip2/release/{file}.wasm"))
+}
+
+/// The built webapp component's bytes.
+pub fn component() -> Vec<u8> {
+    let path = component_path("webapp");
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "cannot read {}: {e}; run scripts/build-plugins.sh first",
