@@ -4,7 +4,8 @@
 # into target/realcluster/realcluster, and runs `go vet` on the module.
 #
 # Skips everything when the binary is newer than every .go, go.mod and go.sum
-# file of realcluster/ (pass --force to rebuild anyway). Go's build cache
+# file of realcluster/ and every stage it embeds (stages/*.yaml) (pass --force
+# to rebuild anyway). Go's build cache
 # (~/.cache/go-build) makes a rebuild after a small change fast; the first build
 # on a machine compiles all of Kubernetes (see realcluster/README.md for times).
 #
@@ -20,7 +21,7 @@ if [ -z "${GO:-}" ]; then
 fi
 
 if [ "${1:-}" != "--force" ] && [ -x "$out" ] &&
-    [ -z "$(find "$src" \( -name '*.go' -o -name go.mod -o -name go.sum \) -newer "$out" -print -quit)" ]; then
+    [ -z "$(find "$src" \( -name '*.go' -o -name go.mod -o -name go.sum -o -path "$src/stages/*.yaml" \) -newer "$out" -print -quit)" ]; then
     echo "realcluster: $out is up to date"
     exit 0
 fi

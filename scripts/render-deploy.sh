@@ -3,7 +3,8 @@
 # that they never drift (host/tests/cli/chart.rs and `--test wasmplugin crd`
 # fail, naming this script, when they do):
 #   - deploy/crds/wasmplugin.yaml and examples/wasmplugin/crd.yaml
-#     (`wasm-operator crd print`);
+#     (`wasm-operator crd print`), deploy/crds/backup.yaml
+#     (`wasm-operator crd print backup`);
 #   - the chart's copy, deploy/helm/wasm-operator/crds/wasmplugin.yaml
 #     (the same CRD, annotated helm.sh/resource-policy: keep);
 #   - deploy/wasm-operator.yaml: the chart rendered with its default values
@@ -26,6 +27,7 @@ wasm_operator() {
 }
 
 wasm_operator crd print >deploy/crds/wasmplugin.yaml
+wasm_operator crd print backup >deploy/crds/backup.yaml
 cp deploy/crds/wasmplugin.yaml examples/wasmplugin/crd.yaml
 {
     cat <<'HEADER'
@@ -41,6 +43,16 @@ HEADER
     grep -v '^#' deploy/crds/wasmplugin.yaml |
         sed '/^metadata:$/a\  annotations:\n    helm.sh/resource-policy: keep'
 } >"$chart/crds/wasmplugin.yaml"
+{
+    cat <<'HEADER'
+# The Backup and Restore CRDs, generated from host/src/backup/resources.rs
+# (regenerate with scripts/render-deploy.sh; do not edit by hand). In crds/
+# like the WasmPlugin CRD, and kept on uninstall: Backups outlive the host
+# that took them (their data is elsewhere, they say where).
+HEADER
+    grep -v '^#' deploy/crds/backup.yaml |
+        sed '/^metadata:$/a\  annotations:\n    helm.sh/resource-policy: keep'
+} >"$chart/crds/backup.yaml"
 
 {
     cat <<'HEADER'
@@ -61,4 +73,4 @@ HEADER
     # (kubectl apply would run it at once). --include-crds: the CRD too.
     "$realcluster" helm template wasm-operator "$chart" --namespace wasm-operator-system --no-hooks --include-crds
 } >deploy/wasm-operator.yaml
-echo "render-deploy: wrote deploy/crds/wasmplugin.yaml, examples/wasmplugin/crd.yaml, $chart/crds/wasmplugin.yaml, deploy/wasm-operator.yaml"
+echo "render-deploy: wrote deploy/crds/wasmplugin.yaml, deploy/crds/backup.yaml, examples/wasmplugin/crd.yaml, $chart/crds/wasmplugin.yaml, $chart/crds/backup.yaml, deploy/wasm-operator.yaml"

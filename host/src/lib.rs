@@ -37,10 +37,10 @@
 //! | [`oci`] | pull and push plugin components as OCI artifacts |
 //! | [`registry`] | plugin versions: prepare a candidate, activate it, version sets |
 //! | `plan` | pure: a plugin's answer plus the observed state become a plan of writes |
-//! | [`backup`] | pure: backup schedules (cron, catch-up, recorded skips), deterministic Backup names, retention; no controller calls it yet (issue 29) |
 //! | `apply` | executes a plan: SSA, prune, status, events, finalizers |
 //! | `migration` | the upgrade walk of objects an older version managed |
 //! | [`webhook`] | the CRD conversion webhook (HTTPS, answered by plugins' `convert`) and the round-trip gate |
+//! | [`backup`] | Backup and Restore: pure schedules (cron, catch-up, recorded skips), names, retention and Jobs; the runner beside each plugin's controller that takes backups and restores by reconcile |
 //! | `controller` | one kube-runtime `Controller` per plugin: queue, backoff, call → plan → write |
 //! | [`wasmplugin`] | the `WasmPlugin` controller: sources, loads, status, audit trail |
 //! | [`manager`] | the composition root: what runs on every replica, what only where it may write |

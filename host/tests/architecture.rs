@@ -46,10 +46,6 @@ const LAYERS: &[(&str, &str)] = &[
         "pure: a plugin's answer plus observed state becomes a plan of writes",
     ),
     (
-        "backup",
-        "pure: backup schedules (cron, catch-up, skips), deterministic Backup names, retention",
-    ),
-    (
         "apply",
         "write: executes a plan (SSA, prune, status, events, finalizers)",
     ),
@@ -60,6 +56,10 @@ const LAYERS: &[(&str, &str)] = &[
     (
         "webhook",
         "CRD conversion: serves ConversionReviews from the registry's stable versions, the round-trip gate the WasmPlugin controller runs",
+    ),
+    (
+        "backup",
+        "Backup and Restore: pure schedules, names, retention and Jobs; the runner beside each plugin's controller that writes them",
     ),
     (
         "controller",

@@ -5,8 +5,9 @@
 //!
 //! The status schema always holds what the host writes next to the plugin's
 //! own status fields (`conditions` in the shape of `metav1.Condition`, and
-//! `observedGeneration`): a schema without them would make the API server
-//! prune every condition silently.
+//! `observedGeneration`; `backup`, a [`BackupStatus`](crate::BackupStatus),
+//! when the manifest declares backups): a schema without them would make the
+//! API server prune every condition silently.
 //!
 //! ```
 //! use schemars::JsonSchema;
@@ -65,7 +66,7 @@ impl Crd {
     pub fn of<Spec: JsonSchema, Status: JsonSchema>(manifest: &Manifest) -> Crd {
         let primary = &manifest.primary;
         let mut status = schema_of::<Status>();
-        merge_host_status(&mut status);
+        merge_host_status(&mut status, manifest.implements_backup);
         Crd {
             group: primary.group.clone(),
             version: primary.version.clone(),
@@ -188,8 +189,9 @@ fn structural(schema: &mut Value) {
 }
 
 /// Adds `conditions` and `observedGeneration`, which the host writes, to a
-/// status schema (a `()` status type becomes an object of just those).
-fn merge_host_status(status: &mut Value) {
+/// status schema (a `()` status type becomes an object of just those), and
+/// `backup` when the plugin declares backups.
+fn merge_host_status(status: &mut Value, backup: bool) {
     if !status.is_object() || status.get("type").and_then(Value::as_str) != Some("object") {
         *status = json!({"type": "object"});
     }
@@ -209,6 +211,9 @@ fn merge_host_status(status: &mut Value) {
             }),
         );
         properties.insert("conditions".into(), conditions_schema());
+        if backup {
+            properties.insert("backup".into(), schema_of::<crate::BackupStatus>());
+        }
     }
 }
 
@@ -293,5 +298,44 @@ mod tests {
             .map(|c| c["name"].as_str().unwrap())
             .collect();
         assert_eq!(columns, ["Ready", "Age"]);
+        assert!(status["properties"].get("backup").is_none());
+    }
+
+    #[allow(dead_code)]
+    #[derive(JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    struct StatusWithBackup {
+        ready: Option<bool>,
+        backup: Option<crate::BackupStatus>,
+    }
+
+    #[test]
+    fn backup_status_is_kept_whatever_the_host_writes_there() {
+        let plain =
+            Manifest::new("p", "1.0.0").primary(Kind::namespaced("ex.com", "v1", "App", "apps"));
+        let crd = Crd::of::<Spec, StatusWithBackup>(&plain).to_json();
+        let status =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        let backup = &status["properties"]["backup"];
+        assert_eq!(backup["type"], "object", "{backup}");
+        assert_eq!(backup["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(
+            backup["properties"]["lastBackupTime"]["format"],
+            "date-time"
+        );
+        assert_eq!(
+            backup["properties"]["conditions"]["items"]["type"],
+            "object"
+        );
+        // Declaring backups adds it even to a status type without it.
+        let declared = plain.implements_backup();
+        let crd = Crd::of::<Spec, ()>(&declared).to_json();
+        let status =
+            &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"];
+        assert_eq!(
+            status["properties"]["backup"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert!(!crd.to_string().contains("$schema"));
     }
 }

@@ -225,16 +225,3 @@ impl Finalized {
         }
     }
 }
-
-/// A backup schedule and how to take one (the WIT `backup-plan`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct BackupPlan {
-    /// Cron expression, e.g. `0 3 * * *`.
-    pub schedule: String,
-    /// A `batch/v1` Job template that takes one backup.
-    pub job: Value,
-    /// How many completed backups to keep.
-    pub retain: u32,
-    /// Take a final backup before the primary is deleted.
-    pub backup_on_delete: bool,
-}

@@ -6,11 +6,13 @@
 use std::marker::PhantomData;
 
 use crate::bindings::exports::wasm_operator::plugin::{
-    backup, migration, migration_functions, reconciler, schema,
+    backup, backup_policy, migration, migration_functions, reconciler, schema,
 };
 use crate::bindings::wasm_operator::plugin::types as wit;
 use crate::glue;
-use crate::{Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Reconciler, Scope};
+use crate::{
+    BackupPlan, Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Reconciler, Scope,
+};
 
 /// The exported component: `Glue<MyPlugin>` implements every exported
 /// interface by calling `MyPlugin`'s [`Reconciler`] methods.
@@ -84,18 +86,46 @@ impl<R: Reconciler> schema::Guest for Glue<R> {
 
 impl<R: Reconciler> backup::Guest for Glue<R> {
     fn plan(ctx: wit::CallContext, object: String) -> Result<Option<wit::BackupPlan>, String> {
-        glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| {
-            plan.map(|p| wit::BackupPlan {
-                schedule: p.schedule,
-                job: crate::desired::json_text(&p.job),
-                retain: p.retain,
-                backup_on_delete: p.backup_on_delete,
-            })
-        })
+        glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| plan.map(plan_to_wit))
     }
 
     fn restore(ctx: wit::CallContext, object: String, backup: String) -> Result<String, String> {
         glue::restore_json::<R>(&context_from_wit(ctx), &object, &backup)
+    }
+}
+
+/// The host calls `policy` right after `plan` with the same object: the
+/// plugin's `plan` runs again (plugins are pure) and its policy fields are
+/// returned.
+impl<R: Reconciler> backup_policy::Guest for Glue<R> {
+    fn policy(
+        ctx: wit::CallContext,
+        object: String,
+    ) -> Result<Option<backup_policy::PlanPolicy>, String> {
+        glue::plan_json::<R>(&context_from_wit(ctx), &object)
+            .map(|plan| plan.as_ref().map(policy_to_wit))
+    }
+}
+
+/// The WIT `backup-plan` part of a plan.
+fn plan_to_wit(p: BackupPlan) -> wit::BackupPlan {
+    wit::BackupPlan {
+        schedule: p.schedule,
+        job: crate::desired::json_text(&p.job),
+        retain: p.retain,
+        backup_on_delete: p.backup_on_delete,
+    }
+}
+
+/// The `backup-policy` part of a plan.
+fn policy_to_wit(p: &BackupPlan) -> backup_policy::PlanPolicy {
+    backup_policy::PlanPolicy {
+        time_zone: p.time_zone.clone(),
+        keep_failed: p.keep_failed,
+        always_keep_completed: p.always_keep_completed,
+        job_deadline_seconds: p.job_deadline_seconds,
+        starting_deadline_seconds: p.starting_deadline_seconds,
+        restore_deadline_seconds: p.restore_deadline_seconds,
     }
 }
 
@@ -221,6 +251,40 @@ mod tests {
         let neither = Manifest::new("p", "1.0.0");
         assert!(migration_functions_to_wit(&neither).is_empty());
         assert!(manifest_to_wit(neither).implements.is_empty());
+    }
+
+    #[test]
+    fn a_plan_splits_into_the_wit_plan_and_its_policy() {
+        let plan = BackupPlan::new("0 3 * * *", serde_json::json!({"kind": "Job"}))
+            .retain(3)
+            .backup_on_delete(true)
+            .time_zone("Europe/Berlin")
+            .keep_failed(2)
+            .always_keep_completed(4)
+            .job_deadline_seconds(60)
+            .starting_deadline_seconds(120)
+            .restore_deadline_seconds(180);
+        let policy = policy_to_wit(&plan);
+        assert_eq!(policy.time_zone.as_deref(), Some("Europe/Berlin"));
+        assert_eq!(
+            (policy.keep_failed, policy.always_keep_completed),
+            (Some(2), Some(4))
+        );
+        assert_eq!(
+            (
+                policy.job_deadline_seconds,
+                policy.starting_deadline_seconds,
+                policy.restore_deadline_seconds
+            ),
+            (Some(60), Some(120), Some(180))
+        );
+        let wit_plan = plan_to_wit(plan);
+        assert_eq!(wit_plan.schedule, "0 3 * * *");
+        assert_eq!(wit_plan.job, r#"{"kind":"Job"}"#);
+        assert_eq!((wit_plan.retain, wit_plan.backup_on_delete), (3, true));
+        let defaults = policy_to_wit(&BackupPlan::new("@daily", serde_json::json!({})));
+        assert!(defaults.time_zone.is_none() && defaults.keep_failed.is_none());
+        assert!(defaults.job_deadline_seconds.is_none());
     }
 
     #[test]

@@ -144,6 +144,7 @@ extern crate self as wasm_operator_sdk;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 // installed on wasm; unit-tested natively
 mod arena;
+mod backup;
 #[allow(missing_docs)] // generated code; documented by the WIT
 pub mod bindings;
 pub mod cache;
@@ -161,10 +162,11 @@ mod reconciler;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
+pub use backup::{BackupPlan, BackupStatus};
 pub use children::Children;
 pub use context::Context;
 pub use crd::Crd;
-pub use desired::{BackupPlan, Condition, Desired, DesiredJson, Event, Finalized};
+pub use desired::{Condition, Desired, DesiredJson, Event, Finalized};
 pub use failure::Failure;
 pub use glue::{
     convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json,

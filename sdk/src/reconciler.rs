@@ -66,12 +66,16 @@ pub trait Reconciler {
         ))
     }
 
-    /// How to back this object up, if at all.
+    /// How to back this object up, if at all: a [`BackupPlan`] (build it
+    /// with [`BackupPlan::new`]), or `None` to take no backups of it. Must
+    /// be pure: the host may call it twice for the same object (`backup.plan`
+    /// and `backup-policy.policy`).
     fn plan(_ctx: &Context, _object: Self::Object) -> Result<Option<BackupPlan>, String> {
         Err(not_implemented("backup.plan", "for this object"))
     }
 
-    /// A `batch/v1` Job template that restores `backup` into `object`.
+    /// A `batch/v1` Job that restores `backup` (the `Backup` object, whose
+    /// `status.location` is what the backup Job reported) into `object`.
     fn restore(_ctx: &Context, _object: Self::Object, _backup: Value) -> Result<Value, String> {
         Err(not_implemented("backup.restore", "for this object"))
     }

@@ -8,8 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use wasm_operator_sdk::cache::{self, CacheError, CacheSource, ObjectRef};
 use wasm_operator_sdk::{
-    Children, Context, Desired, Failure, Finalized, Kind, Manifest, Reconciler, convert_json,
-    finalize_json, plan_json, reconcile_json, restore_json, upgrade_json,
+    BackupPlan, Children, Context, Desired, Failure, Finalized, Kind, Manifest, Reconciler,
+    convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json,
 };
 
 #[derive(Deserialize)]
@@ -147,6 +147,70 @@ impl Reconciler for Upgrader {
 fn overridden_upgrade_is_used() {
     let out = upgrade_json::<Upgrader>(&Context::new("2.0.0"), r#"{"spec":{}}"#, "1.0.0").unwrap();
     assert_eq!(out, r#"{"spec":{"upgradedFrom":"1.0.0"}}"#);
+}
+
+/// Backs up Echoes whose text is not empty, restoring from the Backup's
+/// `status.location`.
+struct Backer;
+
+impl Reconciler for Backer {
+    type Object = Echo;
+
+    fn manifest() -> Manifest {
+        Manifest::new("backer", "1.0.0").implements_backup()
+    }
+
+    fn reconcile(_ctx: &Context, _object: Echo, _children: &Children) -> Result<Desired, Failure> {
+        Ok(Desired::new())
+    }
+
+    fn plan(_ctx: &Context, echo: Echo) -> Result<Option<BackupPlan>, String> {
+        Ok((!echo.spec.text.is_empty()).then(|| {
+            BackupPlan::new(
+                "0 3 * * *",
+                json!({"apiVersion": "batch/v1", "kind": "Job"}),
+            )
+            .retain(2)
+            .time_zone(echo.spec.text)
+        }))
+    }
+
+    fn restore(_ctx: &Context, _echo: Echo, backup: Value) -> Result<Value, String> {
+        let location = backup
+            .pointer("/status/location")
+            .and_then(Value::as_str)
+            .ok_or("the Backup has no status.location")?;
+        Ok(json!({"kind": "Job", "from": location}))
+    }
+}
+
+#[test]
+fn plan_and_restore_run_the_plugin_on_json() {
+    let ctx = Context::new("1.0.0");
+    assert_eq!(plan_json::<Backer>(&ctx, &echo("")).unwrap(), None);
+    let plan = plan_json::<Backer>(&ctx, &echo("Europe/Berlin"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(plan.time_zone.as_deref(), Some("Europe/Berlin"));
+    assert_eq!((plan.retain, plan.keep_failed), (2, None));
+    assert!(
+        plan_json::<Backer>(&ctx, r#"{"spec":{"text":1}}"#)
+            .unwrap_err()
+            .starts_with("spec is invalid")
+    );
+    let job =
+        restore_json::<Backer>(&ctx, &echo("x"), r#"{"status":{"location":"s3://b/k"}}"#).unwrap();
+    assert_eq!(job, r#"{"kind":"Job","from":"s3://b/k"}"#);
+    assert!(
+        restore_json::<Backer>(&ctx, &echo("x"), "{}")
+            .unwrap_err()
+            .contains("status.location")
+    );
+    assert!(
+        restore_json::<Backer>(&ctx, &echo("x"), "{")
+            .unwrap_err()
+            .contains("not JSON")
+    );
 }
 
 struct FakeCache {

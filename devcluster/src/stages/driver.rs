@@ -124,10 +124,18 @@ fn handle(store: &Arc<Store>, stages: &Arc<StageSet>, change: &Change) {
         return;
     }
     let obj = &change.object;
-    if change.resource == JOBS
-        && let Err(e) = create_job_pods(&mut store.lock(), obj)
+    if change.resource == JOBS {
+        if let Err(e) = delete_job_pods(&mut store.lock(), obj) {
+            tracing::warn!("workload simulation: cannot delete the Pods of a Job: {e}");
+        }
+        if let Err(e) = create_job_pods(&mut store.lock(), obj) {
+            tracing::warn!("workload simulation: cannot create the Pods of a Job: {e}");
+        }
+    }
+    if change.resource == PODS
+        && let Err(e) = record_job_pod_success(&mut store.lock(), obj)
     {
-        tracing::warn!("workload simulation: cannot create the Pods of a Job: {e}");
+        tracing::warn!("workload simulation: cannot record a Job's Pod that succeeded: {e}");
     }
     if change.resource == PODS {
         if nodes::unscheduled(obj) {
@@ -194,6 +202,53 @@ fn create_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
     for pod in missing {
         st.create(&rt, pod, false)?;
     }
+    Ok(())
+}
+
+/// Deletes the active Pods of a Job that failed its deadline.
+fn delete_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
+    let (ns, name) = obj_key(job);
+    let Some(current) = st.get(JOBS, &ns, &name) else {
+        return Ok(());
+    };
+    let pods: Vec<Value> = st
+        .list(PODS, Some(&ns))
+        .iter()
+        .map(|p| (**p).clone())
+        .collect();
+    let doomed = jobs::pods_to_delete(&current, &pods);
+    if doomed.is_empty() {
+        return Ok(());
+    }
+    let rt = resource_type(st, PODS)?;
+    for pod in doomed {
+        match st.delete(&rt, &ns, &pod, &DeleteOpts::default()) {
+            Ok(_) => {}
+            Err(e) if e.code == 404 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    crate::gc::collect(st)
+}
+
+/// Records a Pod of a Job that Succeeded in the Job's status
+/// (`uncountedTerminatedPods.succeeded`), which `job-complete` waits for.
+fn record_job_pod_success(st: &mut State, pod: &Value) -> Result<(), ApiError> {
+    let (ns, name) = obj_key(pod);
+    let Some(current) = st.get(PODS, &ns, &name) else {
+        return Ok(());
+    };
+    let Some((job_name, _)) = jobs::owner_job(&current) else {
+        return Ok(());
+    };
+    let Some(job) = st.get(JOBS, &ns, job_name) else {
+        return Ok(());
+    };
+    let Some(recorded) = jobs::record_succeeded(&job, &current) else {
+        return Ok(());
+    };
+    let rt = resource_type(st, JOBS)?;
+    st.update(&rt, recorded, rv_of(&job), Some("status"), false)?;
     Ok(())
 }
 

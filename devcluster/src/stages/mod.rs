@@ -14,10 +14,16 @@
 //!   node-initialize, node-heartbeat), and built-in stages under
 //!   `devcluster/stages/builtin/` that write the status kube-controller-manager
 //!   would write for Deployments, ReplicaSets, StatefulSets, DaemonSets and Jobs
-//!   (directly: no ReplicaSets or Pods are created for the first four), and
-//!   that fail Pods and Jobs labelled `simulate.wasm-operator.dev/outcome: fail`;
-//! - creates one Pod per attempt a Job's status counts ([`jobs`]), which the
-//!   Pod stages then run to `Succeeded` or `Failed`.
+//!   (directly: no ReplicaSets or Pods are created for the first four), that
+//!   fail Pods and Jobs labelled `simulate.wasm-operator.dev/outcome: fail`,
+//!   keep Pods labelled `…/outcome: hang` Running (`pod-hang`), fail a Job
+//!   whose `activeDeadlineSeconds` passes (`job-deadline`) and play a backup
+//!   tool's termination message (`pod-complete-backup`); `pod-hang` and
+//!   `pod-complete-backup` are the same files as the real control plane's
+//!   (`realcluster/stages/`);
+//! - creates one Pod per attempt a Job's status counts, records its Pods that
+//!   Succeeded and deletes the active Pods of a Job past its deadline
+//!   ([`jobs`]); the Pod stages run the Pods to `Succeeded` or `Failed`.
 //!
 //! Files: [`model`] (the Stage resource), [`query`] (kwok's jq subset),
 //! [`template`] (kwok's Go-template subset and functions), [`select`]
@@ -49,6 +55,8 @@ use template::{Template, TemplateError};
 pub const OUTCOME_LABEL: &str = "simulate.wasm-operator.dev/outcome";
 /// The value of [`OUTCOME_LABEL`] that makes containers fail.
 pub const FAIL: &str = "fail";
+/// The value of [`OUTCOME_LABEL`] that keeps containers running, never completing.
+pub const HANG: &str = "hang";
 
 /// kwok's stage files, vendored unchanged (see `devcluster/stages/kwok/README.md`).
 const KWOK_STAGES: &[(&str, &str)] = &[
@@ -75,11 +83,19 @@ const KWOK_STAGES: &[(&str, &str)] = &[
 ];
 
 /// The devcluster's own stages for what kube-controller-manager (and a
-/// kubelet running a failing container) would do.
+/// kubelet running a failing, hanging or backup container) would do.
 const BUILTIN_STAGES: &[(&str, &str)] = &[
     (
         "builtin/pod-fail.yaml",
         include_str!("../../stages/builtin/pod-fail.yaml"),
+    ),
+    (
+        "builtin/pod-hang.yaml",
+        include_str!("../../stages/builtin/pod-hang.yaml"),
+    ),
+    (
+        "builtin/pod-complete-backup.yaml",
+        include_str!("../../stages/builtin/pod-complete-backup.yaml"),
     ),
     (
         "builtin/deployment.yaml",

@@ -135,6 +135,8 @@ fn default_stages_load_and_names_are_unique() {
         "node-initialize",
         "node-heartbeat",
         "pod-fail",
+        "pod-hang",
+        "pod-complete-backup",
         "deployment-status",
         "replicaset-status",
         "statefulset-status",
@@ -143,6 +145,7 @@ fn default_stages_load_and_names_are_unique() {
         "job-complete",
         "job-retry",
         "job-fail",
+        "job-deadline",
     ] {
         assert!(set.get(want).is_some(), "default stage {want} is missing");
     }
@@ -194,7 +197,9 @@ fn step(set: &StageSet, obj: &Value) -> Option<(String, Value)> {
     Some((stage.name().to_string(), current))
 }
 
-/// Runs stages until none applies; the names of the stages run and the end state.
+/// Runs stages until none applies or one changes nothing (the driver then
+/// writes nothing, so no event brings the object back); the names of the
+/// stages run and the end state.
 fn settle(obj: Value) -> (Vec<String>, Value) {
     let set = StageSet::defaults().unwrap();
     let mut names = Vec::new();
@@ -202,6 +207,9 @@ fn settle(obj: Value) -> (Vec<String>, Value) {
     while let Some((name, next)) = step(&set, &current) {
         assert!(names.len() < 20, "stages do not settle: {names:?}");
         names.push(name);
+        if next == current {
+            break;
+        }
         current = next;
     }
     (names, current)
@@ -301,12 +309,40 @@ fn a_statefulset_becomes_ready_with_one_revision() {
     assert!(st["updateRevision"].as_str().unwrap().starts_with("db-"));
 }
 
+/// A Succeeded Pod of `job` (uid `pod-uid`), owned as the Job controller owns it.
+fn succeeded_pod_of(job: &Value, uid: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("backup-{uid}"), "namespace": "default", "uid": uid,
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                "name": job["metadata"]["name"], "uid": job["metadata"]["uid"], "controller": true}]},
+        "status": {"phase": "Succeeded"},
+    })
+}
+
 #[test]
-fn a_job_starts_then_completes() {
-    let (names, job) = settle(fixture("job.yaml"));
-    assert_eq!(names, ["job-start", "job-complete"]);
+fn a_job_starts_then_completes_once_a_pod_succeeded() {
+    use super::jobs::record_succeeded;
+    let mut job = fixture("job.yaml");
+    job["metadata"]["uid"] = json!("job-uid");
+    let (names, job) = settle(job);
+    assert_eq!(names, ["job-start"], "no Pod has Succeeded yet");
+    let pod = succeeded_pod_of(&job, "pod-uid");
+    let job = record_succeeded(&job, &pod).expect("the Pod is recorded");
+    assert_eq!(
+        job["status"]["uncountedTerminatedPods"]["succeeded"],
+        json!(["pod-uid"])
+    );
+    assert!(record_succeeded(&job, &pod).is_none(), "recorded once");
+    let (names, job) = settle(job);
+    assert_eq!(names, ["job-complete"]);
     let s = &job["status"];
     assert_eq!(s["succeeded"], 1);
+    assert_eq!(s["uncountedTerminatedPods"], json!({}));
+    assert!(
+        record_succeeded(&job, &pod).is_none(),
+        "the Job is finished"
+    );
     assert!(s.get("active").is_none());
     assert!(s["completionTime"].is_string());
     let types: Vec<&str> = s["conditions"]
@@ -500,4 +536,219 @@ fn a_job_gets_one_pod_per_attempt_its_status_counts() {
         missing_pods(&job, &[]).is_empty(),
         "a deleted Job gets no Pods"
     );
+}
+
+#[test]
+fn only_a_succeeded_pod_of_the_job_is_recorded() {
+    use super::jobs::record_succeeded;
+    let mut job = fixture("job.yaml");
+    job["metadata"]["uid"] = json!("job-uid");
+    let mut pod = succeeded_pod_of(&job, "pod-uid");
+    pod["status"]["phase"] = json!("Running");
+    assert!(record_succeeded(&job, &pod).is_none(), "still running");
+    pod["status"]["phase"] = json!("Succeeded");
+    pod["metadata"]["ownerReferences"][0]["uid"] = json!("other-uid");
+    assert!(record_succeeded(&job, &pod).is_none(), "another Job's Pod");
+}
+
+fn hang(mut obj: Value) -> Value {
+    let labels = if obj["kind"] == "Job" {
+        &mut obj["spec"]["template"]["metadata"]["labels"]
+    } else {
+        &mut obj["metadata"]["labels"]
+    };
+    labels["simulate.wasm-operator.dev/outcome"] = json!("hang");
+    obj
+}
+
+#[test]
+fn a_pod_told_to_hang_runs_and_never_completes() {
+    let mut pod = hang(fixture("pod-bound.yaml"));
+    pod["metadata"]["ownerReferences"] = json!([{"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u", "controller": true}]);
+    let (names, pod) = settle(pod);
+    assert_eq!(
+        names,
+        ["pod-ready", "pod-hang"],
+        "pod-hang wins over pod-complete"
+    );
+    assert_eq!(pod["status"]["phase"], "Running");
+    let state = &pod["status"]["containerStatuses"][0];
+    assert_eq!(state["ready"], true);
+    assert!(state["state"]["running"]["startedAt"].is_string());
+    // Being deleted, it goes as any Pod does.
+    let mut deleted = pod.clone();
+    deleted["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let set = StageSet::defaults().unwrap();
+    assert_eq!(chosen(&set, &deleted).unwrap().name(), "pod-delete");
+}
+
+#[test]
+fn a_job_told_to_hang_fails_when_its_deadline_passes() {
+    let mut job = hang(fixture("job.yaml"));
+    job["spec"]["activeDeadlineSeconds"] = json!(3);
+    let (names, _) = settle(job.clone());
+    assert_eq!(names, ["job-start", "job-deadline"]);
+    // The delay runs until startTime + activeDeadlineSeconds.
+    job["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1, "ready": 0});
+    let set = StageSet::defaults().unwrap();
+    let stage = chosen(&set, &job).unwrap();
+    assert_eq!(stage.name(), "job-deadline");
+    let at = |t: &str| chrono::DateTime::parse_from_rfc3339(t).unwrap().to_utc();
+    assert_eq!(
+        delay(stage, &job, at("2026-01-01T00:00:01Z"), |_| 0),
+        Duration::from_secs(2)
+    );
+    assert_eq!(
+        delay(stage, &job, at("2026-01-01T00:00:09Z"), |_| 0),
+        Duration::ZERO,
+        "a deadline passed already fails the Job at once"
+    );
+    let (names, job) = settle(job);
+    assert_eq!(names, ["job-deadline"]);
+    let s = &job["status"];
+    assert_eq!(s["failed"], 1, "the active Pod counts as failed");
+    assert!(s.get("active").is_none());
+    assert!(s.get("completionTime").is_none());
+    assert_eq!(s["startTime"], "2026-01-01T00:00:00Z");
+    let conditions: Vec<(&str, &str, &str)> = s["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap(),
+                c["reason"].as_str().unwrap(),
+                c["message"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    let message = "Job was active longer than specified deadline";
+    assert_eq!(
+        conditions,
+        [
+            ("FailureTarget", "DeadlineExceeded", message),
+            ("Failed", "DeadlineExceeded", message)
+        ]
+    );
+}
+
+#[test]
+fn a_job_past_its_deadline_loses_its_active_pods_and_gets_no_more() {
+    use super::jobs::{missing_pods, pods_to_delete};
+    let mut job = hang(fixture("job.yaml"));
+    job["metadata"]["uid"] = json!("job-uid");
+    job["spec"]["activeDeadlineSeconds"] = json!(3);
+    job["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1});
+    let mut running = missing_pods(&job, &[]).remove(0);
+    running["metadata"]["name"] = json!("backup-a");
+    running["status"] = json!({"phase": "Running"});
+    let mut done = running.clone();
+    done["metadata"]["name"] = json!("backup-b");
+    done["status"]["phase"] = json!("Failed");
+    let pods = [running, done];
+    assert!(
+        pods_to_delete(&job, &pods).is_empty(),
+        "not past the deadline"
+    );
+    let (_, job) = settle(job);
+    assert_eq!(pods_to_delete(&job, &pods), ["backup-a"]);
+    assert!(missing_pods(&job, &[]).is_empty());
+}
+
+#[test]
+fn a_job_with_a_deadline_completes_when_its_pod_succeeds_first() {
+    use super::jobs::record_succeeded;
+    let mut job = fixture("job.yaml");
+    job["metadata"]["uid"] = json!("job-uid");
+    job["spec"]["activeDeadlineSeconds"] = json!(60);
+    job["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1});
+    let set = StageSet::defaults().unwrap();
+    assert_eq!(chosen(&set, &job).unwrap().name(), "job-deadline");
+    let job = record_succeeded(&job, &succeeded_pod_of(&job, "pod-uid")).unwrap();
+    assert_eq!(
+        chosen(&set, &job).unwrap().name(),
+        "job-complete",
+        "the only stage that applies once a Pod Succeeded"
+    );
+    // A Job told to fail keeps its retries; the deadline is not simulated for it.
+    let mut failing = fixture("job.yaml");
+    failing["spec"]["template"]["metadata"]["labels"]["simulate.wasm-operator.dev/outcome"] =
+        json!("fail");
+    failing["spec"]["activeDeadlineSeconds"] = json!(1);
+    failing["status"] = json!({"startTime": "2026-01-01T00:00:00Z", "active": 1});
+    assert_eq!(chosen(&set, &failing).unwrap().name(), "job-retry");
+}
+
+#[test]
+fn a_backup_pod_completes_with_the_location_as_its_termination_message() {
+    let (names, pod) = settle(fixture("pod-backup.yaml"));
+    assert_eq!(names, ["pod-ready", "pod-complete-backup"]);
+    assert_eq!(pod["status"]["phase"], "Succeeded");
+    let statuses = pod["status"]["containerStatuses"].as_array().unwrap();
+    let terminated = |i: usize| &statuses[i]["state"]["terminated"];
+    assert_eq!(statuses[0]["name"], "dump");
+    assert_eq!(terminated(0)["exitCode"], 0);
+    assert_eq!(terminated(0)["reason"], "Completed");
+    let message: Value = serde_json::from_str(terminated(0)["message"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        message,
+        json!({"location": "s3://bucket/path/kv-1"}),
+        "the trailing / of the destination is dropped"
+    );
+    assert_eq!(
+        terminated(0)["message"],
+        r#"{"location":"s3://bucket/path/kv-1"}"#
+    );
+    // A container without a destination completes as pod-complete says.
+    assert_eq!(statuses[1]["name"], "sidecar");
+    assert_eq!(terminated(1)["exitCode"], 0);
+    assert!(terminated(1).get("message").is_none());
+}
+
+#[test]
+fn a_backup_pod_told_to_fail_or_hang_is_left_to_those_stages() {
+    let mut pod = fixture("pod-backup.yaml");
+    pod["metadata"]["labels"]["simulate.wasm-operator.dev/outcome"] = json!("hang");
+    let (names, _) = settle(pod.clone());
+    assert_eq!(names, ["pod-ready", "pod-hang"]);
+    pod["metadata"]["labels"]["simulate.wasm-operator.dev/outcome"] = json!("fail");
+    let (names, _) = settle(pod);
+    assert_eq!(names, ["pod-fail"]);
+}
+
+#[test]
+fn the_stages_shared_with_the_real_control_plane_are_the_same_files() {
+    let realcluster = Path::new(env!("CARGO_MANIFEST_DIR")).join("../realcluster/stages");
+    for file in ["pod-hang.yaml", "pod-complete-backup.yaml"] {
+        let ours = std::fs::read_to_string(stages_dir().join("builtin").join(file)).unwrap();
+        let theirs = std::fs::read_to_string(realcluster.join(file)).unwrap();
+        assert_eq!(ours, theirs, "{file} differs between the two backends");
+    }
+}
+
+#[test]
+fn jq_adds_and_converts_dates_as_gojq_does() {
+    let job = json!({"spec": {"activeDeadlineSeconds": 3}, "status": {"startTime": "2026-01-01T00:00:00Z"}});
+    let run = |q: &str| Query::parse(q).unwrap().execute(&job);
+    assert_eq!(run(".status.startTime | fromdate"), [json!(1767225600)]);
+    assert_eq!(
+        run("(.status.startTime | fromdate) + .spec.activeDeadlineSeconds | todate"),
+        [json!("2026-01-01T00:00:03Z")]
+    );
+    assert_eq!(
+        run("1767225600.9 | todate"),
+        [json!("2026-01-01T00:00:00Z")]
+    );
+    assert_eq!(
+        run(r#""2026-01-01T00:00:00.5Z" | fromdateiso8601"#),
+        [json!(1767225600.5)]
+    );
+    assert_eq!(run(r#""a" + "b""#), [json!("ab")]);
+    assert_eq!(run("null + 2 + 0.5"), [json!(2.5)]);
+    assert_eq!(run(".missing + 1 == 1"), [json!(true)]);
+    // `+` binds tighter than comparisons.
+    assert_eq!(run(".spec.activeDeadlineSeconds + 1 > 3"), [json!(true)]);
+    // Type errors and unreadable dates yield nothing, as kwok's Execute answers.
+    assert_eq!(run(r#"1 + "a""#), Vec::<Value>::new());
+    assert_eq!(run(r#""soon" | fromdate"#), Vec::<Value>::new());
 }

@@ -11,7 +11,7 @@
 //! get their own random suffix within Kubernetes' 63-character limit on
 //! label values (`job-name`) and Pod host names.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Timelike, Utc};
 use sha2::{Digest, Sha256};
 
 /// The longest name this module returns: 63 (a label value, a Pod host
@@ -27,8 +27,9 @@ const HASH_HEX_DIGITS: usize = 8;
 ///
 /// # Guarantees
 ///
-/// - The same primary and slot always give the same name; slots in
-///   different minutes give different names.
+/// - The same primary and slot always give the same name; different
+///   slots give different names (a slot's seconds are added when they are
+///   not 0, which only six-field schedules have).
 /// - The result is a valid DNS-1123 subdomain of at most [`NAME_BUDGET`]
 ///   characters, whatever `primary` is.
 /// - A primary name that is too long (over 39 characters) or not itself a
@@ -36,9 +37,41 @@ const HASH_HEX_DIGITS: usize = 8;
 ///   the full name, so two long names sharing a prefix still differ.
 #[must_use]
 pub fn scheduled_backup_name(primary: &str, slot: DateTime<Utc>) -> String {
-    let stamp = slot.format("%Y%m%d%H%M").to_string();
+    // Six-field schedules have slots within a minute: their seconds count.
+    let stamp = if slot.second() == 0 {
+        slot.format("%Y%m%d%H%M").to_string()
+    } else {
+        slot.format("%Y%m%d%H%M%S").to_string()
+    };
     with_suffix(primary, &stamp)
 }
+
+/// The name of the `attempt`-th final Backup of `primary` (taken before
+/// its deletion): `<primary>-final`, then `<primary>-final-2`, ...
+///
+/// # Guarantees
+///
+/// As [`scheduled_backup_name`].
+#[must_use]
+pub fn final_backup_name(primary: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        with_suffix(primary, "final")
+    } else {
+        with_suffix(primary, &format!("final-{attempt}"))
+    }
+}
+
+/// The name of the Job of a Backup or Restore named `owner`:
+/// `<owner>-<suffix>` (`suffix` is `backup` or `restore`), shortened and
+/// hashed like a Backup name when it would pass 63 characters (the limit of
+/// the `job-name` label its Pods carry).
+#[must_use]
+pub fn job_name(owner: &str, suffix: &str) -> String {
+    with_suffix_within(owner, suffix, JOB_NAME_BUDGET)
+}
+
+/// The longest Job name [`job_name`] returns.
+pub const JOB_NAME_BUDGET: usize = 57;
 
 /// The name of an on-demand Backup of `primary` requested at
 /// `requested_at`: `<primary>-manual-<yyyymmddhhmmss>` (UTC), e.g.
@@ -62,7 +95,12 @@ pub fn manual_backup_name(primary: &str, requested_at: DateTime<Utc>) -> String 
 /// whole fits [`NAME_BUDGET`]. `suffix` is lowercase alphanumerics and `-`,
 /// starting and ending with an alphanumeric.
 fn with_suffix(primary: &str, suffix: &str) -> String {
-    let room = NAME_BUDGET.saturating_sub(suffix.len() + 1);
+    with_suffix_within(primary, suffix, NAME_BUDGET)
+}
+
+/// [`with_suffix`] within `budget` characters.
+fn with_suffix_within(primary: &str, suffix: &str, budget: usize) -> String {
+    let room = budget.saturating_sub(suffix.len() + 1);
     if primary.len() <= room && is_dns1123_subdomain(primary) {
         return format!("{primary}-{suffix}");
     }
@@ -156,11 +194,28 @@ mod tests {
             scheduled_backup_name("kv", utc(2026, 11, 28, 3, 0, 0)),
             "kv-202611280300"
         );
-        // Seconds do not matter: slots are minutes.
+        // A six-field schedule's slot within the minute keeps its seconds.
         assert_eq!(
             scheduled_backup_name("kv", utc(2026, 11, 28, 3, 0, 59)),
-            "kv-202611280300"
+            "kv-20261128030059"
         );
+    }
+
+    #[test]
+    fn final_and_job_names_fit_their_budgets() {
+        assert_eq!(final_backup_name("kv", 1), "kv-final");
+        assert_eq!(final_backup_name("kv", 3), "kv-final-3");
+        assert_eq!(
+            job_name("kv-202611280300", "backup"),
+            "kv-202611280300-backup"
+        );
+        let long = "a".repeat(80);
+        let name = job_name(&long, "restore");
+        assert!(
+            name.len() <= JOB_NAME_BUDGET && name.ends_with("-restore"),
+            "{name}"
+        );
+        assert!(is_dns1123_subdomain(&name), "{name}");
     }
 
     #[test]

@@ -45,6 +45,8 @@ const DESCRIPTORS: [(&str, &str); 7] = [
 /// One of the five fields of a cron schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CronField {
+    /// The optional leading seconds field, `0-59` (six-field schedules).
+    Second,
     /// Field 1: minute, `0-59`.
     Minute,
     /// Field 2: hour, `0-23`.
@@ -71,6 +73,7 @@ impl CronField {
     /// The field's position in the schedule, from 1.
     pub const fn position(self) -> usize {
         match self {
+            CronField::Second => 0,
             CronField::Minute => 1,
             CronField::Hour => 2,
             CronField::DayOfMonth => 3,
@@ -82,6 +85,7 @@ impl CronField {
     /// What a person calls the field.
     pub const fn name(self) -> &'static str {
         match self {
+            CronField::Second => "second",
             CronField::Minute => "minute",
             CronField::Hour => "hour",
             CronField::DayOfMonth => "day of month",
@@ -93,7 +97,7 @@ impl CronField {
     /// The values the field accepts, for messages.
     pub const fn accepts(self) -> &'static str {
         match self {
-            CronField::Minute => "0-59",
+            CronField::Second | CronField::Minute => "0-59",
             CronField::Hour => "0-23",
             CronField::DayOfMonth => "1-31, or L for the last day",
             CronField::Month => "1-12 or JAN-DEC",
@@ -104,7 +108,10 @@ impl CronField {
 
 impl std::fmt::Display for CronField {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "field {} ({})", self.position(), self.name())
+        match self {
+            CronField::Second => write!(f, "the leading seconds field"),
+            _ => write!(f, "field {} ({})", self.position(), self.name()),
+        }
     }
 }
 
@@ -118,9 +125,9 @@ pub enum ScheduleError {
         "the backup schedule is empty; write five fields (minute hour day-of-month month day-of-week), e.g. {EXAMPLE}"
     )]
     Empty,
-    /// The schedule does not have exactly five fields.
+    /// The schedule has neither five fields nor six (seconds first).
     #[error(
-        "backup schedule {schedule:?} has {found} field(s), but a schedule has exactly five: minute hour day-of-month month day-of-week (no seconds, no year), e.g. {EXAMPLE}"
+        "backup schedule {schedule:?} has {found} field(s), but a schedule has exactly five: minute hour day-of-month month day-of-week (no year), or six with seconds first, e.g. {EXAMPLE}"
     )]
     FieldCount {
         /// The schedule as given.
@@ -225,7 +232,7 @@ impl Schedule {
         };
         let expression = cron.trim();
         let fields = five_fields(expression)?;
-        let parser = strict_parser();
+        let parser = strict_parser(fields.len() == 6);
         let parsed = parser
             .parse(&fields.join(" "))
             .map_err(|whole| blame_field(&parser, expression, &fields, &whole))?;
@@ -275,16 +282,21 @@ impl Schedule {
     }
 }
 
-/// The cron parser for standard schedules: five fields, no seconds, no year.
-fn strict_parser() -> CronParser {
+/// The cron parser for standard schedules: five fields, no year; with
+/// `seconds`, six fields, seconds first.
+fn strict_parser(seconds: bool) -> CronParser {
     CronParser::builder()
-        .seconds(Seconds::Disallowed)
+        .seconds(if seconds {
+            Seconds::Required
+        } else {
+            Seconds::Disallowed
+        })
         .year(Year::Disallowed)
         .build()
 }
 
-/// Splits `expression` into its five fields (a descriptor becomes its
-/// five fields).
+/// Splits `expression` into its five fields, or six with seconds first (a
+/// descriptor becomes its five fields).
 fn five_fields(expression: &str) -> Result<Vec<String>, ScheduleError> {
     if expression.is_empty() {
         return Err(ScheduleError::Empty);
@@ -305,7 +317,7 @@ fn five_fields(expression: &str) -> Result<Vec<String>, ScheduleError> {
             });
     }
     let fields: Vec<String> = expression.split_whitespace().map(str::to_string).collect();
-    if fields.len() != 5 {
+    if fields.len() != 5 && fields.len() != 6 {
         return Err(ScheduleError::FieldCount {
             schedule: expression.to_string(),
             found: fields.len(),
@@ -322,11 +334,16 @@ fn blame_field(
     fields: &[String],
     whole: &CronError,
 ) -> ScheduleError {
-    for (index, field) in CronField::ALL.into_iter().enumerate() {
+    let seconds = fields.len() == 6;
+    let named = seconds
+        .then_some(CronField::Second)
+        .into_iter()
+        .chain(CronField::ALL);
+    for (index, field) in named.enumerate() {
         let Some(value) = fields.get(index) else {
             continue;
         };
-        let alone: Vec<&str> = (0..5)
+        let alone: Vec<&str> = (0..fields.len())
             .map(|i| if i == index { value.as_str() } else { "*" })
             .collect();
         if let Err(error) = parser.parse(&alone.join(" ")) {

@@ -420,15 +420,15 @@ fn a_bare_step_is_refused_with_the_way_to_write_it() {
 
 #[test]
 fn a_wrong_number_of_fields_is_refused() {
-    let six = Schedule::parse("0 0 3 * * *", None).unwrap_err();
+    let seven = Schedule::parse("0 0 3 * * * 2027", None).unwrap_err();
     assert_eq!(
-        six,
+        seven,
         ScheduleError::FieldCount {
-            schedule: "0 0 3 * * *".to_string(),
-            found: 6
+            schedule: "0 0 3 * * * 2027".to_string(),
+            found: 7
         }
     );
-    assert!(six.to_string().contains("exactly five"), "{six}");
+    assert!(seven.to_string().contains("exactly five"), "{seven}");
     assert!(matches!(
         Schedule::parse("0 3 *", None),
         Err(ScheduleError::FieldCount { found: 3, .. })
@@ -483,4 +483,38 @@ fn an_unknown_zone_is_refused_with_an_example() {
         Schedule::parse("0 3 * * *", Some("")),
         Err(ScheduleError::UnknownTimeZone { .. })
     ));
+}
+
+#[test]
+fn six_fields_put_seconds_first() {
+    let every_ten_seconds = Schedule::parse("*/10 * * * * *", None).unwrap();
+    let start = utc(2026, 11, 28, 3, 0, 1);
+    assert_eq!(
+        every_ten_seconds.next_after(start),
+        Some(utc(2026, 11, 28, 3, 0, 10))
+    );
+    let error = Schedule::parse("75 * * * * *", None).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ScheduleError::InvalidField {
+                field: CronField::Second,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("seconds field"), "{error}");
+    // The minute of a six-field schedule is its second field.
+    let error = Schedule::parse("0 75 * * * *", None).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ScheduleError::InvalidField {
+                field: CronField::Minute,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
 }

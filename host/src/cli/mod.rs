@@ -2,6 +2,7 @@
 //! arguments to the library. Follows kubectl conventions: `--kubeconfig`,
 //! `--context`, `-o yaml|json`.
 
+pub mod backup;
 pub mod canary;
 pub mod connect;
 pub(crate) mod crd;
@@ -92,9 +93,13 @@ pub enum Command {
     /// Work with plugin files.
     #[command(subcommand)]
     Plugin(PluginCommand),
-    /// Print the CRDs this host serves (WasmPlugin), generated from its types.
+    /// Print the CRDs this host serves (WasmPlugin; Backup and Restore),
+    /// generated from its types.
     #[command(subcommand)]
     Crd(crd::CrdCommand),
+    /// Take a backup of a primary now (`backup create KIND/NAME`).
+    #[command(subcommand)]
+    Backup(backup::BackupCommand),
     /// Migrate the objects of a CRD (storage version).
     #[command(subcommand)]
     Migrate(migrate::MigrateCommand),
@@ -199,6 +204,9 @@ pub enum CliError {
     /// `canary` failed.
     #[error(transparent)]
     Canary(canary::CanaryCliError),
+    /// `backup` failed.
+    #[error(transparent)]
+    Backup(backup::BackupCliError),
     /// `shards` failed.
     #[error(transparent)]
     Shards(#[from] shards::ShardsError),
@@ -256,6 +264,7 @@ impl Cli {
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),
             Command::Migrate(command) => migrate::execute(command).await,
             Command::Canary(command) => canary::execute(command).await,
+            Command::Backup(command) => backup::execute(command).await,
             Command::Shards(args) => shards::shards(args).await,
         }
     }

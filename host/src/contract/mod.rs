@@ -227,6 +227,44 @@ pub enum Finalized {
     Wait(u64),
 }
 
+/// A plugin's backup plan for one primary: `backup.plan` and, when
+/// exported, `backup-policy.policy`. The `Option` fields are `None` when the
+/// plugin leaves them to the host (always so for a component built before
+/// `backup-policy` existed); each field names the default the WIT documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackupPlan {
+    /// Cron expression (standard 5 fields), e.g. `0 3 * * *`.
+    pub schedule: String,
+    /// IANA time zone the schedule is read in; `None`: UTC.
+    pub time_zone: Option<String>,
+    /// The `batch/v1` Job (a JSON object) that takes one backup.
+    pub job: serde_json::Value,
+    /// Which finished Backups are kept.
+    pub retention: BackupRetention,
+    /// Take a final backup before the primary is deleted.
+    pub backup_on_delete: bool,
+    /// `activeDeadlineSeconds` of each backup Job; `None`: 3600.
+    pub job_deadline_seconds: Option<u64>,
+    /// A slot older than this many seconds is missed, not caught up;
+    /// `None`: the host's default.
+    pub starting_deadline_seconds: Option<u64>,
+    /// `activeDeadlineSeconds` of a restore Job; `None`: 3600.
+    pub restore_deadline_seconds: Option<u64>,
+}
+
+/// Which finished Backups of a primary are kept (a Backup is kept when any
+/// rule keeps it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackupRetention {
+    /// The newest this many finished Backups (`backup-plan.retain`).
+    pub keep_last: u32,
+    /// The newest this many failed Backups, for diagnosis; `None`: 1.
+    pub keep_failed: Option<u32>,
+    /// The newest this many Completed Backups, whatever fails after them;
+    /// `None`: 1.
+    pub always_keep_completed: Option<u32>,
+}
+
 /// A plugin answer that breaks the contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

@@ -250,6 +250,31 @@ impl ControllerHandle {
         ));
         metrics.controller_started(&manifest.name);
         metrics.plugin_version_loaded(&manifest.name, &manifest.version);
+        let cache_reader: Arc<dyn crate::engine::CacheReader> = Arc::new(
+            CacheView::new(cache.clone(), manifest.readable().cloned()).confined_to(gate.clone()),
+        );
+        if manifest.implements.backup {
+            // Backups and restores of this plugin's primaries, beside its
+            // reconciles (and stopped with them).
+            let deps = crate::backup::RunnerDeps {
+                plugin: manifest.name.clone(),
+                versions: versions.clone(),
+                host_client: host_client.clone(),
+                plugin_client: client.clone(),
+                cache_reader: cache_reader.clone(),
+                primary: primary_ar.clone(),
+                gate: gate.clone(),
+                writes: options.writes.clone(),
+                events: EventSink::new(client.clone(), &manifest.name),
+                metrics: metrics.clone(),
+            };
+            helpers.spawn(crate::backup::runner::run(
+                deps,
+                cache.clone(),
+                manifest.primary.clone(),
+                shutdown.clone(),
+            ));
+        }
         let ctx = Arc::new(context::Context {
             client: client.clone(),
             host_client,
@@ -257,10 +282,7 @@ impl ControllerHandle {
             versions,
             primary: primary_ar.clone(),
             owned: owned.clone(),
-            cache: Arc::new(
-                CacheView::new(cache.clone(), manifest.readable().cloned())
-                    .confined_to(gate.clone()),
-            ),
+            cache: cache_reader,
             gate,
             events: EventSink::new(client, &manifest.name),
             metrics,

@@ -80,6 +80,17 @@ pub(super) async fn reconcile(
             .outside_grant(&obj, &granted)
             .await);
     }
+    // A Restore runs into this object: nothing is reconciled until its Job
+    // completed and it removed the hold (which triggers this again), so
+    // the plugin never recreates children over data being restored.
+    if obj.metadata.deletion_timestamp.is_none()
+        && let Some(restore) = obj
+            .annotations()
+            .get(crate::backup::RESTORE_HOLD_ANNOTATION)
+    {
+        tracing::debug!(plugin = %ctx.plugin, object = %obj.name_any(), %restore, "reconcile held by a restore");
+        return Ok(Action::await_change());
+    }
     // Triggered again (by the events of its own children's writes) before
     // the cache shows the status this object's last reconcile wrote:
     // planning now would call the plugin with that stale status and write

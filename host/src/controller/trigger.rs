@@ -16,7 +16,7 @@ use crate::plan::names::{FENCING_LEASE_ANNOTATION, FENCING_TOKEN_ANNOTATION};
 
 /// What must change on a primary for it to be reconciled again: its identity
 /// (a recreated object gets a new uid), its generation (spec changes),
-/// deletion, finalizers and the fencing mark (an object refused for a newer
+/// deletion, finalizers, a restore's hold and the fencing mark (an object refused for a newer
 /// term is retried once someone removes or changes the mark). Status and
 /// other metadata-only changes - including the host's own status and version
 /// annotations - are filtered out, which is what keeps reconciles from
@@ -31,6 +31,10 @@ fn primary_fingerprint(obj: &CachedObject) -> u64 {
     let annotations = obj.annotations();
     annotations.get(FENCING_TOKEN_ANNOTATION).hash(&mut h);
     annotations.get(FENCING_LEASE_ANNOTATION).hash(&mut h);
+    // A restore's hold: released, the object is reconciled again.
+    annotations
+        .get(crate::backup::RESTORE_HOLD_ANNOTATION)
+        .hash(&mut h);
     h.finish()
 }
 

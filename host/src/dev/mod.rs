@@ -819,16 +819,29 @@ async fn install_crds(
     Ok(crds)
 }
 
-/// Installs the WasmPlugin CRD, generated from the type this binary serves,
-/// so dev works from any directory (deploy/crds/wasmplugin.yaml is the same
-/// CRD, checked by a test).
+/// Installs the host's CRDs (WasmPlugin, Backup, Restore), generated from
+/// the types this binary serves, so dev works from any directory
+/// (deploy/crds/ holds the same CRDs, checked by a test).
 async fn install_wasmplugin_crd(client: &kube::Client) -> Result<Vec<String>, ManifestError> {
     let origin = Path::new("deploy/crds/wasmplugin.yaml");
     let wasmplugin = manifests::ManifestObject {
         path: origin.to_path_buf(),
         object: serde_json::to_value(WasmPlugin::crd()).unwrap_or_default(),
     };
-    manifests::install_crd_objects(client, vec![wasmplugin], origin).await
+    let mut names = manifests::install_crd_objects(client, vec![wasmplugin], origin).await?;
+    let origin = Path::new("deploy/crds/backup.yaml");
+    let backups = [
+        serde_json::to_value(crate::backup::Backup::crd()),
+        serde_json::to_value(crate::backup::Restore::crd()),
+    ]
+    .into_iter()
+    .map(|object| manifests::ManifestObject {
+        path: origin.to_path_buf(),
+        object: object.unwrap_or_default(),
+    })
+    .collect();
+    names.extend(manifests::install_crd_objects(client, backups, origin).await?);
+    Ok(names)
 }
 
 /// Example directories whose CRD serves several versions without saying

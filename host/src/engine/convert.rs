@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::bindings::backup_policy::PlanPolicy as BackupPolicy;
 use super::bindings::migration_functions::ImplementedFunctions as MigrationFunctions;
 use super::bindings::types as wit;
 use crate::contract;
@@ -229,6 +230,61 @@ pub(crate) fn object(text: String, limit: usize) -> Result<Value, OutputProblem>
     Ok(value)
 }
 
+/// Parses and checks a backup plan answer: `backup.plan`'s plan and, when
+/// the component exports `backup-policy`, its policy. The job must be a JSON
+/// object and the answer's strings fit the output limit.
+pub(crate) fn backup_plan(
+    answer: Option<(wit::BackupPlan, Option<BackupPolicy>)>,
+    limit: usize,
+) -> Result<Option<contract::BackupPlan>, OutputProblem> {
+    let Some((plan, policy)) = answer else {
+        return Ok(None);
+    };
+    let policy = policy.unwrap_or(BackupPolicy {
+        time_zone: None,
+        keep_failed: None,
+        always_keep_completed: None,
+        job_deadline_seconds: None,
+        starting_deadline_seconds: None,
+        restore_deadline_seconds: None,
+    });
+    let size =
+        plan.schedule.len() + plan.job.len() + policy.time_zone.as_ref().map_or(0, String::len);
+    check_size(size, limit)?;
+    let job = json_object("the backup Job", &plan.job)?;
+    Ok(Some(contract::BackupPlan {
+        schedule: plan.schedule,
+        time_zone: policy.time_zone,
+        job,
+        retention: contract::BackupRetention {
+            keep_last: plan.retain,
+            keep_failed: policy.keep_failed,
+            always_keep_completed: policy.always_keep_completed,
+        },
+        backup_on_delete: plan.backup_on_delete,
+        job_deadline_seconds: policy.job_deadline_seconds,
+        starting_deadline_seconds: policy.starting_deadline_seconds,
+        restore_deadline_seconds: policy.restore_deadline_seconds,
+    }))
+}
+
+/// Parses a restore Job answer (`backup.restore`) and checks it is an object.
+pub(crate) fn restore_job(text: String, limit: usize) -> Result<Value, OutputProblem> {
+    check_size(text.len(), limit)?;
+    json_object("the restore Job", &text)
+}
+
+/// `text` as JSON that must be an object; `what` names it in the problem.
+fn json_object(what: &str, text: &str) -> Result<Value, OutputProblem> {
+    let value = parse_json(what, text)?;
+    if !value.is_object() {
+        return Err(OutputProblem::Invalid(format!(
+            "{what} is not a JSON object"
+        )));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +319,76 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.children[0]["kind"], "Service");
+    }
+
+    fn wit_plan(job: &str) -> wit::BackupPlan {
+        wit::BackupPlan {
+            schedule: "0 3 * * *".into(),
+            job: job.into(),
+            retain: 4,
+            backup_on_delete: true,
+        }
+    }
+
+    #[test]
+    fn backup_plans_merge_the_policy_and_check_the_job() {
+        let job = r#"{"apiVersion":"batch/v1","kind":"Job"}"#;
+        assert_eq!(backup_plan(None, 1024).unwrap(), None);
+        let plain = backup_plan(Some((wit_plan(job), None)), 1024)
+            .unwrap()
+            .unwrap();
+        assert_eq!(plain.job["kind"], "Job");
+        assert_eq!(
+            plain.retention,
+            contract::BackupRetention {
+                keep_last: 4,
+                keep_failed: None,
+                always_keep_completed: None
+            }
+        );
+        assert!(plain.backup_on_delete && plain.time_zone.is_none());
+        let policy = BackupPolicy {
+            time_zone: Some("Europe/Berlin".into()),
+            keep_failed: Some(2),
+            always_keep_completed: Some(3),
+            job_deadline_seconds: Some(60),
+            starting_deadline_seconds: Some(120),
+            restore_deadline_seconds: Some(180),
+        };
+        let full = backup_plan(Some((wit_plan(job), Some(policy))), 1024)
+            .unwrap()
+            .unwrap();
+        assert_eq!(full.time_zone.as_deref(), Some("Europe/Berlin"));
+        assert_eq!(full.retention.keep_failed, Some(2));
+        assert_eq!(full.retention.always_keep_completed, Some(3));
+        assert_eq!(
+            (
+                full.job_deadline_seconds,
+                full.starting_deadline_seconds,
+                full.restore_deadline_seconds
+            ),
+            (Some(60), Some(120), Some(180))
+        );
+        for bad in ["[1]", "{nope", "\"job\""] {
+            assert!(
+                matches!(backup_plan(Some((wit_plan(bad), None)), 1024), Err(OutputProblem::Invalid(m)) if m.contains("backup Job")),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            backup_plan(
+                Some((
+                    wit_plan(&format!("{{\"a\":\"{}\"}}", "x".repeat(2000))),
+                    None
+                )),
+                1024
+            ),
+            Err(OutputProblem::TooLarge { .. })
+        ));
+        assert!(
+            matches!(restore_job("[]".into(), 1024), Err(OutputProblem::Invalid(m)) if m.contains("restore Job"))
+        );
+        assert_eq!(restore_job(job.into(), 1024).unwrap()["kind"], "Job");
     }
 
     #[test]

@@ -9,7 +9,9 @@ use serde_json::Value;
 use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
-use super::bindings::{backup, migration, migration_functions, reconciler, schema, types as wit};
+use super::bindings::{
+    backup, backup_policy, migration, migration_functions, reconciler, schema, types as wit,
+};
 use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
 use super::error::{CallError, CallFailure, CallSite, EngineError, NamespaceDenial};
@@ -42,10 +44,12 @@ struct Inner {
     reconciler: reconciler::GuestIndices,
     migration: Option<migration::GuestIndices>,
     /// Looked up at load so that a manifest declaring `backup` without the
-    /// interface is refused then. Nothing calls the backup interface yet:
-    /// scheduled backups, when they come, will, through these indices.
-    #[allow(dead_code)]
+    /// interface is refused then; [`LoadedPlugin::backup_plan`] and
+    /// [`LoadedPlugin::restore_job`] call it through these indices.
     backup: Option<backup::GuestIndices>,
+    /// The optional `backup-policy` export; absent from components built
+    /// before it existed, whose plans get the host's defaults.
+    backup_policy: Option<backup_policy::GuestIndices>,
     /// The optional `schema` export (the plugin's own CRD); absent from
     /// components built before it existed.
     schema: Option<schema::GuestIndices>,
@@ -150,6 +154,7 @@ impl LoadedPlugin {
             reconciler::GuestIndices::new(&pre).map_err(|e| wrong(format!("{e:#}")))?;
         let migration = migration::GuestIndices::new(&pre).ok();
         let backup = backup::GuestIndices::new(&pre).ok();
+        let backup_policy = backup_policy::GuestIndices::new(&pre).ok();
         let schema = schema::GuestIndices::new(&pre).ok();
         let short = digest.get(7..19).unwrap_or(&digest).to_string();
         let mut plugin = LoadedPlugin {
@@ -161,6 +166,7 @@ impl LoadedPlugin {
                 reconciler,
                 migration,
                 backup,
+                backup_policy,
                 schema,
                 manifest: Arc::new(placeholder_manifest()),
                 name: Arc::from(format!("<{short}>")),
@@ -437,6 +443,75 @@ impl LoadedPlugin {
         .await
     }
 
+    /// The backup plan of one primary (its compact JSON text): `backup.plan`
+    /// and, when it returns a plan and the component exports
+    /// `backup-policy`, `policy` in the same instance. `None` when the
+    /// plugin takes no backups of this object. A component without
+    /// `backup-policy` (built before it existed) gets a plan whose policy
+    /// fields are all `None`. `NotImplemented` when the manifest does not
+    /// declare `backup`; the plugin's error is a permanent failure.
+    pub async fn backup_plan(
+        &self,
+        ctx: &contract::CallContext,
+        object: String,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<Option<contract::BackupPlan>, CallError> {
+        let backup = self.backup_indices("plan")?;
+        let policy = self.inner.backup_policy.clone();
+        let wit_ctx = convert::call_context(ctx);
+        let guest_call = move |store: &mut Store<HostState>, instance: &Instance, _: &Inner| {
+            let plan = match (backup.load(&mut *store, instance)?).call_plan(
+                &mut *store,
+                &wit_ctx,
+                &object,
+            )? {
+                Ok(Some(plan)) => plan,
+                Ok(None) => return Ok(Ok(None)),
+                Err(refusal) => return Ok(Err(refusal)),
+            };
+            let Some(policy) = policy else {
+                return Ok(Ok(Some((plan, None))));
+            };
+            Ok((policy.load(&mut *store, instance)?)
+                .call_policy(&mut *store, &wit_ctx, &object)?
+                .map(|policy| Some((plan, policy))))
+        };
+        self.call(
+            "backup.plan",
+            Some(cache),
+            guest_call,
+            convert::backup_plan,
+            migration_refusal,
+        )
+        .await
+    }
+
+    /// The `batch/v1` Job (a JSON object) that restores `backup` (the
+    /// Backup object's compact JSON text) into `object` (the primary's):
+    /// `backup.restore`. `NotImplemented` when the manifest does not
+    /// declare `backup`; the plugin's error is a permanent failure.
+    pub async fn restore_job(
+        &self,
+        ctx: &contract::CallContext,
+        object: String,
+        backup: String,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<Value, CallError> {
+        let indices = self.backup_indices("restore")?;
+        let wit_ctx = convert::call_context(ctx);
+        let guest_call = move |store: &mut Store<HostState>, instance: &Instance, _: &Inner| {
+            (indices.load(&mut *store, instance)?).call_restore(store, &wit_ctx, &object, &backup)
+        };
+        self.call(
+            "backup.restore",
+            Some(cache),
+            guest_call,
+            convert::restore_job,
+            migration_refusal,
+        )
+        .await
+    }
+
     /// Runs one guest call without stalling the async runtime (see
     /// [`blocking`]); otherwise [`LoadedPlugin::call_in_place`].
     async fn call<Answer, Refusal, R: Send + 'static>(
@@ -509,6 +584,19 @@ impl LoadedPlugin {
                 CallFailure::NotImplemented,
             )),
         }
+    }
+
+    fn backup_indices(&self, function: &str) -> Result<backup::GuestIndices, CallError> {
+        match (&self.inner.backup, self.inner.manifest.implements.backup) {
+            (Some(indices), true) => Ok(indices.clone()),
+            _ => Err(self.call_error(&format!("backup.{function}"), CallFailure::NotImplemented)),
+        }
+    }
+
+    /// Whether the component exports `backup-policy` (components built
+    /// before it existed do not: their plans get the host's defaults).
+    pub fn exports_backup_policy(&self) -> bool {
+        self.inner.backup_policy.is_some()
     }
 
     /// Runs one call in a fresh store and instance and classifies its end.
@@ -662,8 +750,8 @@ fn reconcile_guest_call(
     }
 }
 
-/// A migration function's error (`result<json, string>`): the plugin refuses
-/// the object for good.
+/// A migration or backup function's error (`result<_, string>`): the
+/// plugin refuses the object for good.
 fn migration_refusal(message: String, _limit: usize) -> Result<contract::Failure, OutputProblem> {
     Ok(contract::Failure::Permanent(message))
 }

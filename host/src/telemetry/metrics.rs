@@ -1,5 +1,7 @@
 //! The Prometheus registry and every metric family the host records.
 
+mod backup;
+
 use std::sync::Arc;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -455,6 +457,7 @@ pub struct Metrics {
     controller: ControllerFamilies,
     plugin: PluginFamilies,
     lease: LeaseFamilies,
+    backup: backup::BackupFamilies,
     webhook_refusals: Family<ReasonLabels, Counter>,
 }
 
@@ -477,6 +480,7 @@ impl Metrics {
         let controller = ControllerFamilies::register(&mut registry);
         let plugin = PluginFamilies::register(&mut registry);
         let lease = LeaseFamilies::register(&mut registry);
+        let backup = backup::BackupFamilies::register(&mut registry);
         let webhook_refusals = registered(
             &mut registry,
             "wasm_operator_webhook_refusals",
@@ -489,6 +493,7 @@ impl Metrics {
             controller,
             plugin,
             lease,
+            backup,
             webhook_refusals,
         }
     }

@@ -1,8 +1,11 @@
 //! Small helpers with no host state that every stage uses: a lock that
-//! survives poisoning and text cut to a limit.
+//! survives poisoning, text cut to a limit, and the schema helpers of the
+//! CRDs the host generates ([`schema`]).
 //!
 //! They live at the bottom of the data flow so that no stage keeps its own
 //! copy.
+
+pub mod schema;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 

@@ -7,6 +7,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod backup;
 mod caches;
 mod conformance;
 mod faulty;

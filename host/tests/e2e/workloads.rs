@@ -1,13 +1,16 @@
 //! Workloads that run, the same on both backends: a Deployment becomes
-//! available, a StatefulSet ready, a Job completes, and a Job told to fail
+//! available, a StatefulSet ready, a Job completes, a Job told to fail
 //! (the Pod template's `simulate.wasm-operator.dev/outcome: fail`) fails
-//! after its retries. On the real control plane the upstream controllers
-//! compute every status; on the devcluster its workload simulation does.
+//! after its retries, a Job told to hang fails when its deadline passes, and
+//! a backup Job's Pod reports where the data went in its termination message.
+//! On the real control plane the upstream controllers compute every status;
+//! on the devcluster its workload simulation does.
 
 use k8s_openapi::api::core::v1::ContainerStateTerminated;
 
 use crate::support::workloads::{
-    JobOutcome, OUTCOME_FAIL, OUTCOME_LABEL, create, deployment, job, job_pods, stateful_set,
+    BACKUP_DESTINATION_ENV, BACKUP_NAME_LABEL, JobOutcome, OUTCOME_FAIL, OUTCOME_HANG,
+    OUTCOME_LABEL, create, deployment, job, job_pods, job_with, stateful_set, termination_messages,
     wait_deployment_available, wait_job_outcome, wait_stateful_set_ready,
 };
 
@@ -101,4 +104,71 @@ async fn a_job_told_to_fail_fails_after_its_retries() {
             "{terminated:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_told_to_hang_fails_when_its_deadline_passes() {
+    let cluster = devcluster::test_cluster_simulating_workloads().await;
+    let client = cluster.client();
+    let hang = job_with("stuck")
+        .outcome(OUTCOME_HANG)
+        .active_deadline_seconds(3)
+        .build();
+    create(&client, NS, &hang).await;
+    let started = std::time::Instant::now();
+    let outcome = wait_job_outcome(&client, NS, "stuck").await;
+    // Its one Pod ran until the deadline, then counted as failed.
+    assert_eq!(
+        outcome,
+        JobOutcome::Failed {
+            reason: "DeadlineExceeded".to_string(),
+            succeeded: 0,
+            failed: 1
+        }
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "failed after {:?}, before its deadline",
+        started.elapsed()
+    );
+    // The Job controller deleted the Pod that was still running.
+    crate::support::wait_until(
+        "the Pods of Job stuck to be deleted",
+        crate::support::workloads::WORKLOAD_READY,
+        || {
+            let client = client.clone();
+            async move {
+                let pods = job_pods(&client, NS, "stuck").await;
+                if pods.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("{pods:?}"))
+                }
+            }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_jobs_pod_reports_the_location_in_its_termination_message() {
+    let cluster = devcluster::test_cluster_simulating_workloads().await;
+    let client = cluster.client();
+    let backup = job_with("kv-1-backup")
+        .label(BACKUP_NAME_LABEL, "kv-1")
+        .env("WASM_OPERATOR_BACKUP_NAME", "kv-1")
+        .env(BACKUP_DESTINATION_ENV, "s3://b/p")
+        .build();
+    create(&client, NS, &backup).await;
+    let outcome = wait_job_outcome(&client, NS, "kv-1-backup").await;
+    assert_eq!(
+        outcome,
+        JobOutcome::Complete {
+            succeeded: 1,
+            failed: 0
+        }
+    );
+    // The Job is Complete once its Pod has Succeeded, message and all.
+    let messages = termination_messages(&client, NS, "kv-1-backup").await;
+    assert_eq!(messages, [r#"{"location":"s3://b/p/kv-1"}"#]);
 }

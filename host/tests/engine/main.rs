@@ -1,5 +1,8 @@
 //! The engine against the real plugin components built by
-//! `scripts/build-plugins.sh` (webapp and faulty).
+//! `scripts/build-plugins.sh` (webapp and faulty; backups: distributedkv
+//! and backup-v1).
+
+mod backup;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -10,6 +10,13 @@
 //! Failure on demand: a Pod labelled [`OUTCOME_LABEL`]` = `[`OUTCOME_FAIL`]
 //! (here through the Job's Pod template) has its containers exit with code 1,
 //! reason `Error`; with restartPolicy `Never` its phase becomes `Failed`.
+//! [`OUTCOME_HANG`] keeps its containers running: the Job never completes,
+//! and fails `DeadlineExceeded` when it has an `activeDeadlineSeconds`.
+//!
+//! The backup tool: a Pod of a Job labelled [`BACKUP_NAME_LABEL`] completes
+//! with each container that has env [`BACKUP_DESTINATION_ENV`] terminated
+//! with the message `{"location":"<destination>/<Backup name>"}`
+//! ([`termination_messages`]).
 
 use std::time::Duration;
 
@@ -27,6 +34,15 @@ pub const OUTCOME_LABEL: &str = "simulate.wasm-operator.dev/outcome";
 
 /// [`OUTCOME_LABEL`]'s value for "fail".
 pub const OUTCOME_FAIL: &str = "fail";
+
+/// [`OUTCOME_LABEL`]'s value for "run, never complete".
+pub const OUTCOME_HANG: &str = "hang";
+
+/// The label the host puts on a backup Job and its Pod template: the Backup's name.
+pub const BACKUP_NAME_LABEL: &str = "backup.wasm-operator.dev/name";
+
+/// The env of a plugin's backup container that says where to write.
+pub const BACKUP_DESTINATION_ENV: &str = "WASM_OPERATOR_BACKUP_DESTINATION";
 
 /// How long a workload may take to become Ready, Complete or Failed. A Job
 /// told to fail waits out the Job controller's retry back-off (10 s for the
@@ -67,19 +83,98 @@ fn pod_template(labels: serde_json::Value, restart_policy: &str) -> serde_json::
 /// A Job of one Pod that succeeds, or with `fail` one whose every Pod fails
 /// (the template carries [`OUTCOME_LABEL`]), retried `backoff_limit` times.
 pub fn job(name: &str, fail: bool, backoff_limit: i32) -> Job {
-    let mut labels = json!({"app": name});
+    let builder = job_with(name).backoff_limit(backoff_limit);
     if fail {
-        labels[OUTCOME_LABEL] = json!(OUTCOME_FAIL);
+        builder.outcome(OUTCOME_FAIL).build()
+    } else {
+        builder.build()
     }
-    serde_json::from_value(json!({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "backoffLimit": backoff_limit,
-            "template": pod_template(labels, "Never"),
-        },
-    }))
-    .expect("a Job manifest")
+}
+
+/// A Job of one Pod (container `main`, restartPolicy `Never`), built up with
+/// [`JobBuilder`]'s methods; without any, a Job that succeeds.
+pub fn job_with(name: &str) -> JobBuilder {
+    JobBuilder {
+        name: name.to_string(),
+        labels: serde_json::Map::from_iter([("app".to_string(), json!(name))]),
+        outcome: None,
+        env: Vec::new(),
+        backoff_limit: None,
+        active_deadline_seconds: None,
+    }
+}
+
+/// What [`job_with`] builds.
+#[derive(Debug, Clone)]
+pub struct JobBuilder {
+    name: String,
+    labels: serde_json::Map<String, serde_json::Value>,
+    outcome: Option<String>,
+    env: Vec<(String, String)>,
+    backoff_limit: Option<i32>,
+    active_deadline_seconds: Option<i64>,
+}
+
+impl JobBuilder {
+    /// [`OUTCOME_LABEL`]` = outcome` on the Pod template ([`OUTCOME_FAIL`], [`OUTCOME_HANG`]).
+    pub fn outcome(mut self, outcome: &str) -> Self {
+        self.outcome = Some(outcome.to_string());
+        self
+    }
+
+    /// A label on the Job and on its Pod template, as the host labels backup Jobs.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), json!(value));
+        self
+    }
+
+    /// An env var of the container.
+    pub fn env(mut self, name: &str, value: &str) -> Self {
+        self.env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// `spec.backoffLimit`.
+    pub fn backoff_limit(mut self, limit: i32) -> Self {
+        self.backoff_limit = Some(limit);
+        self
+    }
+
+    /// `spec.activeDeadlineSeconds`.
+    pub fn active_deadline_seconds(mut self, seconds: i64) -> Self {
+        self.active_deadline_seconds = Some(seconds);
+        self
+    }
+
+    /// The Job.
+    pub fn build(self) -> Job {
+        let mut template_labels = json!(self.labels);
+        if let Some(outcome) = &self.outcome {
+            template_labels[OUTCOME_LABEL] = json!(outcome);
+        }
+        let mut template = pod_template(template_labels, "Never");
+        let env: Vec<_> = self
+            .env
+            .iter()
+            .map(|(name, value)| json!({"name": name, "value": value}))
+            .collect();
+        if !env.is_empty() {
+            template["spec"]["containers"][0]["env"] = json!(env);
+        }
+        let mut spec = json!({"template": template});
+        if let Some(limit) = self.backoff_limit {
+            spec["backoffLimit"] = json!(limit);
+        }
+        if let Some(seconds) = self.active_deadline_seconds {
+            spec["activeDeadlineSeconds"] = json!(seconds);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": self.name, "labels": self.labels},
+            "spec": spec,
+        }))
+        .expect("a Job manifest")
+    }
 }
 
 /// A Deployment of `replicas` Pods labelled `app: <name>`.
@@ -241,4 +336,20 @@ pub async fn job_pods(client: &Client, namespace: &str, name: &str) -> Vec<Pod> 
         Ok(list) => list.items,
         Err(e) => panic!("listing the Pods of Job {namespace}/{name}: {e}"),
     }
+}
+
+/// The termination messages of the containers of Job `name`'s Pods
+/// (`status.containerStatuses[].state.terminated.message`), Pod by Pod in
+/// container order; containers that have none are left out.
+pub async fn termination_messages(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+    job_pods(client, namespace, name)
+        .await
+        .into_iter()
+        .flat_map(|pod| {
+            pod.status
+                .and_then(|s| s.container_statuses)
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c.state?.terminated?.message)
+        .collect()
 }

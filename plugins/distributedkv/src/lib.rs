@@ -3,6 +3,8 @@
 //! `v1alpha1` and `v1beta1`, stored as `v1beta1`) becomes a StatefulSet, a
 //! headless Service and a PodDisruptionBudget; `convert` translates between
 //! the two API versions without losing a field (see [`logic::convert`]).
+//! With `spec.backup` it takes scheduled backups through the host: its
+//! [`logic::plan`] and [`logic::restore`] give the backup and restore Jobs.
 //!
 //! The logic lives in [`logic`], a plain module that also compiles natively
 //! for its unit tests; the exercise builds (`distributedkv-lossy`,
@@ -11,7 +13,7 @@
 pub mod logic;
 
 use serde_json::Value;
-use wasm_operator_sdk::{Children, Context, Desired, Failure, Manifest, Reconciler};
+use wasm_operator_sdk::{BackupPlan, Children, Context, Desired, Failure, Manifest, Reconciler};
 
 /// The plugin.
 pub struct DistributedKv;
@@ -20,7 +22,7 @@ impl Reconciler for DistributedKv {
     type Object = Value;
 
     fn manifest() -> Manifest {
-        logic::manifest(env!("CARGO_PKG_VERSION"))
+        logic::manifest_with_backup(env!("CARGO_PKG_VERSION"))
     }
 
     fn reconcile(_ctx: &Context, object: Value, children: &Children) -> Result<Desired, Failure> {
@@ -34,6 +36,14 @@ impl Reconciler for DistributedKv {
     fn upgrade(_ctx: &Context, object: Value, _from_plugin_version: &str) -> Result<Value, String> {
         // Every 1.x version reads every object 1.0.0 wrote: nothing to upgrade.
         Ok(object)
+    }
+
+    fn plan(_ctx: &Context, object: Value) -> Result<Option<BackupPlan>, String> {
+        logic::plan(&object)
+    }
+
+    fn restore(_ctx: &Context, object: Value, backup: Value) -> Result<Value, String> {
+        logic::restore(&object, &backup)
     }
 }
 

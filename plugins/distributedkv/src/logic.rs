@@ -17,9 +17,20 @@
 //! the annotation [`PRESERVED_ANNOTATION`] (JSON of the fields `v1alpha1`
 //! lacks) and converting back restores it and removes the annotation: the
 //! round trip is lossless, as the Kubernetes API conventions recommend.
+//!
+//! # Backups
+//!
+//! `spec.backup` (the same in both versions) asks for scheduled backups:
+//! [`plan`] turns it into a [`BackupPlan`] whose Job runs
+//! `kvctl backup` against the headless Service, and [`restore`] gives the
+//! Job that restores a `Backup` from its `status.location`. Both Jobs run
+//! under Pod Security `restricted`, like the StatefulSet's pods.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
 use serde_json::{Map, Value, json};
-use wasm_operator_sdk::{Children, Condition, Desired, Failure, Kind, Manifest};
+use wasm_operator_sdk::{BackupPlan, BackupStatus, Children, Condition, Desired, Failure, Kind, Manifest};
 
 /// The API group of `DistributedKV`.
 pub const GROUP: &str = "kv.example.com";
@@ -36,10 +47,23 @@ pub const DEFAULT_MAX_UNAVAILABLE: i64 = 1;
 /// `storageSize` when the spec does not set one.
 pub const DEFAULT_STORAGE_SIZE: &str = "1Gi";
 
+/// `spec.backup.backupImage` when the spec does not set one.
+pub const DEFAULT_BACKUP_IMAGE: &str = "registry.example.com/kvctl:1.0";
+/// `spec.backup.retention.keepLast` when the spec does not set one.
+pub const DEFAULT_KEEP_LAST: u32 = 7;
+/// Where the backup Job finds the destination (`spec.backup.s3Path`); the
+/// host adds `WASM_OPERATOR_BACKUP_NAME`, the Backup's name.
+pub const DESTINATION_ENV: &str = "WASM_OPERATOR_BACKUP_DESTINATION";
+/// Where the restore Job finds the backup to restore (the Backup's `status.location`).
+pub const RESTORE_FROM_ENV: &str = "WASM_OPERATOR_RESTORE_FROM";
+
 /// `v1beta1` spec fields with no `v1alpha1` counterpart.
 const BETA_ONLY: &[&str] = &["maxUnavailable"];
 
-/// The manifest of distributedkv `version`.
+/// The manifest of distributedkv `version` without backups: what the
+/// exercise builds (`distributedkv-lossy`, `-trap`, `-forger`,
+/// `convert-only`) declare, since they do not wire up [`plan`] and
+/// [`restore`]. distributedkv itself declares [`manifest_with_backup`].
 pub fn manifest(version: &str) -> Manifest {
     Manifest::new("distributedkv", version)
         .description("Runs a replicated key-value store as a StatefulSet, a headless Service and a PodDisruptionBudget")
@@ -48,6 +72,14 @@ pub fn manifest(version: &str) -> Manifest {
         .owns::<k8s_openapi::api::core::v1::Service>()
         .owns::<k8s_openapi::api::policy::v1::PodDisruptionBudget>()
         .implements_migration()
+}
+
+/// [`manifest`] with backups: it implements `backup` and owns `batch/v1`
+/// Jobs (the backup and restore Jobs are written as the plugin, so its grant
+/// must allow Jobs; they are controlled by their `Backup`, never by the
+/// DistributedKV, so the DistributedKV's pruning never touches them).
+pub fn manifest_with_backup(version: &str) -> Manifest {
+    manifest(version).owns::<k8s_openapi::api::batch::v1::Job>().implements_backup()
 }
 
 fn name_of(object: &Value) -> String {
@@ -245,6 +277,23 @@ pub fn spec_of(object: &Value) -> Result<KvSpec, Failure> {
     })
 }
 
+/// `pod_spec` made to pass Pod Security `restricted` (the host's default
+/// grant) and to run as the namespace's default account without its token
+/// (no pod of distributedkv needs API access): non-root, the runtime's
+/// seccomp profile, and every container without privilege escalation or
+/// capabilities.
+fn restricted_pod_spec(mut pod_spec: Value) -> Value {
+    pod_spec["automountServiceAccountToken"] = json!(false);
+    pod_spec["securityContext"] = json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}});
+    if let Some(containers) = pod_spec.get_mut("containers").and_then(Value::as_array_mut) {
+        for container in containers {
+            container["securityContext"] =
+                json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}});
+        }
+    }
+    pod_spec
+}
+
 /// The StatefulSet, headless Service and PodDisruptionBudget of a
 /// DistributedKV named `name` in `namespace`.
 pub fn children(name: &str, namespace: Option<&str>, spec: &KvSpec) -> [Value; 3] {
@@ -278,20 +327,14 @@ pub fn children(name: &str, namespace: Option<&str>, spec: &KvSpec) -> [Value; 3
             "selector": {"matchLabels": labels.clone()},
             "template": {
                 "metadata": {"labels": labels.clone()},
-                // Pod Security `restricted` (the host's default grant), and
-                // the namespace's default account without its token: the
-                // nodes need no API access.
-                "spec": {
-                    "automountServiceAccountToken": false,
-                    "securityContext": {"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}},
+                "spec": restricted_pod_spec(json!({
                     "containers": [{
                         "name": "kv",
                         "image": spec.image,
                         "ports": [{"name": "client", "containerPort": CLIENT_PORT}],
                         "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                        "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
                     }],
-                },
+                })),
             },
             "volumeClaimTemplates": [claim],
         },
@@ -341,7 +384,239 @@ pub fn reconcile(object: Value, children_now: &Children) -> Result<Desired, Fail
     for child in children(&name, namespace, &spec) {
         desired = desired.child_json(child);
     }
-    Ok(desired.status(json!({"readyReplicas": ready})).condition(Condition::new("Available", status, reason, message)))
+    let status_fields = KvStatus { ready_replicas: ready, backup: None };
+    Ok(desired.status_of(&status_fields)?.condition(Condition::new("Available", status, reason, message)))
+}
+
+/// The status distributedkv writes. `backup` is the host's (it writes
+/// `status.backup` for plugins that declare backups): always `None` here,
+/// so the plugin never writes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvStatus {
+    /// Ready pods of the StatefulSet.
+    pub ready_replicas: i64,
+    /// Written by the host, never by the plugin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backup: Option<BackupStatus>,
+}
+
+/// `spec.backup`: where, when and how backups are taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BackupSpec {
+    /// The destination, e.g. `s3://kv-backups/sessions/`.
+    pub s3_path: String,
+    /// Cron schedule, e.g. `0 3 * * *`.
+    pub schedule: String,
+    /// IANA time zone of the schedule; UTC when unset.
+    pub time_zone: Option<String>,
+    /// Image of the backup and restore Jobs (runs `kvctl`).
+    pub backup_image: String,
+    /// `retention.keepLast`: the newest finished backups kept.
+    pub keep_last: u32,
+    /// `retention.keepFailed`: the newest failed backups kept.
+    pub keep_failed: Option<u32>,
+    /// `retention.alwaysKeepCompleted`: completed backups never deleted.
+    pub always_keep_completed: Option<u32>,
+    /// Take a final backup before the DistributedKV is deleted.
+    pub backup_on_delete: bool,
+    /// `activeDeadlineSeconds` of each backup Job.
+    pub deadline_seconds: Option<u64>,
+    /// Labels added to the backup and restore Jobs' pods.
+    pub pod_labels: BTreeMap<String, String>,
+}
+
+/// Reads `spec.backup` of `object`; `None` when it asks for no backups.
+///
+/// # Errors
+///
+/// A message naming the field when `spec.backup` is not what the CRD allows.
+pub fn backup_spec_of(object: &Value) -> Result<Option<BackupSpec>, String> {
+    let Some(backup) = object.pointer("/spec/backup").filter(|b| !b.is_null()) else {
+        return Ok(None);
+    };
+    let name = name_of(object);
+    let invalid = |what: &str| format!("DistributedKV {name}: spec.backup is invalid: {what}");
+    if !backup.is_object() {
+        return Err(invalid("it is not an object"));
+    }
+    let text = |field: &str| -> Result<Option<String>, String> {
+        match backup.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(invalid(&format!("{field} is not a string but {other}"))),
+        }
+    };
+    let count = |pointer: &str, field: &str| -> Result<Option<u64>, String> {
+        match backup.pointer(pointer) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => {
+                v.as_u64().map(Some).ok_or_else(|| invalid(&format!("{field} must be a whole number ≥ 0 (got {v})")))
+            }
+        }
+    };
+    let small = |pointer: &str, field: &str| -> Result<Option<u32>, String> {
+        count(pointer, field)?
+            .map(|n| u32::try_from(n).map_err(|_| invalid(&format!("{field} is too large ({n})"))))
+            .transpose()
+    };
+    let s3_path = text("s3Path")?.filter(|s| !s.is_empty()).ok_or_else(|| invalid("s3Path is missing"))?;
+    let schedule = text("schedule")?.filter(|s| !s.is_empty()).ok_or_else(|| invalid("schedule is missing"))?;
+    let backup_on_delete = match backup.get("backupOnDelete") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(invalid(&format!("backupOnDelete is not a boolean but {other}"))),
+    };
+    let pod_labels = match backup.get("podLabels") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(labels)) => labels
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(v) => Ok((k.clone(), v.clone())),
+                other => Err(invalid(&format!("podLabels.{k} is not a string but {other}"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(invalid(&format!("podLabels is not an object but {other}"))),
+    };
+    Ok(Some(BackupSpec {
+        s3_path,
+        schedule,
+        time_zone: text("timeZone")?.filter(|z| !z.is_empty()),
+        backup_image: text("backupImage")?.filter(|i| !i.is_empty()).unwrap_or_else(|| DEFAULT_BACKUP_IMAGE.into()),
+        keep_last: small("/retention/keepLast", "retention.keepLast")?.unwrap_or(DEFAULT_KEEP_LAST),
+        keep_failed: small("/retention/keepFailed", "retention.keepFailed")?,
+        always_keep_completed: small("/retention/alwaysKeepCompleted", "retention.alwaysKeepCompleted")?,
+        backup_on_delete,
+        deadline_seconds: count("/deadlineSeconds", "deadlineSeconds")?,
+        pod_labels,
+    }))
+}
+
+/// A Job (without `metadata.name`: the host names it) whose one container
+/// runs `kvctl args…` with `env`, its pods labelled for `component` plus
+/// `pod_labels`. The pods' labels differ from the store's nodes', so the
+/// headless Service and the PodDisruptionBudget never select them.
+fn kvctl_job(
+    name: &str,
+    component: &str,
+    image: &str,
+    args: Vec<String>,
+    env: Value,
+    pod_labels: &BTreeMap<String, String>,
+) -> Value {
+    let mut labels = Map::new();
+    labels.insert("app.kubernetes.io/name".into(), json!("distributedkv-backup"));
+    labels.insert("app.kubernetes.io/instance".into(), json!(name));
+    labels.insert("app.kubernetes.io/component".into(), json!(component));
+    for (k, v) in pod_labels {
+        labels.insert(k.clone(), json!(v));
+    }
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": restricted_pod_spec(json!({
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": component,
+                        "image": image,
+                        "command": ["kvctl"],
+                        "args": args,
+                        "env": env,
+                    }],
+                })),
+            },
+        },
+    })
+}
+
+/// The primary's name, for the Jobs' `--from`/`--to` (its headless Service).
+fn primary_name(object: &Value) -> Result<String, String> {
+    object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| "the DistributedKV has no metadata.name".to_string())
+}
+
+/// The backup plan of a DistributedKV: `None` without `spec.backup`. Its
+/// Job runs `kvctl backup` from the headless Service to
+/// `$(WASM_OPERATOR_BACKUP_DESTINATION)/$(WASM_OPERATOR_BACKUP_NAME)` and
+/// writes `{"location": "..."}` to `/dev/termination-log`.
+///
+/// # Errors
+///
+/// An invalid `spec.backup` (see [`backup_spec_of`]).
+pub fn plan(object: &Value) -> Result<Option<BackupPlan>, String> {
+    let Some(backup) = backup_spec_of(object)? else {
+        return Ok(None);
+    };
+    let name = primary_name(object)?;
+    let args = vec![
+        "backup".to_string(),
+        "--from".into(),
+        format!("{name}-headless:{CLIENT_PORT}"),
+        "--to".into(),
+        format!("$({DESTINATION_ENV})/$(WASM_OPERATOR_BACKUP_NAME)"),
+        // kvctl writes {"location": "<where the backup went>"} there.
+        "--report".into(),
+        "/dev/termination-log".into(),
+    ];
+    let destination = backup.s3_path.trim_end_matches('/');
+    let env = json!([{"name": DESTINATION_ENV, "value": destination}]);
+    let job = kvctl_job(&name, "backup", &backup.backup_image, args, env, &backup.pod_labels);
+    let mut plan =
+        BackupPlan::new(backup.schedule, job).retain(backup.keep_last).backup_on_delete(backup.backup_on_delete);
+    if let Some(zone) = backup.time_zone {
+        plan = plan.time_zone(zone);
+    }
+    if let Some(n) = backup.keep_failed {
+        plan = plan.keep_failed(n);
+    }
+    if let Some(n) = backup.always_keep_completed {
+        plan = plan.always_keep_completed(n);
+    }
+    if let Some(seconds) = backup.deadline_seconds {
+        plan = plan.job_deadline_seconds(seconds);
+    }
+    Ok(Some(plan))
+}
+
+/// The Job restoring `backup` (a `Backup` object) into the DistributedKV
+/// `object`: `kvctl restore` from the Backup's `status.location` to the
+/// headless Service, with `spec.backup`'s image and pod labels (the
+/// defaults without `spec.backup`).
+///
+/// # Errors
+///
+/// A Backup without `status.location` (not Completed), or an invalid
+/// `spec.backup`.
+pub fn restore(object: &Value, backup: &Value) -> Result<Value, String> {
+    let location = backup.pointer("/status/location").and_then(Value::as_str).filter(|l| !l.is_empty());
+    let Some(location) = location else {
+        return Err(format!(
+            "Backup {} has no status.location: only a Completed backup can be restored",
+            name_of(backup)
+        ));
+    };
+    let name = primary_name(object)?;
+    let (image, pod_labels) = match backup_spec_of(object)? {
+        Some(spec) => (spec.backup_image, spec.pod_labels),
+        None => (DEFAULT_BACKUP_IMAGE.to_string(), BTreeMap::new()),
+    };
+    let args = vec![
+        "restore".to_string(),
+        "--from".into(),
+        format!("$({RESTORE_FROM_ENV})"),
+        "--to".into(),
+        format!("{name}-headless:{CLIENT_PORT}"),
+    ];
+    let env = json!([{"name": RESTORE_FROM_ENV, "value": location}]);
+    Ok(kvctl_job(&name, "restore", &image, args, env, &pod_labels))
 }
 
 #[cfg(test)]
@@ -423,6 +698,180 @@ mod tests {
         let pdb: Value = serde_json::from_str(&desired.children[2]).unwrap();
         assert_eq!(pdb["spec"]["maxUnavailable"], 2);
         assert_eq!(desired.conditions[0].status, "True");
+    }
+
+    #[test]
+    fn reconcile_never_writes_the_hosts_backup_status() {
+        let desired = reconcile(beta(), &Children::new(vec![])).unwrap().into_json();
+        assert_eq!(desired.status.as_deref(), Some(r#"{"readyReplicas":0}"#));
+    }
+
+    /// `beta()` with `spec.backup` replaced.
+    fn with_backup(backup: Value) -> Value {
+        let mut object = beta();
+        object["spec"]["backup"] = backup;
+        object
+    }
+
+    fn container(job: &Value) -> &Value {
+        &job["spec"]["template"]["spec"]["containers"][0]
+    }
+
+    fn env(job: &Value, name: &str) -> Option<String> {
+        container(job)["env"]
+            .as_array()?
+            .iter()
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["value"].as_str())
+            .map(str::to_string)
+    }
+
+    /// Pod Security `restricted`, and no ServiceAccount token.
+    fn assert_restricted(job: &Value) {
+        let pod = &job["spec"]["template"]["spec"];
+        assert_eq!(pod["automountServiceAccountToken"], false);
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        assert_eq!(pod["restartPolicy"], "Never");
+        let security = &container(job)["securityContext"];
+        assert_eq!(security["allowPrivilegeEscalation"], false);
+        assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    }
+
+    #[test]
+    fn no_spec_backup_means_no_plan() {
+        let mut object = beta();
+        object["spec"].as_object_mut().unwrap().remove("backup");
+        assert_eq!(plan(&object).unwrap(), None);
+        object["spec"]["backup"] = Value::Null;
+        assert_eq!(plan(&object).unwrap(), None);
+    }
+
+    #[test]
+    fn a_minimal_spec_backup_plans_with_the_defaults() {
+        let plan = plan(&beta()).unwrap().unwrap();
+        assert_eq!(plan.schedule, "0 0 * * *");
+        assert_eq!((plan.retain, plan.backup_on_delete), (DEFAULT_KEEP_LAST, false));
+        assert_eq!((plan.time_zone.as_ref(), plan.keep_failed, plan.always_keep_completed), (None, None, None));
+        assert_eq!(
+            (plan.job_deadline_seconds, plan.starting_deadline_seconds, plan.restore_deadline_seconds),
+            (None, None, None)
+        );
+        let job = &plan.job;
+        assert_eq!((job["apiVersion"].as_str(), job["kind"].as_str()), (Some("batch/v1"), Some("Job")));
+        assert!(job.pointer("/metadata/name").is_none(), "the host names the Job: {job}");
+        assert_eq!(job["spec"]["backoffLimit"], 0);
+        assert_restricted(job);
+        let container = container(job);
+        assert_eq!(container["name"], "backup");
+        assert_eq!(container["image"], DEFAULT_BACKUP_IMAGE);
+        assert_eq!(
+            container["args"],
+            json!([
+                "backup",
+                "--from",
+                "kv-headless:7000",
+                "--to",
+                "$(WASM_OPERATOR_BACKUP_DESTINATION)/$(WASM_OPERATOR_BACKUP_NAME)",
+                "--report",
+                "/dev/termination-log"
+            ])
+        );
+        assert_eq!(env(job, DESTINATION_ENV).as_deref(), Some("s3://b/p"));
+        let labels = &job["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels["app.kubernetes.io/name"], "distributedkv-backup", "never selected by the Service");
+        assert_eq!(labels["app.kubernetes.io/instance"], "kv");
+    }
+
+    #[test]
+    fn every_backup_field_reaches_the_plan() {
+        let object = with_backup(json!({
+            "s3Path": "s3://kv-backups/sessions/", "schedule": "*/5 * * * *", "backupImage": "kvctl:2",
+            "timeZone": "Europe/Berlin", "backupOnDelete": true, "deadlineSeconds": 600,
+            "retention": {"keepLast": 3, "keepFailed": 2, "alwaysKeepCompleted": 1},
+            "podLabels": {"simulate.wasm-operator.dev/outcome": "fail", "team": "kv"},
+        }));
+        let plan = plan(&object).unwrap().unwrap();
+        assert_eq!(plan.schedule, "*/5 * * * *");
+        assert_eq!(plan.time_zone.as_deref(), Some("Europe/Berlin"));
+        assert_eq!((plan.retain, plan.keep_failed, plan.always_keep_completed), (3, Some(2), Some(1)));
+        assert!(plan.backup_on_delete);
+        assert_eq!(plan.job_deadline_seconds, Some(600));
+        assert_eq!(container(&plan.job)["image"], "kvctl:2");
+        assert_eq!(env(&plan.job, DESTINATION_ENV).as_deref(), Some("s3://kv-backups/sessions"));
+        let labels = &plan.job["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels["simulate.wasm-operator.dev/outcome"], "fail");
+        assert_eq!(labels["team"], "kv");
+        assert_eq!(labels["app.kubernetes.io/component"], "backup");
+    }
+
+    #[test]
+    fn an_invalid_spec_backup_is_refused_naming_the_field() {
+        for (backup, field) in [
+            (json!({"schedule": "0 0 * * *"}), "s3Path"),
+            (
+                json!({"s3Path": "s3://b/p", "schedule": "0 0 * * *", "retention": {"keepLast": -1}}),
+                "retention.keepLast",
+            ),
+            (json!({"s3Path": "s3://b/p", "schedule": "0 0 * * *", "podLabels": {"a": 1}}), "podLabels.a"),
+            (json!({"s3Path": "s3://b/p", "schedule": "0 0 * * *", "backupOnDelete": "yes"}), "backupOnDelete"),
+            (json!("daily"), "not an object"),
+        ] {
+            let error = plan(&with_backup(backup)).unwrap_err();
+            assert!(error.contains(field) && error.contains("ns/kv"), "{field}: {error}");
+        }
+    }
+
+    #[test]
+    fn restore_reads_the_backups_location() {
+        let object = with_backup(json!({"s3Path": "s3://b/p", "schedule": "0 0 * * *", "backupImage": "kvctl:2",
+                                        "podLabels": {"simulate.wasm-operator.dev/outcome": "hang"}}));
+        let backup = json!({"apiVersion": "wasm-operator.dev/v1alpha1", "kind": "Backup",
+                            "metadata": {"name": "kv-202611280300", "namespace": "ns"},
+                            "status": {"phase": "Completed", "location": "s3://b/p/kv-202611280300"}});
+        let job = restore(&object, &backup).unwrap();
+        assert!(job.pointer("/metadata/name").is_none());
+        assert_restricted(&job);
+        assert_eq!(container(&job)["name"], "restore");
+        assert_eq!(container(&job)["image"], "kvctl:2");
+        assert_eq!(env(&job, RESTORE_FROM_ENV).as_deref(), Some("s3://b/p/kv-202611280300"));
+        assert_eq!(
+            container(&job)["args"],
+            json!(["restore", "--from", "$(WASM_OPERATOR_RESTORE_FROM)", "--to", "kv-headless:7000"])
+        );
+        assert_eq!(job["spec"]["template"]["metadata"]["labels"]["simulate.wasm-operator.dev/outcome"], "hang");
+        // Without spec.backup: the default image, no extra labels.
+        let mut plain = beta();
+        plain["spec"].as_object_mut().unwrap().remove("backup");
+        let job = restore(&plain, &backup).unwrap();
+        assert_eq!(container(&job)["image"], DEFAULT_BACKUP_IMAGE);
+        // A Backup that has no location yet cannot be restored.
+        let running =
+            json!({"kind": "Backup", "metadata": {"name": "kv-1", "namespace": "ns"}, "status": {"phase": "Running"}});
+        let error = restore(&object, &running).unwrap_err();
+        assert!(error.contains("ns/kv-1") && error.contains("status.location"), "{error}");
+    }
+
+    #[test]
+    fn the_new_backup_fields_round_trip_through_both_versions() {
+        let object = with_backup(json!({
+            "s3Path": "s3://b/p", "schedule": "0 0 * * *", "backupImage": "kvctl:2", "timeZone": "UTC",
+            "backupOnDelete": true, "deadlineSeconds": 60,
+            "retention": {"keepLast": 3, "keepFailed": 1, "alwaysKeepCompleted": 2},
+            "podLabels": {"a": "b"},
+        }));
+        let alpha = convert(object.clone(), V1ALPHA1).unwrap();
+        assert_eq!(alpha["spec"]["backup"], object["spec"]["backup"]);
+        assert_eq!(convert(alpha.clone(), V1BETA1).unwrap(), object);
+        assert_eq!(plan(&alpha).unwrap(), plan(&object).unwrap(), "both versions plan alike");
+    }
+
+    #[test]
+    fn the_manifest_with_backup_owns_jobs() {
+        let m = manifest_with_backup("1.0.0");
+        assert!(m.implements_backup);
+        assert!(m.owns.iter().any(|k| k.group == "batch" && k.kind == "Job"));
+        assert!(!manifest("1.0.0").implements_backup);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The jq subset kwok's selectors and `*From` expressions use, evaluated on
 //! JSON: paths (`.a.b`, `.a["k"]`, `.a.[]`, `.a[]`, `.a[0]`), pipes, `select(…)`,
 //! comparisons (`==`, `!=`, `<`, `<=`, `>`, `>=`), `and`, `or`, `not`, the
-//! alternative operator `//`, parentheses and literals.
+//! alternative operator `//`, addition `+`, the date functions `fromdate`
+//! and `todate` (with their `…iso8601` names), parentheses and literals.
 //!
 //! Guarantees: results follow jq's (a stream of values; `.field` of `null` is
 //! `null`; iterating or indexing a value of the wrong type is an error), and
@@ -43,8 +44,11 @@ enum Expr {
     And(Box<Expr>, Box<Expr>),
     Or(Box<Expr>, Box<Expr>),
     Compare(Box<Expr>, CmpOp, Box<Expr>),
+    Add(Box<Expr>, Box<Expr>),
     Select(Box<Expr>),
     Not,
+    FromDate,
+    ToDate,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,6 +70,7 @@ enum Tok {
     RParen,
     Pipe,
     Alt,
+    Plus,
     Cmp(CmpOp),
     Str(String),
     Num(f64),
@@ -180,6 +185,7 @@ fn punctuation(c: char) -> Option<Tok> {
         '(' => Tok::LParen,
         ')' => Tok::RParen,
         '|' => Tok::Pipe,
+        '+' => Tok::Plus,
         _ => return None,
     })
 }
@@ -257,11 +263,21 @@ impl Parser {
     }
 
     fn compare(&mut self) -> Result<Expr, String> {
-        let left = self.postfix()?;
+        let left = self.additive()?;
         if let Some(Tok::Cmp(op)) = self.peek().cloned() {
             self.pos += 1;
-            let right = self.postfix()?;
+            let right = self.additive()?;
             return Ok(Expr::Compare(Box::new(left), op, Box::new(right)));
+        }
+        Ok(left)
+    }
+
+    /// `a + b + …`, binding tighter than comparisons, as in jq.
+    fn additive(&mut self) -> Result<Expr, String> {
+        let mut left = self.postfix()?;
+        while self.eat(&Tok::Plus) {
+            let right = self.postfix()?;
+            left = Expr::Add(Box::new(left), Box::new(right));
         }
         Ok(left)
     }
@@ -335,6 +351,8 @@ impl Parser {
                     "false" => Ok(Expr::Literal(Value::Bool(false))),
                     "null" => Ok(Expr::Literal(Value::Null)),
                     "not" => Ok(Expr::Not),
+                    "fromdate" | "fromdateiso8601" => Ok(Expr::FromDate),
+                    "todate" | "todateiso8601" => Ok(Expr::ToDate),
                     "select" => {
                         self.expect(&Tok::LParen)?;
                         let cond = self.pipe()?;
@@ -449,6 +467,17 @@ fn eval(e: &Expr, input: &Value) -> Result<Vec<Value>, EvalError> {
             }
             out
         }
+        Expr::Add(l, r) => {
+            let mut out = Vec::new();
+            for rv in eval(r, input)? {
+                for lv in eval(l, input)? {
+                    out.push(add(&lv, &rv)?);
+                }
+            }
+            out
+        }
+        Expr::FromDate => vec![from_date(input)?],
+        Expr::ToDate => vec![to_date(input)?],
         Expr::Select(cond) => {
             if eval(cond, input)?.iter().any(truthy) {
                 vec![input.clone()]
@@ -458,6 +487,52 @@ fn eval(e: &Expr, input: &Value) -> Result<Vec<Value>, EvalError> {
         }
         Expr::Not => vec![Value::Bool(!truthy(input))],
     })
+}
+
+/// jq's `+`: `null` is the identity, numbers add, strings and arrays
+/// concatenate, objects merge (the right one's keys win); others are an error.
+fn add(a: &Value, b: &Value) -> Result<Value, EvalError> {
+    Ok(match (a, b) {
+        (Value::Null, v) | (v, Value::Null) => v.clone(),
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(x), Some(y)) => x
+                .checked_add(y)
+                .map_or_else(|| number(x as f64 + y as f64), Value::from),
+            _ => number(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+        },
+        (Value::String(x), Value::String(y)) => Value::String(format!("{x}{y}")),
+        (Value::Array(x), Value::Array(y)) => Value::Array(x.iter().chain(y).cloned().collect()),
+        (Value::Object(x), Value::Object(y)) => {
+            let mut m = x.clone();
+            m.extend(y.iter().map(|(k, v)| (k.clone(), v.clone())));
+            Value::Object(m)
+        }
+        _ => return Err(EvalError),
+    })
+}
+
+/// jq's `fromdate`: an ISO 8601 time (`2026-01-02T03:04:05Z`) as seconds
+/// since the epoch. Unlike gojq (`strptime("%Y-%m-%dT%H:%M:%S%z")`) it also
+/// reads a fractional second (`…05.5Z` → 1767323045.5) and any RFC 3339
+/// offset: the devcluster's `Now`, hence the times its stages write, carry
+/// nanoseconds.
+fn from_date(v: &Value) -> Result<Value, EvalError> {
+    let t = chrono::DateTime::parse_from_rfc3339(v.as_str().ok_or(EvalError)?)
+        .map_err(|_| EvalError)?;
+    let nanos = t.timestamp_subsec_nanos();
+    Ok(if nanos == 0 {
+        Value::from(t.timestamp())
+    } else {
+        number(t.timestamp() as f64 + f64::from(nanos) / 1e9)
+    })
+}
+
+/// jq's `todate`: seconds since the epoch as `%Y-%m-%dT%H:%M:%SZ` (the
+/// fraction of a second dropped).
+fn to_date(v: &Value) -> Result<Value, EvalError> {
+    let secs = v.as_f64().ok_or(EvalError)?.floor() as i64;
+    let t = chrono::DateTime::from_timestamp(secs, 0).ok_or(EvalError)?;
+    Ok(Value::String(t.format("%Y-%m-%dT%H:%M:%SZ").to_string()))
 }
 
 fn index_value(v: &Value, k: &Value) -> Result<Value, EvalError> {

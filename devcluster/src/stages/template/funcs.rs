@@ -2,7 +2,7 @@
 //! `NodeIP`, `PodIPWith`, …), Go's built-ins (`and`, `or`, `not`, `eq`,
 //! `index`, `len`, `printf`, …) and the few sprig functions the devcluster's
 //! built-in stages use (`dict`, `hasKey`, `add`, `sub`, `toJson`,
-//! `adler32sum`), all of which kwok also offers (it loads sprig).
+//! `trimSuffix`, `adler32sum`), all of which kwok also offers (it loads sprig).
 //!
 //! Addresses are fake and deterministic: a node's IP derives from its name, a
 //! Pod's from its node and identity, so a re-rendered status does not change.
@@ -326,6 +326,11 @@ impl KwokFuncs {
                 .and_then(|b| Ok(int(&args[0], name)? - int(b, name)?))
                 .map(Value::from),
             "toJson" => arg(args, 0, name).map(|v| Value::String(v.to_string())),
+            // sprig's argument order: the suffix first, so that `… | trimSuffix "/"` works.
+            "trimSuffix" => arg(args, 1, name).map(|s| {
+                let (suffix, s) = (text(&args[0]), text(s));
+                Value::String(s.strip_suffix(suffix.as_str()).unwrap_or(&s).to_string())
+            }),
             "adler32sum" => {
                 arg(args, 0, name).map(|v| Value::String(adler32(&text(v)).to_string()))
             }

@@ -103,6 +103,42 @@ fn builtins_and_sprig_functions() {
 }
 
 #[test]
+fn trim_suffix_takes_the_suffix_first_as_sprig_does() {
+    let data = json!({"d": "s3://b/p/"});
+    assert_eq!(
+        render(r#"{{ trimSuffix "/" .d }}"#, data.clone()),
+        "s3://b/p"
+    );
+    assert_eq!(render(r#"{{ .d | trimSuffix "/" }}"#, data), "s3://b/p");
+    // Only one suffix goes, as strings.TrimSuffix does.
+    assert_eq!(render(r#"{{ trimSuffix "/" "a//" }}"#, json!({})), "a/");
+    assert_eq!(render(r#"{{ trimSuffix "/" "a" }}"#, json!({})), "a");
+}
+
+/// The form of the backup tool's stage (`builtin/pod-complete-backup.yaml`):
+/// a variable declared per container, assigned from a nested `range` over
+/// its env, then a JSON message built with `dict`, `printf` and `toJson`.
+#[test]
+fn a_variable_found_in_a_nested_range_builds_a_json_message() {
+    let data = json!({
+        "metadata": {"labels": {"backup.wasm-operator.dev/name": "kv-1"}},
+        "spec": {"containers": [
+            {"name": "tool", "env": [
+                {"name": "A", "value": "x"},
+                {"name": "WASM_OPERATOR_BACKUP_DESTINATION", "value": "s3://b/p/"},
+                {"name": "FROM", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ]},
+            {"name": "sidecar"},
+        ]},
+    });
+    let t = r#"{{ $backup := index .metadata.labels "backup.wasm-operator.dev/name" }}{{ range .spec.containers }}{{ $destination := "" }}{{ range .env }}{{ if eq .name "WASM_OPERATOR_BACKUP_DESTINATION" }}{{ $destination = .value }}{{ end }}{{ end }}[{{ .name }}{{ with $destination }} {{ dict "location" (printf "%s/%s" (trimSuffix "/" .) $backup) | toJson | Quote }}{{ end }}]{{ end }}"#;
+    assert_eq!(
+        render(t, data),
+        r#"[tool "{\"location\":\"s3://b/p/kv-1\"}"][sidecar]"#
+    );
+}
+
+#[test]
 fn yaml_indents_nested_documents() {
     let out = render("cap:\n{{ YAML .c 1 }}", json!({"c": {"cpu": "32"}}));
     let parsed: Value = serde_yaml::from_str(&out).unwrap();

@@ -24,7 +24,12 @@
 //!   name (the primary's and those of declared kinds of its group) and
 //!   `create` (which Kubernetes cannot narrow by name);
 //! - Namespaces `get`/`list`/`watch` when the grant selects namespaces by
-//!   label.
+//!   label;
+//! - when the plugin implements `backup`: Backups and Restores
+//!   (`wasm-operator.dev`; the runner creates, labels and deletes them and
+//!   writes their status), Pods `list` (a backup Job's termination message
+//!   says where the data went) and `create` of the primary (a Restore into
+//!   a new object creates it). Backup Jobs are owned kinds like any other.
 //!
 //! Rules are merged and sorted (by API group, then resource) so the output
 //! is stable and diffs well.
@@ -140,6 +145,15 @@ fn add_plugin(needs: &mut Needs, plugin: ServedPlugin<'_>) {
             &["get", "patch"],
         );
         need(needs, group, "customresourcedefinitions", &[], &["create"]);
+    }
+    if manifest.implements.backup {
+        need_kind(needs, primary, &["create"]);
+        need(needs, "", "pods", &[], &["list"]);
+        for resource in ["backups", "restores"] {
+            need(needs, "wasm-operator.dev", resource, &[], &WRITE);
+            let status = format!("{resource}/status");
+            need(needs, "wasm-operator.dev", &status, &[], &["patch"]);
+        }
     }
     if let Some(account) = impersonated {
         let names = [account.name.clone()];

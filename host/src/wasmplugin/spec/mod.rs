@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use kube::CustomResource;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -76,7 +76,7 @@ pub use canary::{
 #[serde(rename_all = "camelCase")]
 #[schemars(
     description = "Which plugin component to serve: its source, config and limits.",
-    transform = kubernetes_schema
+    transform = crate::util::schema::kubernetes_schema
 )]
 pub struct WasmPluginSpec {
     /// Where the component comes from; exactly one of file, configMap, oci.
@@ -85,7 +85,7 @@ pub struct WasmPluginSpec {
     // `default` keeps the field optional in the schema: with `schema_with`,
     // schemars cannot see that the type is an `Option`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "free_form_object")]
+    #[schemars(schema_with = "crate::util::schema::free_form_object")]
     pub config: Option<Value>,
     /// Per-call resource limits (engine defaults where unset).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -257,7 +257,7 @@ pub struct LimitsSpec {
 #[serde(rename_all = "camelCase")]
 #[schemars(
     description = "What serves, the Ready and Degraded conditions, and per-version counts.",
-    transform = kubernetes_schema
+    transform = crate::util::schema::kubernetes_schema
 )]
 pub struct WasmPluginStatus {
     /// Manifest name of the plugin that serves.
@@ -388,56 +388,6 @@ pub struct VersionStatus {
     /// Reconciles of this version that failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failures: Option<i64>,
-}
-
-/// Schema of a free JSON object that the API server stores as it is.
-fn free_form_object(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
-        "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
-    })
-}
-
-/// Makes schemars' output say what the CRD means (applied to the spec and
-/// the status; kube's derive then makes it structural):
-///
-/// - an `Option` field is an optional property, not a nullable one, as in
-///   the hand-written CRD this one replaced: the API server drops a `null`
-///   on write instead of storing it (to serde, both mean `None`); schemars
-///   would add `null` to the type, which becomes `nullable: true`;
-/// - formats Kubernetes does not define (`uint`, `uint64`, ... of unsigned
-///   integers) are dropped; the bounds are in `minimum`/`maximum`.
-fn kubernetes_schema(schema: &mut Schema) {
-    schemars::transform::transform_subschemas(&mut kubernetes_schema, schema);
-    let Some(object) = schema.as_object_mut() else {
-        return;
-    };
-    if let Some(Value::Array(types)) = object.get_mut("type") {
-        types.retain(|t| t != "null");
-        if let [single] = types.as_slice() {
-            let single = single.clone();
-            object.insert("type".into(), single);
-        }
-    }
-    // `Option<T>` of a schema without a type (e.g. the `oneOf` of an enum):
-    // `anyOf: [T, {type: null}]`, which becomes T.
-    if let Some(Value::Array(any_of)) = object.get("anyOf")
-        && let [inner, null] = any_of.as_slice()
-        && null.get("type").and_then(Value::as_str) == Some("null")
-        && let Value::Object(inner) = inner.clone()
-    {
-        object.remove("anyOf");
-        for (key, value) in inner {
-            object.entry(key).or_insert(value);
-        }
-    }
-    if object
-        .get("format")
-        .and_then(Value::as_str)
-        .is_some_and(|format| format.starts_with("uint"))
-    {
-        object.remove("format");
-    }
 }
 
 /// The comment at the top of deploy/crds/wasmplugin.yaml: the file is
