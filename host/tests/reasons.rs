@@ -153,3 +153,24 @@ fn docs_canary_lists_every_canary_reason() {
         "docs/canary.md's reason table and contract::Reason disagree: in the code only {undocumented:?}; in the table only {unknown:?}"
     );
 }
+
+#[test]
+fn docs_backup_lists_every_backup_reason() {
+    let docs = read("docs/backup.md");
+    let table: BTreeSet<String> = section(&docs, "## Reasons")
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
+        .collect();
+    let code: BTreeSet<String> = Reason::ALL
+        .iter()
+        .filter(|r| r.scope() == ReasonScope::Backup)
+        .map(|r| r.as_str().to_string())
+        .collect();
+    let undocumented: Vec<_> = code.difference(&table).collect();
+    let unknown: Vec<_> = table.difference(&code).collect();
+    assert!(
+        undocumented.is_empty() && unknown.is_empty(),
+        "docs/backup.md's reason table and contract::Reason disagree: in the code only {undocumented:?}; in the table only {unknown:?}"
+    );
+}

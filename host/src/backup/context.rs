@@ -70,6 +70,8 @@ pub struct RunnerDeps {
 pub(crate) struct CachedPlan {
     generation: Option<i64>,
     digest: String,
+    /// The deployment's `config` the plan was called with.
+    config: Value,
     pub plan: Result<Option<BackupPlan>, String>,
 }
 
@@ -82,6 +84,8 @@ pub(crate) struct RunnerContext {
     plans: Mutex<HashMap<String, CachedPlan>>,
     /// Things reported once (events keyed by what they are about).
     reported: Mutex<std::collections::HashSet<String>>,
+    /// The primaries (namespace, name) with a last-success series.
+    measured: Mutex<std::collections::BTreeSet<(String, String)>>,
 }
 
 impl RunnerContext {
@@ -91,6 +95,7 @@ impl RunnerContext {
             caches,
             plans: Mutex::default(),
             reported: Mutex::default(),
+            measured: Mutex::default(),
         }
     }
 
@@ -109,13 +114,34 @@ impl RunnerContext {
         reported.insert(key)
     }
 
+    /// Records when `namespace/name`'s newest Completed backup completed.
+    pub(crate) fn measure_last_success(&self, namespace: &str, name: &str, unix_seconds: i64) {
+        self.deps
+            .metrics
+            .backup_last_success(&self.deps.plugin, namespace, name, unix_seconds);
+        crate::util::lock(&self.measured).insert((namespace.to_string(), name.to_string()));
+    }
+
+    /// Drops the last-success series of primaries that no longer exist
+    /// (`present`), so an alert on its age never fires for a deleted one.
+    pub(crate) fn forget_absent(&self, present: &std::collections::BTreeSet<(String, String)>) {
+        let mut measured = crate::util::lock(&self.measured);
+        for (namespace, name) in measured.iter().filter(|key| !present.contains(*key)) {
+            self.deps
+                .metrics
+                .backup_forget(&self.deps.plugin, namespace, name);
+        }
+        measured.retain(|key| present.contains(key));
+    }
+
     /// Whether this replica may write for the object with `uid` (its shard).
     pub(crate) fn may_write(&self, uid: Option<&str>) -> bool {
         self.deps.writes.for_uid(uid).may_write()
     }
 
     /// The primary's backup plan: called once per generation of the
-    /// primary and per serving version, remembered otherwise.
+    /// primary, serving version and deployment `config`, remembered
+    /// otherwise.
     pub(crate) async fn plan(&self, primary: &CachedObject) -> Result<Option<BackupPlan>, String> {
         let uid = primary.uid().unwrap_or_default();
         let stable = self.stable();
@@ -124,6 +150,7 @@ impl RunnerContext {
         if let Some(cached) = crate::util::lock(&self.plans).get(&uid)
             && cached.generation == generation
             && cached.digest == digest
+            && cached.config == stable.config
         {
             return cached.plan.clone();
         }
@@ -148,6 +175,7 @@ impl RunnerContext {
             CachedPlan {
                 generation,
                 digest,
+                config: stable.config.clone(),
                 plan: plan.clone(),
             },
         );

@@ -8,6 +8,8 @@
 //! Job by name; a Job that is gone fails the Backup instead of leaving it
 //! running forever.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 use kube::ResourceExt;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -21,6 +23,7 @@ use super::resources::{
     SLOT_ANNOTATION, TRIGGER_LABEL, Trigger,
 };
 use crate::cache::CachedObject;
+use crate::contract::{BackupPlan, Reason};
 
 /// How long after its Job completed a Backup waits for a Pod's termination
 /// message (a Pod's status can trail its Job's) before it fails with
@@ -64,12 +67,17 @@ pub(crate) async fn drive(ctx: &RunnerContext, backup: &Backup) -> Driven {
     }
 }
 
-/// `New`: labels a hand-made Backup, calls the plan, creates the Job.
-async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<Driven, Failure> {
+/// The primary `backup` names, tied to it (a hand-made Backup gets the
+/// primary's labels), and its plan; `None` to try again soon.
+async fn primary_and_plan(
+    ctx: &RunnerContext,
+    backup: &Backup,
+    namespace: &str,
+) -> Result<Option<(Arc<CachedObject>, BackupPlan)>, Failure> {
     let reference = &backup.spec.primary;
     let Some(primary) = ctx.primary(namespace, &reference.name) else {
         return Err(Failure {
-            reason: "PrimaryNotFound",
+            reason: Reason::PrimaryNotFound.as_str(),
             message: format!(
                 "{} {}/{} does not exist (or is not served by plugin {}); create it, or delete this Backup",
                 reference.kind, namespace, reference.name, ctx.deps.plugin
@@ -81,7 +89,7 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         && *recorded != uid
     {
         return Err(Failure {
-            reason: "PrimaryReplaced",
+            reason: Reason::PrimaryReplaced.as_str(),
             message: format!(
                 "this Backup was made for {} {}/{} with uid {recorded}; the object of that name now has uid {uid} (deleted and created again), so it is not backed up under this Backup",
                 reference.kind, namespace, reference.name
@@ -105,14 +113,14 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
             .await
         {
             tracing::warn!(%error, backup = %backup.name_any(), "cannot label the Backup");
-            return Ok(Driven::Soon);
+            return Ok(None);
         }
     }
     let plan = match ctx.plan(&primary).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
             return Err(Failure {
-                reason: "NoBackupPlan",
+                reason: Reason::NoBackupPlan.as_str(),
                 message: format!(
                     "plugin {} plans no backup for {} {}/{} (backup.plan returned none)",
                     ctx.deps.plugin, reference.kind, namespace, reference.name
@@ -121,11 +129,22 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         }
         Err(error) => {
             return Err(Failure {
-                reason: "PlanFailed",
+                reason: Reason::PlanFailed.as_str(),
                 message: format!("backup.plan of plugin {} failed: {error}", ctx.deps.plugin),
             });
         }
     };
+    Ok(Some((primary, plan)))
+}
+
+/// `New`: labels a hand-made Backup, calls the plan, creates the Job.
+async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<Driven, Failure> {
+    let Some((primary, plan)) = primary_and_plan(ctx, backup, namespace).await? else {
+        return Ok(Driven::Soon);
+    };
+    let reference = &backup.spec.primary;
+    let uid = primary.uid().unwrap_or_default();
+    let api = ctx.backups_api(namespace);
     let stable = ctx.stable();
     let backup_name = backup.name_any();
     let job_name = naming::job_name(&backup_name, "backup");
@@ -150,15 +169,17 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
             .unwrap_or(job::DEFAULT_JOB_DEADLINE_SECONDS),
     };
     let job = job::owned_job(&plan.job, &frame).map_err(|error| Failure {
-        reason: "PlanRefused",
+        reason: Reason::PlanRefused.as_str(),
         message: format!("plugin {}: {error}", ctx.deps.plugin),
     })?;
-    super::grant::check_job(&stable, &job).map_err(|message| Failure {
-        reason: "PlanRefused",
-        message,
+    super::grant::check_job(stable.plugin.manifest(), &stable.grant, &job).map_err(|message| {
+        Failure {
+            reason: Reason::PlanRefused.as_str(),
+            message,
+        }
     })?;
     let job_object: DynamicObject = serde_json::from_value(job).map_err(|error| Failure {
-        reason: "PlanRefused",
+        reason: Reason::PlanRefused.as_str(),
         message: format!("the backup Job is not a Kubernetes object: {error}"),
     })?;
     match ctx
@@ -176,7 +197,7 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
                 .is_some_and(|job| job.owner_references().iter().any(|o| o.uid == backup_uid));
             if !ours {
                 return Err(Failure {
-                    reason: "JobNameTaken",
+                    reason: Reason::JobNameTaken.as_str(),
                     message: format!(
                         "Job {namespace}/{job_name} exists and is not this Backup's; delete it or this Backup"
                     ),
@@ -186,7 +207,7 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         Err(error) => {
             if super::context::refused(&error) {
                 return Err(Failure {
-                    reason: "JobRefused",
+                    reason: Reason::JobRefused.as_str(),
                     message: format!(
                         "the API server refused the backup Job {namespace}/{job_name} (written as plugin {}): {error}",
                         ctx.deps.plugin
@@ -224,7 +245,7 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         &resources::backup_resource(),
         &to_dynamic(backup),
         false,
-        "BackupStarted",
+        Reason::BackupStarted.as_str(),
         &message,
     )
     .await;
@@ -244,7 +265,7 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
             Ok(job) => serde_json::to_value(job).unwrap_or(Value::Null),
             Err(error) if not_found(&error) => {
                 return Err(Failure {
-                    reason: "JobMissing",
+                    reason: Reason::JobMissing.as_str(),
                     message: format!(
                         "the backup Job {namespace}/{job_name} is gone before it finished (deleted by someone?)"
                     ),
@@ -257,17 +278,10 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
         JobOutcome::Running => Ok(Driven::Idle),
         JobOutcome::Failed {
             reason, message, ..
-        } => {
-            let reason: &'static str = match reason.as_str() {
-                "DeadlineExceeded" => "DeadlineExceeded",
-                "BackoffLimitExceeded" => "BackoffLimitExceeded",
-                _ => "JobFailed",
-            };
-            Err(Failure {
-                reason,
-                message: format!("the backup Job {job_name} failed: {message}"),
-            })
-        }
+        } => Err(Failure {
+            reason: job::failure_reason(&reason).as_str(),
+            message: format!("the backup Job {job_name} failed: {message}"),
+        }),
         JobOutcome::Complete { at } => {
             let pods = job_pods(ctx, namespace, &job_name).await;
             match job::reported_location(&pods) {
@@ -276,7 +290,7 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
                     Ok(Driven::Moved)
                 }
                 Some(Err(problem)) => Err(Failure {
-                    reason: "LocationNotReported",
+                    reason: Reason::LocationNotReported.as_str(),
                     message: problem,
                 }),
                 None => {
@@ -286,7 +300,7 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
                         .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
                     if Utc::now() - completed > LOCATION_GRACE {
                         Err(Failure {
-                            reason: "LocationNotReported",
+                            reason: Reason::LocationNotReported.as_str(),
                             message: format!(
                                 "the backup Job {job_name} succeeded but no Pod reported where the data went; its container must write {} to /dev/termination-log",
                                 job::TERMINATION_MESSAGE_FORMAT
@@ -342,7 +356,14 @@ async fn complete(ctx: &RunnerContext, backup: &Backup, location: &str, at: Opti
         .metrics
         .backup_finished(&ctx.deps.plugin, trigger.as_str(), true);
     let message = format!("Backup {} completed: {location}", backup.name_any());
-    notify(ctx, backup, false, "BackupCompleted", &message).await;
+    notify(
+        ctx,
+        backup,
+        false,
+        Reason::BackupCompleted.as_str(),
+        &message,
+    )
+    .await;
 }
 
 async fn fail(ctx: &RunnerContext, backup: &Backup, failure: Failure) {
@@ -369,7 +390,7 @@ async fn fail(ctx: &RunnerContext, backup: &Backup, failure: Failure) {
         failure.reason,
         failure.message
     );
-    notify(ctx, backup, true, "BackupFailed", &message).await;
+    notify(ctx, backup, true, Reason::BackupFailed.as_str(), &message).await;
 }
 
 /// An event on the Backup and on its primary (when it still exists).

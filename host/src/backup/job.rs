@@ -7,6 +7,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::contract::Reason;
+
 /// `activeDeadlineSeconds` of a backup or restore Job when the plan does
 /// not say: one hour. A Job that hangs fails then, and the schedule goes on.
 pub const DEFAULT_JOB_DEADLINE_SECONDS: u64 = 3600;
@@ -197,6 +199,17 @@ fn set_env(container: &mut Map<String, Value>, env: &[(&str, &str)]) {
             list.retain(|e| e["name"].as_str() != Some(name));
             list.push(json!({ "name": name, "value": value }));
         }
+    }
+}
+
+/// The reason a failed Job gives a Backup or Restore: the Job's own
+/// (`DeadlineExceeded`, `BackoffLimitExceeded`) when the host knows it,
+/// else `JobFailed` (the message keeps the Job's).
+pub fn failure_reason(job_reason: &str) -> Reason {
+    match job_reason {
+        "DeadlineExceeded" => Reason::DeadlineExceeded,
+        "BackoffLimitExceeded" => Reason::BackoffLimitExceeded,
+        _ => Reason::JobFailed,
     }
 }
 

@@ -46,18 +46,22 @@ pub fn scheduled_backup_name(primary: &str, slot: DateTime<Utc>) -> String {
     with_suffix(primary, &stamp)
 }
 
-/// The name of the `attempt`-th final Backup of `primary` (taken before
-/// its deletion): `<primary>-final`, then `<primary>-final-2`, ...
+/// The name of the `attempt`-th final Backup of the primary `primary`
+/// whose uid is `uid` (taken before its deletion):
+/// `<primary>-final-<8 hex of the uid's hash>`, then `…-2`, ... The uid
+/// keeps the final Backup of an object deleted earlier under the same
+/// name from standing in the way of this one's.
 ///
 /// # Guarantees
 ///
 /// As [`scheduled_backup_name`].
 #[must_use]
-pub fn final_backup_name(primary: &str, attempt: u32) -> String {
+pub fn final_backup_name(primary: &str, uid: &str, attempt: u32) -> String {
+    let of = short_hash(uid);
     if attempt <= 1 {
-        with_suffix(primary, "final")
+        with_suffix(primary, &format!("final-{of}"))
     } else {
-        with_suffix(primary, &format!("final-{attempt}"))
+        with_suffix(primary, &format!("final-{of}-{attempt}"))
     }
 }
 
@@ -203,8 +207,13 @@ mod tests {
 
     #[test]
     fn final_and_job_names_fit_their_budgets() {
-        assert_eq!(final_backup_name("kv", 1), "kv-final");
-        assert_eq!(final_backup_name("kv", 3), "kv-final-3");
+        let first = final_backup_name("kv", "u-1", 1);
+        assert!(
+            first.starts_with("kv-final-") && first.len() == "kv-final-".len() + 8,
+            "{first}"
+        );
+        assert_eq!(final_backup_name("kv", "u-1", 3), format!("{first}-3"));
+        assert_ne!(first, final_backup_name("kv", "u-2", 1), "another object's");
         assert_eq!(
             job_name("kv-202611280300", "backup"),
             "kv-202611280300-backup"

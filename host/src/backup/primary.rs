@@ -6,6 +6,7 @@
 //! [`super::retention`]; this module reads their inputs from the caches
 //! and writes what they decide.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -27,7 +28,7 @@ use super::schedule::{
     RunningBackup, Schedule, ScheduleAction, ScheduleState, SkipReason, next_action,
 };
 use crate::cache::CachedObject;
-use crate::contract::BackupPlan;
+use crate::contract::{BackupPlan, Reason};
 
 /// How late a slot may still be caught up when the plan does not say.
 pub const DEFAULT_STARTING_DEADLINE: Duration = Duration::from_secs(3600);
@@ -47,10 +48,14 @@ struct Known {
 }
 
 /// Handles `primary`; returns when to look again (the next slot, a retry).
+///
+/// `backups` are the Backups of the primary's namespace; `restoring` the
+/// names of those an unfinished Restore reads (retention keeps them).
 pub(crate) async fn handle(
     ctx: &RunnerContext,
     primary: &CachedObject,
     backups: &[Backup],
+    restoring: &BTreeSet<String>,
 ) -> Option<DateTime<Utc>> {
     let namespace = primary.namespace().unwrap_or_default();
     let name = primary.name_any();
@@ -81,7 +86,7 @@ pub(crate) async fn handle(
                     &ctx.deps.primary,
                     &primary.to_dynamic(),
                     true,
-                    "BackupPlanFailed",
+                    Reason::BackupPlanFailed.as_str(),
                     &message,
                 )
                 .await;
@@ -92,7 +97,7 @@ pub(crate) async fn handle(
     set_finalizer(ctx, primary, plan.backup_on_delete).await;
     let mut summary = current_summary(primary);
     let wake = schedule(ctx, primary, &plan, &known, &mut summary).await;
-    retain(ctx, primary, &plan, &known).await;
+    retain(ctx, primary, &plan, &known, restoring).await;
     summarize(ctx, primary, &known, &mut summary);
     write_summary(ctx, primary, summary).await;
     wake
@@ -160,7 +165,7 @@ async fn schedule(
                     &ctx.deps.primary,
                     &primary.to_dynamic(),
                     true,
-                    "BackupScheduleInvalid",
+                    Reason::BackupScheduleInvalid.as_str(),
                     &message,
                 )
                 .await;
@@ -168,9 +173,9 @@ async fn schedule(
             summary["schedule"] = json!(plan.schedule);
             set_condition(
                 summary,
-                "BackupScheduleValid",
+                Reason::BackupScheduleValid.as_str(),
                 false,
-                "InvalidSchedule",
+                Reason::BackupScheduleInvalid.as_str(),
                 &error.to_string(),
             );
             return None;
@@ -178,9 +183,9 @@ async fn schedule(
     };
     set_condition(
         summary,
-        "BackupScheduleValid",
+        Reason::BackupScheduleValid.as_str(),
         true,
-        "Valid",
+        Reason::BackupScheduleValid.as_str(),
         "the schedule parses",
     );
     let now = Utc::now();
@@ -216,18 +221,43 @@ async fn schedule(
         .starting_deadline_seconds
         .map_or(DEFAULT_STARTING_DEADLINE, Duration::from_secs);
     let decision = next_action(&schedule, &state, now, deadline);
+    act(
+        ctx,
+        primary,
+        decision.action.clone(),
+        &described,
+        deadline,
+        summary,
+    )
+    .await;
+    summary["lastScheduleTime"] = decision.last_schedule_time.map(text).into();
+    summary["nextScheduleTime"] = decision.next_schedule_time.map(text).into();
+    decision.next_schedule_time
+}
+
+/// Carries out `action` (the schedule's decision) for `primary`: creates
+/// the Backup, records the skipped or missed slots (event, metric,
+/// condition, count).
+async fn act(
+    ctx: &RunnerContext,
+    primary: &CachedObject,
+    action: ScheduleAction,
+    described: &str,
+    deadline: Duration,
+    summary: &mut Value,
+) {
     let dynamic = primary.to_dynamic();
     let kind = &ctx.deps.primary.kind;
     let name = primary.name_any();
-    match decision.action {
+    match action {
         ScheduleAction::Wait => {}
         ScheduleAction::Take { slot } => {
             create_backup(ctx, primary, Trigger::Scheduled, Some(slot), 1).await;
             set_condition(
                 summary,
-                "BackupScheduleMissed",
+                Reason::BackupScheduleMissed.as_str(),
                 false,
-                "OnSchedule",
+                Reason::BackupOnSchedule.as_str(),
                 "no slot was missed",
             );
         }
@@ -241,12 +271,18 @@ async fn schedule(
                 "{missed} slot(s) of schedule {described} passed while no host acted on them; caught up once with Backup {backup} for the last one ({})",
                 text(slot)
             );
-            set_condition(summary, "BackupScheduleMissed", true, "CaughtUp", &message);
+            set_condition(
+                summary,
+                Reason::BackupScheduleMissed.as_str(),
+                true,
+                Reason::BackupCaughtUp.as_str(),
+                &message,
+            );
             ctx.event(
                 &ctx.deps.primary,
                 &dynamic,
                 true,
-                "BackupScheduleMissed",
+                Reason::BackupScheduleMissed.as_str(),
                 &message,
             )
             .await;
@@ -262,20 +298,32 @@ async fn schedule(
                 "slot {} of {kind} {name} skipped: Backup {running} still runs (one backup at a time)",
                 text(slot)
             );
-            ctx.event(&ctx.deps.primary, &dynamic, true, "BackupSkipped", &message)
-                .await;
+            ctx.event(
+                &ctx.deps.primary,
+                &dynamic,
+                true,
+                Reason::BackupSkipped.as_str(),
+                &message,
+            )
+            .await;
             if missed_before > 0 {
                 ctx.deps
                     .metrics
                     .backup_slots_missed(&ctx.deps.plugin, missed_before);
                 add_count(summary, "missedSlots", missed_before);
                 let message = format!("{missed_before} slot(s) before {} were missed", text(slot));
-                set_condition(summary, "BackupScheduleMissed", true, "Missed", &message);
+                set_condition(
+                    summary,
+                    Reason::BackupScheduleMissed.as_str(),
+                    true,
+                    Reason::BackupScheduleMissed.as_str(),
+                    &message,
+                );
                 ctx.event(
                     &ctx.deps.primary,
                     &dynamic,
                     true,
-                    "BackupScheduleMissed",
+                    Reason::BackupScheduleMissed.as_str(),
                     &message,
                 )
                 .await;
@@ -294,20 +342,23 @@ async fn schedule(
                 text(last_missed),
                 deadline.as_secs()
             );
-            set_condition(summary, "BackupScheduleMissed", true, "Missed", &message);
+            set_condition(
+                summary,
+                Reason::BackupScheduleMissed.as_str(),
+                true,
+                Reason::BackupScheduleMissed.as_str(),
+                &message,
+            );
             ctx.event(
                 &ctx.deps.primary,
                 &dynamic,
                 true,
-                "BackupScheduleMissed",
+                Reason::BackupScheduleMissed.as_str(),
                 &message,
             )
             .await;
         }
     }
-    summary["lastScheduleTime"] = decision.last_schedule_time.map(text).into();
-    summary["nextScheduleTime"] = decision.next_schedule_time.map(text).into();
-    decision.next_schedule_time
 }
 
 /// Creates the Backup of `primary` for `trigger` (and `slot`, or the
@@ -323,7 +374,9 @@ async fn create_backup(
     let namespace = primary.namespace().unwrap_or_default();
     let primary_name = primary.name_any();
     let name = match (trigger, slot) {
-        (Trigger::Final, _) => naming::final_backup_name(&primary_name, attempt),
+        (Trigger::Final, _) => {
+            naming::final_backup_name(&primary_name, &primary.uid().unwrap_or_default(), attempt)
+        }
         (_, Some(slot)) => naming::scheduled_backup_name(&primary_name, slot),
         (_, None) => naming::manual_backup_name(&primary_name, Utc::now()),
     };
@@ -371,7 +424,13 @@ async fn create_backup(
 }
 
 /// Deletes the Backups retention lets go (their Jobs go with them).
-async fn retain(ctx: &RunnerContext, primary: &CachedObject, plan: &BackupPlan, known: &[Known]) {
+async fn retain(
+    ctx: &RunnerContext,
+    primary: &CachedObject,
+    plan: &BackupPlan,
+    known: &[Known],
+    restoring: &BTreeSet<String>,
+) {
     let policy = RetentionPolicy {
         keep_last: plan.retention.keep_last,
         keep_failed: plan.retention.keep_failed.unwrap_or(DEFAULT_KEEP_FAILED),
@@ -387,7 +446,7 @@ async fn retain(ctx: &RunnerContext, primary: &CachedObject, plan: &BackupPlan, 
                     &ctx.deps.primary,
                     &primary.to_dynamic(),
                     true,
-                    "BackupRetentionInvalid",
+                    Reason::BackupRetentionInvalid.as_str(),
                     &message,
                 )
                 .await;
@@ -395,10 +454,12 @@ async fn retain(ctx: &RunnerContext, primary: &CachedObject, plan: &BackupPlan, 
             return;
         }
     };
-    // Final backups are kept: the primary's last state is not rotated out.
+    // Final backups are kept (the primary's last state is not rotated
+    // out), and so are Backups a Restore reads now.
     let records: Vec<BackupRecord> = known
         .iter()
         .filter(|k| k.trigger != Trigger::Final)
+        .filter(|k| !restoring.contains(&k.backup.name_any()))
         .filter(|k| {
             k.backup
                 .annotations()
@@ -440,8 +501,7 @@ fn summarize(ctx: &RunnerContext, primary: &CachedObject, known: &[Known], summa
         summary["lastSuccessfulBackup"] = json!(good.backup.name_any());
         summary["lastBackupTime"] = completed.clone().into();
         if let Some(at) = completed.as_deref().and_then(parse_time) {
-            ctx.deps.metrics.backup_last_success(
-                &ctx.deps.plugin,
+            ctx.measure_last_success(
                 &primary.namespace().unwrap_or_default(),
                 &primary.name_any(),
                 at.timestamp(),
@@ -454,7 +514,12 @@ fn summarize(ctx: &RunnerContext, primary: &CachedObject, known: &[Known], summa
 }
 
 /// Writes `summary` as `status.backup` when it changed.
-async fn write_summary(ctx: &RunnerContext, primary: &CachedObject, summary: Value) {
+async fn write_summary(ctx: &RunnerContext, primary: &CachedObject, mut summary: Value) {
+    // An unset field is absent, as the API server stores it (a merge
+    // patch's null removes it), so an unchanged summary compares equal.
+    if let Some(fields) = summary.as_object_mut() {
+        fields.retain(|_, value| !value.is_null());
+    }
     if summary == current_summary(primary) {
         return;
     }
@@ -553,7 +618,7 @@ async fn final_backup(
             &ctx.deps.primary,
             &dynamic,
             true,
-            "FinalBackupSkipped",
+            Reason::FinalBackupSkipped.as_str(),
             &message,
         )
         .await;
@@ -579,7 +644,7 @@ async fn final_backup(
             &ctx.deps.primary,
             &dynamic,
             false,
-            "FinalBackupCompleted",
+            Reason::FinalBackupCompleted.as_str(),
             &message,
         )
         .await;
@@ -609,9 +674,9 @@ async fn final_backup(
         );
         set_condition(
             &mut summary,
-            "FinalBackupFailed",
+            Reason::FinalBackupFailed.as_str(),
             true,
-            "FinalBackupFailed",
+            Reason::FinalBackupFailed.as_str(),
             &message,
         );
         write_summary(ctx, primary, summary).await;
@@ -620,7 +685,7 @@ async fn final_backup(
                 &ctx.deps.primary,
                 &dynamic,
                 true,
-                "FinalBackupFailed",
+                Reason::FinalBackupFailed.as_str(),
                 &message,
             )
             .await;
@@ -653,7 +718,7 @@ async fn final_backup(
                 &ctx.deps.primary,
                 &dynamic,
                 true,
-                "FinalBackupFailed",
+                Reason::FinalBackupFailed.as_str(),
                 &message,
             )
             .await;
@@ -666,7 +731,7 @@ async fn final_backup(
         &ctx.deps.primary,
         &dynamic,
         false,
-        "FinalBackupStarted",
+        Reason::FinalBackupStarted.as_str(),
         &message,
     )
     .await;

@@ -22,7 +22,7 @@ use super::resources::{
     self, Backup, PRIMARY_LABEL, RESTORE_BACKUP_ENV, RESTORE_HOLD_ANNOTATION, RESTORE_NAME_LABEL,
     Restore,
 };
-use crate::contract::CallContext;
+use crate::contract::{CallContext, Reason};
 
 /// A failure recorded on a Restore.
 struct Failure {
@@ -54,9 +54,10 @@ pub(crate) fn backup_of<'b>(
 /// not found, or not of this plugin). Returns true when it moved.
 pub(crate) async fn drive(ctx: &RunnerContext, restore: &Restore, backup: Option<&Backup>) -> bool {
     let phase = restore.status.as_ref().and_then(|s| s.phase.clone());
-    let result = match phase.as_deref() {
-        None | Some("New") => start(ctx, restore, backup).await,
-        Some("Running") => follow(ctx, restore, backup).await,
+    let result = match (phase.as_deref(), backup) {
+        (None | Some("New"), _) => start(ctx, restore, backup).await,
+        // Only the runner of the Backup's kind follows a running restore.
+        (Some("Running"), Some(backup)) => follow(ctx, restore, backup).await,
         _ => return false,
     };
     match result {
@@ -88,7 +89,7 @@ async fn start(
         // that does not exist at all is this runner's to report.
         return match ctx.backups_api(&namespace).get(&restore.spec.backup).await {
             Err(error) if not_found(&error) => Err(Failure::new(
-                "BackupNotFound",
+                Reason::BackupNotFound.as_str(),
                 format!(
                     "Backup {namespace}/{} does not exist; name a Backup in the Restore's namespace",
                     restore.spec.backup
@@ -102,7 +103,7 @@ async fn start(
         Some("Completed") => {}
         Some("Failed") => {
             return Err(Failure::new(
-                "BackupNotCompleted",
+                Reason::BackupNotCompleted.as_str(),
                 format!(
                     "Backup {} failed ({}); restore from a Completed Backup",
                     backup.name_any(),
@@ -127,7 +128,7 @@ async fn start(
                 && *other != hold
             {
                 return Err(Failure::new(
-                    "TargetBusy",
+                    Reason::TargetBusy.as_str(),
                     format!(
                         "{} {namespace}/{target} is held by Restore {other}; wait for it, or delete that Restore and remove the annotation {RESTORE_HOLD_ANNOTATION}",
                         ctx.deps.primary.kind
@@ -139,7 +140,7 @@ async fn start(
                 .await
                 .map_err(|error| {
                     Failure::new(
-                        "HoldFailed",
+                        Reason::HoldFailed.as_str(),
                         format!("cannot hold {target}'s reconcile: {error}"),
                     )
                 })?;
@@ -148,7 +149,7 @@ async fn start(
         None => {
             let Some(source) = status.source.as_ref().filter(|s| s["spec"].is_object()) else {
                 return Err(Failure::new(
-                    "NoRecordedSpec",
+                    Reason::NoRecordedSpec.as_str(),
                     format!(
                         "{target} does not exist and Backup {} recorded no spec to create it from",
                         backup.name_any()
@@ -168,7 +169,7 @@ async fn start(
             });
             let object: DynamicObject = serde_json::from_value(object).map_err(|error| {
                 Failure::new(
-                    "NoRecordedSpec",
+                    Reason::NoRecordedSpec.as_str(),
                     format!("the recorded spec is not an object: {error}"),
                 )
             })?;
@@ -178,7 +179,7 @@ async fn start(
                 Err(error) if already_exists(&error) => {}
                 Err(error) => {
                     return Err(Failure::new(
-                        "TargetNotCreated",
+                        Reason::TargetNotCreated.as_str(),
                         format!(
                             "cannot create {} {namespace}/{target} from Backup {}: {error}",
                             ctx.deps.primary.kind,
@@ -199,7 +200,7 @@ async fn start(
     });
     RunnerContext::patch_status(&ctx.restores_api(&namespace), &restore.name_any(), status)
         .await
-        .map_err(|error| Failure::new("StatusNotWritten", error.to_string()))?;
+        .map_err(|error| Failure::new(Reason::StatusNotWritten.as_str(), error.to_string()))?;
     let message = format!(
         "restoring Backup {} into {} {target}; its reconcile is held until the restore Job completes",
         backup.name_any(),
@@ -209,7 +210,7 @@ async fn start(
         &resources::restore_resource(),
         &dynamic(restore),
         false,
-        "RestoreStarted",
+        Reason::RestoreStarted.as_str(),
         &message,
     )
     .await;
@@ -218,31 +219,20 @@ async fn start(
 
 /// `Running`: creates the restore Job once the target shows the hold,
 /// then follows it.
-async fn follow(
-    ctx: &RunnerContext,
-    restore: &Restore,
-    backup: Option<&Backup>,
-) -> Result<bool, Failure> {
+async fn follow(ctx: &RunnerContext, restore: &Restore, backup: &Backup) -> Result<bool, Failure> {
     let namespace = restore.namespace().unwrap_or_default();
     let status = restore.status.clone().unwrap_or_default();
     let target = status.target.clone().unwrap_or_default();
     let job_name = naming::job_name(&restore.name_any(), "restore");
     let Some(job) = ctx.job(&namespace, &job_name) else {
-        return match backup {
-            Some(backup) => create_job(ctx, restore, backup, &target, &job_name).await,
-            None => Ok(false),
-        };
+        return create_job(ctx, restore, backup, &target, &job_name).await;
     };
     match job::job_outcome(&job) {
         JobOutcome::Running => Ok(false),
         JobOutcome::Failed {
             reason, message, ..
         } => Err(Failure::new(
-            if reason == "DeadlineExceeded" {
-                "DeadlineExceeded"
-            } else {
-                "JobFailed"
-            },
+            job::failure_reason(&reason).as_str(),
             format!(
                 "the restore Job {job_name} failed: {message}; {target}'s reconcile stays held: fix the data, then remove the annotation {RESTORE_HOLD_ANNOTATION} (kubectl annotate {} {target} {RESTORE_HOLD_ANNOTATION}-)",
                 ctx.deps.primary.plural
@@ -270,7 +260,7 @@ async fn create_job(
         Ok(object) => object,
         Err(error) if not_found(&error) => {
             return Err(Failure::new(
-                "TargetNotFound",
+                Reason::TargetNotFound.as_str(),
                 format!(
                     "{} {namespace}/{target} was deleted during the restore",
                     ctx.deps.primary.kind
@@ -281,7 +271,7 @@ async fn create_job(
     };
     if object.annotations().get(RESTORE_HOLD_ANNOTATION) != Some(&hold_value(restore)) {
         return Err(Failure::new(
-            "HoldLost",
+            Reason::HoldLost.as_str(),
             format!(
                 "the hold annotation {RESTORE_HOLD_ANNOTATION} on {target} was removed or changed before the restore Job started"
             ),
@@ -307,7 +297,7 @@ async fn create_job(
         .await
         .map_err(|error| {
             Failure::new(
-                "RestorePlanFailed",
+                Reason::RestorePlanFailed.as_str(),
                 format!(
                     "backup.restore of plugin {} failed: {error}",
                     ctx.deps.plugin
@@ -339,15 +329,15 @@ async fn create_job(
     };
     let job = job::owned_job(&template, &frame).map_err(|error| {
         Failure::new(
-            "PlanRefused",
+            Reason::PlanRefused.as_str(),
             format!("plugin {}: {error}", ctx.deps.plugin),
         )
     })?;
-    super::grant::check_job(&stable, &job)
-        .map_err(|message| Failure::new("PlanRefused", message))?;
+    super::grant::check_job(stable.plugin.manifest(), &stable.grant, &job)
+        .map_err(|message| Failure::new(Reason::PlanRefused.as_str(), message))?;
     let job: DynamicObject = serde_json::from_value(job).map_err(|error| {
         Failure::new(
-            "PlanRefused",
+            Reason::PlanRefused.as_str(),
             format!("the restore Job is not an object: {error}"),
         )
     })?;
@@ -360,7 +350,7 @@ async fn create_job(
         Err(error) if already_exists(&error) => {}
         Err(error) if refused(&error) => {
             return Err(Failure::new(
-                "JobRefused",
+                Reason::JobRefused.as_str(),
                 format!(
                     "the API server refused the restore Job {namespace}/{job_name} (written as plugin {}): {error}",
                     ctx.deps.plugin
@@ -387,7 +377,12 @@ async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result
             object.annotations().get(RESTORE_HOLD_ANNOTATION) == Some(&hold_value(restore))
         }
         Err(error) if not_found(&error) => return Ok(()),
-        Err(error) => return Err(Failure::new("ReleaseFailed", error.to_string())),
+        Err(error) => {
+            return Err(Failure::new(
+                Reason::ReleaseFailed.as_str(),
+                error.to_string(),
+            ));
+        }
     };
     if held_by_us {
         let patch = json!({"metadata": {"annotations": {RESTORE_HOLD_ANNOTATION: Value::Null}}});
@@ -395,7 +390,7 @@ async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result
             .await
             .map_err(|error| {
                 Failure::new(
-                    "ReleaseFailed",
+                    Reason::ReleaseFailed.as_str(),
                     format!("cannot release {target}'s reconcile: {error}"),
                 )
             })?;
@@ -419,14 +414,14 @@ async fn finish(ctx: &RunnerContext, restore: &Restore, result: Result<(), Failu
             (
                 json!({"phase": "Completed", "completionTime": now_text(), "reason": null, "message": message}),
                 false,
-                "RestoreCompleted",
+                Reason::RestoreCompleted.as_str(),
                 message,
             )
         }
         Err(failure) => (
             json!({"phase": "Failed", "completionTime": now_text(), "reason": failure.reason, "message": failure.message}),
             true,
-            "RestoreFailed",
+            Reason::RestoreFailed.as_str(),
             format!("{}: {}", failure.reason, failure.message),
         ),
     };

@@ -14,6 +14,7 @@
 //! - The plugin's `backup.plan` is called once per primary generation and
 //!   serving version.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,6 +135,24 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
             Driven::Moved | Driven::Soon => wake = wake.min(soon()),
         }
     }
+    let restores: Vec<Restore> = ctx
+        .caches
+        .restores
+        .store()
+        .state()
+        .iter()
+        .filter(|r| gate.allows_object(r.as_ref()))
+        .filter_map(|r| typed::<Restore>(r))
+        .collect();
+    let restoring: BTreeMap<Option<String>, BTreeSet<String>> = restores
+        .iter()
+        .filter(|r| !finished(r))
+        .fold(BTreeMap::new(), |mut by, r| {
+            by.entry(r.namespace())
+                .or_default()
+                .insert(r.spec.backup.clone());
+            by
+        });
     let primaries: Vec<Arc<CachedObject>> = ctx
         .caches
         .primaries
@@ -142,6 +161,11 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
         .into_iter()
         .filter(|p| gate.allows_object(p.as_ref()))
         .collect();
+    let present = primaries
+        .iter()
+        .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
+        .collect();
+    ctx.forget_absent(&present);
     for object in &primaries {
         if !ctx.may_write(object.uid().as_deref()) {
             continue;
@@ -152,19 +176,12 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
             .filter(|b| b.namespace() == namespace)
             .cloned()
             .collect();
-        if let Some(at) = primary::handle(ctx, object, &of_namespace).await {
+        let none = BTreeSet::new();
+        let restoring = restoring.get(&namespace).unwrap_or(&none);
+        if let Some(at) = primary::handle(ctx, object, &of_namespace, restoring).await {
             wake = wake.min(at);
         }
     }
-    let restores: Vec<Restore> = ctx
-        .caches
-        .restores
-        .store()
-        .state()
-        .iter()
-        .filter(|r| gate.allows_object(r.as_ref()))
-        .filter_map(|r| typed::<Restore>(r))
-        .collect();
     for item in &restores {
         if !ctx.may_write(item.uid().as_deref()) {
             continue;
@@ -179,6 +196,14 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
         }
     }
     Some(wake)
+}
+
+/// True for a Restore that completed or failed.
+fn finished(restore: &Restore) -> bool {
+    matches!(
+        restore.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Completed" | "Failed")
+    )
 }
 
 /// A cached object as a typed resource (`None` for one that does not fit

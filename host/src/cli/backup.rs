@@ -26,8 +26,9 @@ pub enum BackupCommand {
 /// Arguments of `backup create`.
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// The primary, as KIND/NAME (kind, plural, singular or short name,
-    /// case-insensitive, as kubectl takes them).
+    /// The primary, as KIND/NAME: the kind in any case
+    /// (`distributedkv`), its plural (`distributedkvs`) or plural.group
+    /// (`distributedkvs.kv.example.com`).
     pub object: String,
     /// Namespace of the primary.
     #[arg(short = 'n', long = "namespace", default_value = "default")]
@@ -59,7 +60,7 @@ pub enum BackupCliError {
     Syntax(String),
     /// No served kind matches.
     #[error(
-        "the cluster serves no namespaced kind {0:?}; check `kubectl api-resources` for the kind, plural or short name"
+        "the cluster serves no namespaced kind {0:?}; give the kind, its plural or plural.group as `kubectl api-resources` lists them"
     )]
     UnknownKind(String),
     /// The primary does not exist.

@@ -20,6 +20,10 @@ pub enum ReasonScope {
     WasmPlugin,
     /// A success or a transition: `Ready=True`, Normal events, audit lines.
     Normal,
+    /// Backups and restores: a Backup's or Restore's `status.reason`, the
+    /// conditions of a primary's `status.backup`, and the events on them
+    /// (the reason table of docs/backup.md).
+    Backup,
 }
 
 macro_rules! reasons {
@@ -276,6 +280,101 @@ reasons! {
     /// A storage migration stopped on an API error; it resumes from its
     /// saved progress.
     Interrupted => WasmPlugin,
+    /// A backup Job was created for a Backup.
+    BackupStarted => Backup,
+    /// A Backup completed: its Job succeeded and reported the location.
+    BackupCompleted => Backup,
+    /// A Backup failed (the Backup's own reason says why).
+    BackupFailed => Backup,
+    /// The plugin's `backup.plan` failed for a primary: no backup is taken
+    /// until the primary or the plugin changes.
+    BackupPlanFailed => Backup,
+    /// The plan's schedule or time zone is invalid (the message names the
+    /// field and shows valid syntax).
+    BackupScheduleInvalid => Backup,
+    /// The schedule and zone parse (condition `BackupScheduleValid`).
+    BackupScheduleValid => Backup,
+    /// Schedule slots passed while no host acted on them (event, and the
+    /// `BackupScheduleMissed` condition with the count).
+    BackupScheduleMissed => Backup,
+    /// Condition `BackupScheduleMissed` false: the last slot was taken on
+    /// time.
+    BackupOnSchedule => Backup,
+    /// Several slots were missed and the last was caught up with one
+    /// backup (condition `BackupScheduleMissed`).
+    BackupCaughtUp => Backup,
+    /// A slot fell due while a backup of the primary ran (concurrency
+    /// `Forbid`): recorded, not taken.
+    BackupSkipped => Backup,
+    /// The plan's retention keeps no completed backup: nothing is deleted.
+    BackupRetentionInvalid => Backup,
+    /// A deleting primary's final backup was started.
+    FinalBackupStarted => Backup,
+    /// The final backup completed: the primary is released.
+    FinalBackupCompleted => Backup,
+    /// The final backup failed: the primary is kept and the backup retried
+    /// (the message says how to skip it).
+    FinalBackupFailed => Backup,
+    /// A person skipped the final backup (annotation
+    /// `backup.wasm-operator.dev/skip-final-backup`).
+    FinalBackupSkipped => Backup,
+    /// A Backup's primary does not exist.
+    PrimaryNotFound => Backup,
+    /// A Backup's primary was deleted and created again under its name.
+    PrimaryReplaced => Backup,
+    /// The plugin plans no backup for the primary.
+    NoBackupPlan => Backup,
+    /// `backup.plan` failed when a Backup was to start.
+    PlanFailed => Backup,
+    /// The plan's (or restore's) Job is refused: not a Job, in another
+    /// namespace, not owned by the manifest, or against the grant's
+    /// workload rules.
+    PlanRefused => Backup,
+    /// A Job of the Backup's or Restore's name exists and is not its own.
+    JobNameTaken => Backup,
+    /// The API server refused to create the Job.
+    JobRefused => Backup,
+    /// The Job disappeared before it finished.
+    JobMissing => Backup,
+    /// The Job ran past its `activeDeadlineSeconds` (a hung Job).
+    DeadlineExceeded => Backup,
+    /// The Job's Pods failed more often than its `backoffLimit`.
+    BackoffLimitExceeded => Backup,
+    /// The Job failed for another reason (its message says which).
+    JobFailed => Backup,
+    /// The backup Job succeeded but no Pod's termination message said
+    /// where the data went (`{"location": "..."}`).
+    LocationNotReported => Backup,
+    /// A Restore names a Backup that does not exist.
+    BackupNotFound => Backup,
+    /// A Restore names a Backup that failed.
+    BackupNotCompleted => Backup,
+    /// The restore target is held by another Restore.
+    TargetBusy => Backup,
+    /// The restore hold could not be put on the target.
+    HoldFailed => Backup,
+    /// The target of a Restore does not exist and the Backup recorded no
+    /// spec to create it from.
+    NoRecordedSpec => Backup,
+    /// The target of a Restore could not be created from the Backup.
+    TargetNotCreated => Backup,
+    /// The target of a Restore was deleted during the restore.
+    TargetNotFound => Backup,
+    /// The restore hold was removed before the restore Job started.
+    HoldLost => Backup,
+    /// The plugin's `backup.restore` failed.
+    RestorePlanFailed => Backup,
+    /// The hold could not be removed after the restore completed.
+    ReleaseFailed => Backup,
+    /// The Restore's status could not be written.
+    StatusNotWritten => Backup,
+    /// A Restore started: the target is held.
+    RestoreStarted => Backup,
+    /// A Restore completed: the target is released and reconciled.
+    RestoreCompleted => Backup,
+    /// A Restore failed: the target stays held (the message says how to
+    /// release it).
+    RestoreFailed => Backup,
 }
 
 impl fmt::Display for Reason {

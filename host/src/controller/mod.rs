@@ -151,6 +151,51 @@ fn namespace_gate(
     (gate, namespace_lease)
 }
 
+/// `controller` also triggered by its owned kinds (mapped to their
+/// controller owner), its watched kinds (mapped to the primaries of their
+/// namespace) and, with a namespace selector, Namespace changes.
+fn watch_related(
+    mut controller: Controller<CachedObject>,
+    all: &Arc<Vec<CacheLease>>,
+    (owned, watched, namespace_lease): (&[CacheLease], &[CacheLease], Option<&CacheLease>),
+    (primary_lease, primary_ar): (&CacheLease, &ApiResource),
+) -> Controller<CachedObject> {
+    let primary_store = primary_lease.store();
+    for lease in owned {
+        controller = controller.owns_stream_with(
+            trigger::related(after_sync(all, lease)),
+            lease.api_resource().clone(),
+        );
+    }
+    for lease in watched {
+        let store = primary_store.clone();
+        let index = primary_lease.index();
+        let ar = primary_ar.clone();
+        // The contract has no mapping from a watched object to the
+        // primaries that read it; the primaries of its namespace (all of
+        // them for cluster-scoped objects) are the safe over-approximation.
+        controller = controller.watches_stream_with(
+            trigger::related(after_sync(all, lease)),
+            move |other| trigger::primaries_near(&other, &index, &store, &ar),
+            lease.api_resource().clone(),
+        );
+    }
+
+    if let Some(lease) = namespace_lease {
+        let index = primary_lease.index();
+        let ar = primary_ar.clone();
+        // A Namespace relabelled into (or out of) the grant: its
+        // primaries are reconciled (or skipped) again.
+        controller = controller.watches_stream_with(
+            trigger::related(lease.subscribe()),
+            move |ns| trigger::primaries_in(&ns.name_any(), &index, &ar),
+            lease.api_resource().clone(),
+        );
+    }
+
+    controller
+}
+
 impl ControllerHandle {
     /// Starts the controller of the plugin whose serving state is `versions`
     /// (its primary, owned and watched kinds are read from the stable
@@ -198,7 +243,7 @@ impl ControllerHandle {
         let helpers = TaskTracker::new();
         helpers.spawn(pace(paced_rx, reconcile_one, shutdown.clone()));
         let concurrency = u16::try_from(options.concurrency.max(1)).unwrap_or(u16::MAX);
-        let mut controller = Controller::for_stream_with(
+        let controller = Controller::for_stream_with(
             trigger::primaries(after_sync(&all, &primary_lease), gate.clone()),
             primary_store.clone(),
             primary_ar.clone(),
@@ -207,37 +252,12 @@ impl ControllerHandle {
         .reconcile_all_on(reconcile_all_rx)
         .reconcile_on(reconcile_one_rx)
         .graceful_shutdown_on(shutdown.clone().cancelled_owned());
-        for lease in &owned {
-            controller = controller.owns_stream_with(
-                trigger::related(after_sync(&all, lease)),
-                lease.api_resource().clone(),
-            );
-        }
-        for lease in &watched {
-            let store = primary_store.clone();
-            let index = primary_lease.index();
-            let ar = primary_ar.clone();
-            // The contract has no mapping from a watched object to the
-            // primaries that read it; the primaries of its namespace (all of
-            // them for cluster-scoped objects) are the safe over-approximation.
-            controller = controller.watches_stream_with(
-                trigger::related(after_sync(&all, lease)),
-                move |other| trigger::primaries_near(&other, &index, &store, &ar),
-                lease.api_resource().clone(),
-            );
-        }
-
-        if let Some(lease) = &namespace_lease {
-            let index = primary_lease.index();
-            let ar = primary_ar.clone();
-            // A Namespace relabelled into (or out of) the grant: its
-            // primaries are reconciled (or skipped) again.
-            controller = controller.watches_stream_with(
-                trigger::related(lease.subscribe()),
-                move |ns| trigger::primaries_in(&ns.name_any(), &index, &ar),
-                lease.api_resource().clone(),
-            );
-        }
+        let controller = watch_related(
+            controller,
+            &all,
+            (&owned, &watched, namespace_lease.as_ref()),
+            (&primary_lease, &primary_ar),
+        );
 
         // Refused lists/watches and the primaries outside the grant, for
         // the WasmPlugin status and `/readyz`.

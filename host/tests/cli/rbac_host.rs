@@ -33,6 +33,34 @@ fn primary(group: &str, plural: &str) -> [Value; 3] {
     ]
 }
 
+/// What serving distributedkv's primary kind takes: as [`primary`], plus
+/// `create` (a Restore into a new object creates it).
+fn kv_primary() -> [Value; 3] {
+    let [_, finalizers, status] = primary("kv.example.com", "distributedkvs");
+    [
+        rule(
+            "kv.example.com",
+            &["distributedkvs"],
+            &["get", "list", "watch", "create", "update", "patch"],
+        ),
+        finalizers,
+        status,
+    ]
+}
+
+/// What a plugin with backups adds beside its kinds: Backups and Restores
+/// (the host's resources), sorted last by their group.
+fn backup_rules() -> [Value; 2] {
+    [
+        rule("wasm-operator.dev", &["backups", "restores"], &WRITE),
+        rule(
+            "wasm-operator.dev",
+            &["backups/status", "restores/status"],
+            &["patch"],
+        ),
+    ]
+}
+
 /// The webapp plugin alone, its writes not impersonated.
 fn webapp_rules() -> Vec<Value> {
     let mut rules = vec![
@@ -47,6 +75,8 @@ fn webapp_rules() -> Vec<Value> {
 fn both_rules() -> Vec<Value> {
     let crd = ["distributedkvs.kv.example.com"];
     let mut rules = vec![
+        // A backup Job's Pods say where the data went.
+        rule("", &["pods"], &["list"]),
         rule("", &["services"], &WRITE),
         named(
             "apiextensions.k8s.io",
@@ -61,10 +91,12 @@ fn both_rules() -> Vec<Value> {
             &["patch"],
         ),
         rule("apps", &["deployments", "statefulsets"], &WRITE),
+        rule("batch", &["jobs"], &WRITE),
     ];
     rules.extend(primary("example.com", "webapps"));
-    rules.extend(primary("kv.example.com", "distributedkvs"));
+    rules.extend(kv_primary());
     rules.push(rule("policy", &["poddisruptionbudgets"], &WRITE));
+    rules.extend(backup_rules());
     rules
 }
 
@@ -198,6 +230,7 @@ async fn plugin_rbac_host_reads_the_wasmplugins_of_a_cluster() {
     // host): the verbs merge.
     let crd = ["distributedkvs.kv.example.com"];
     let mut both = vec![
+        rule("", &["pods"], &["list"]),
         named("", "serviceaccounts", &["webapp"], &["impersonate"]),
         rule("", &["services"], &WRITE),
         named(
@@ -214,9 +247,11 @@ async fn plugin_rbac_host_reads_the_wasmplugins_of_a_cluster() {
         ),
         rule("apps", &["deployments"], &read),
         rule("apps", &["statefulsets"], &WRITE),
+        rule("batch", &["jobs"], &WRITE),
     ];
     both.extend(primary("example.com", "webapps"));
-    both.extend(primary("kv.example.com", "distributedkvs"));
+    both.extend(kv_primary());
     both.push(rule("policy", &["poddisruptionbudgets"], &WRITE));
+    both.extend(backup_rules());
     assert_eq!(all, Value::from(both));
 }

@@ -435,7 +435,7 @@ async fn a_host_stopped_across_slots_catches_up_once_and_a_running_backup_is_rea
         .cloned()
         .unwrap_or_default();
     assert_eq!(missed["status"], "True", "{summary_now}");
-    assert_eq!(missed["reason"], "CaughtUp", "{summary_now}");
+    assert_eq!(missed["reason"], "BackupCaughtUp", "{summary_now}");
     // One backup for the slots of the gap, the last of them: the first
     // Backup after the stop is the one the condition names, and its slot
     // is more than a period after the stop (the earlier slots got none).

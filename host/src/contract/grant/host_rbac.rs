@@ -421,6 +421,31 @@ mod tests {
     }
 
     #[test]
+    fn a_plugin_with_backups_adds_backups_restores_pods_and_creating_its_primary() {
+        let mut manifest = distributedkv();
+        manifest.implements.backup = true;
+        manifest.owns.push(kind("batch", "v1", "Job", "jobs"));
+        let rules = lines(&host_rules([served(&manifest, None)]));
+        for expected in [
+            "batch|jobs|get,list,watch,create,update,patch,delete|",
+            "|pods|list|",
+            "wasm-operator.dev|backups,restores|get,list,watch,create,update,patch,delete|",
+            "wasm-operator.dev|backups/status,restores/status|patch|",
+        ] {
+            assert!(
+                rules.iter().any(|r| r == expected),
+                "{expected} in {rules:#?}"
+            );
+        }
+        assert!(
+            rules
+                .iter()
+                .any(|r| r.starts_with("kv.example.com|distributedkvs|") && r.contains("create")),
+            "{rules:#?}"
+        );
+    }
+
+    #[test]
     fn a_rule_serializes_in_the_form_extra_grants_takes() {
         let manifest = distributedkv();
         let rules = host_rules([served(&manifest, None)]);

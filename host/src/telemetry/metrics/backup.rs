@@ -138,6 +138,15 @@ impl Metrics {
             .set(unix_seconds);
     }
 
+    /// Drops the last-success series of primary `namespace/name` (deleted).
+    pub fn backup_forget(&self, plugin: &str, namespace: &str, name: &str) {
+        self.backup.last_success.remove(&PrimaryLabels {
+            plugin: plugin.to_string(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        });
+    }
+
     /// Creates `plugin`'s backup series at zero, so alerts see `0` before
     /// the first skipped or missed slot.
     pub fn backups_started(&self, plugin: &str) {
