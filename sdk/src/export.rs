@@ -5,20 +5,94 @@
 
 use std::marker::PhantomData;
 
+use serde::Serialize;
+
 use crate::bindings::exports::wasm_operator::plugin::{
-    backup, backup_policy, migration, migration_functions, reconciler, schema,
+    admission, backup, backup_policy, migration, migration_functions, reconciler, schema,
 };
 use crate::bindings::wasm_operator::plugin::types as wit;
 use crate::glue;
 use crate::{
-    BackupPlan, Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Reconciler, Scope,
+    BackupPlan, Condition, Context, DesiredJson, Event, Failure, Kind, Manifest, Operation,
+    Reconciler, Scope, Verdict,
 };
 
-/// The exported component: `Glue<MyPlugin>` implements every exported
-/// interface by calling `MyPlugin`'s [`Reconciler`] methods.
-pub struct Glue<R>(PhantomData<R>);
+/// The exported component: `Glue<MyPlugin, D>` implements every exported
+/// interface by calling `MyPlugin`'s [`Reconciler`] methods; `D` runs
+/// `defaults` (see [`DefaultsHook`]).
+pub struct Glue<R, D = Opaque>(PhantomData<(R, D)>);
 
-impl<R: Reconciler> reconciler::Guest for Glue<R> {
+/// How the export glue runs `admission.defaults`, which must serialize the
+/// plugin's typed object. [`Reconciler::Object`] need not be `Serialize`
+/// (plugins without defaults never serialize it), and the generic glue
+/// cannot tell whether it is: [`export_plugin!`](crate::export_plugin),
+/// where the plugin type is concrete, picks [`glue::defaults_json`] when it
+/// is ([`SerializableObject`]) and an error when not ([`OpaqueObject`]).
+pub trait DefaultsHook {
+    /// `admission.defaults` on the host's JSON.
+    fn defaults_json(ctx: &Context, operation: Operation, object: &str) -> Result<String, String>;
+}
+
+/// The [`DefaultsHook`] of a plugin whose object type does not serialize.
+pub struct Opaque;
+
+impl DefaultsHook for Opaque {
+    fn defaults_json(_: &Context, _: Operation, _: &str) -> Result<String, String> {
+        Err(not_serializable())
+    }
+}
+
+fn not_serializable() -> String {
+    "this plugin cannot answer admission.defaults: its Reconciler::Object type does not \
+     implement serde::Serialize (derive it to return defaults)"
+        .to_owned()
+}
+
+/// The signature of [`glue::defaults_json`].
+pub type DefaultsFn = fn(&Context, Operation, &str) -> Result<String, String>;
+
+/// Asks, for a concrete plugin type `R`, whether its object serializes
+/// (autoref specialization): `(&&Probe::<R>::new()).defaults_fn()` is
+/// [`SerializableObject::defaults_fn`] when it does and
+/// [`OpaqueObject::defaults_fn`] when not.
+pub struct Probe<R>(PhantomData<R>);
+
+impl<R> Probe<R> {
+    /// The probe of `R`.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        Probe(PhantomData)
+    }
+}
+
+/// Picked for plugins whose object serializes: runs their `defaults`.
+pub trait SerializableObject {
+    /// [`glue::defaults_json`] of the plugin.
+    fn defaults_fn(&self) -> DefaultsFn;
+}
+
+impl<R: Reconciler> SerializableObject for &Probe<R>
+where
+    R::Object: Serialize,
+{
+    fn defaults_fn(&self) -> DefaultsFn {
+        glue::defaults_json::<R>
+    }
+}
+
+/// Picked for plugins whose object does not serialize.
+pub trait OpaqueObject {
+    /// An answer saying why the plugin has no defaults.
+    fn defaults_fn(&self) -> DefaultsFn;
+}
+
+impl<R: Reconciler> OpaqueObject for Probe<R> {
+    fn defaults_fn(&self) -> DefaultsFn {
+        Opaque::defaults_json
+    }
+}
+
+impl<R: Reconciler, D> reconciler::Guest for Glue<R, D> {
     fn manifest() -> wit::Manifest {
         manifest_to_wit(R::manifest())
     }
@@ -47,7 +121,7 @@ impl<R: Reconciler> reconciler::Guest for Glue<R> {
     }
 }
 
-impl<R: Reconciler> migration::Guest for Glue<R> {
+impl<R: Reconciler, D> migration::Guest for Glue<R, D> {
     fn convert(object: String, to_api_version: String) -> Result<String, String> {
         glue::convert_json::<R>(&object, &to_api_version)
     }
@@ -61,7 +135,7 @@ impl<R: Reconciler> migration::Guest for Glue<R> {
     }
 }
 
-impl<R: Reconciler> migration_functions::Guest for Glue<R> {
+impl<R: Reconciler, D> migration_functions::Guest for Glue<R, D> {
     fn implemented() -> migration_functions::ImplementedFunctions {
         migration_functions_to_wit(&R::manifest())
     }
@@ -78,13 +152,13 @@ fn migration_functions_to_wit(m: &Manifest) -> migration_functions::ImplementedF
     implemented
 }
 
-impl<R: Reconciler> schema::Guest for Glue<R> {
+impl<R: Reconciler, D> schema::Guest for Glue<R, D> {
     fn crd() -> Option<String> {
         R::crd().map(|crd| crd.to_json().to_string())
     }
 }
 
-impl<R: Reconciler> backup::Guest for Glue<R> {
+impl<R: Reconciler, D> backup::Guest for Glue<R, D> {
     fn plan(ctx: wit::CallContext, object: String) -> Result<Option<wit::BackupPlan>, String> {
         glue::plan_json::<R>(&context_from_wit(ctx), &object).map(|plan| plan.map(plan_to_wit))
     }
@@ -97,13 +171,82 @@ impl<R: Reconciler> backup::Guest for Glue<R> {
 /// The host calls `policy` right after `plan` with the same object: the
 /// plugin's `plan` runs again (plugins are pure) and its policy fields are
 /// returned.
-impl<R: Reconciler> backup_policy::Guest for Glue<R> {
+impl<R: Reconciler, D> backup_policy::Guest for Glue<R, D> {
     fn policy(
         ctx: wit::CallContext,
         object: String,
     ) -> Result<Option<backup_policy::PlanPolicy>, String> {
         glue::plan_json::<R>(&context_from_wit(ctx), &object)
             .map(|plan| plan.as_ref().map(policy_to_wit))
+    }
+}
+
+impl<R: Reconciler, D: DefaultsHook> admission::Guest for Glue<R, D> {
+    fn implemented() -> admission::ImplementedFunctions {
+        admission_functions_to_wit(&R::manifest())
+    }
+
+    fn validate(
+        ctx: wit::CallContext,
+        operation: admission::Operation,
+        object: String,
+        old_object: Option<String>,
+    ) -> Result<admission::Verdict, String> {
+        glue::validate_json::<R>(
+            &context_from_wit(ctx),
+            operation_from_wit(operation),
+            &object,
+            old_object.as_deref(),
+        )
+        .map(verdict_to_wit)
+    }
+
+    fn defaults(
+        ctx: wit::CallContext,
+        operation: admission::Operation,
+        object: String,
+    ) -> Result<String, String> {
+        D::defaults_json(
+            &context_from_wit(ctx),
+            operation_from_wit(operation),
+            &object,
+        )
+    }
+}
+
+fn admission_functions_to_wit(m: &Manifest) -> admission::ImplementedFunctions {
+    let mut implemented = admission::ImplementedFunctions::empty();
+    if m.implements_validate {
+        implemented |= admission::ImplementedFunctions::VALIDATE;
+    }
+    if m.implements_defaults {
+        implemented |= admission::ImplementedFunctions::DEFAULTS;
+    }
+    implemented
+}
+
+fn operation_from_wit(operation: admission::Operation) -> Operation {
+    match operation {
+        admission::Operation::Create => Operation::Create,
+        admission::Operation::Update => Operation::Update,
+        admission::Operation::Delete => Operation::Delete,
+        admission::Operation::Connect => Operation::Connect,
+    }
+}
+
+fn verdict_to_wit(v: Verdict) -> admission::Verdict {
+    admission::Verdict {
+        allowed: v.allowed,
+        message: v.message,
+        fields: v
+            .fields
+            .into_iter()
+            .map(|f| admission::FieldError {
+                path: f.path,
+                message: f.message,
+            })
+            .collect(),
+        warnings: v.warnings,
     }
 }
 
@@ -285,6 +428,27 @@ mod tests {
         let defaults = policy_to_wit(&BackupPlan::new("@daily", serde_json::json!({})));
         assert!(defaults.time_zone.is_none() && defaults.keep_failed.is_none());
         assert!(defaults.job_deadline_seconds.is_none());
+    }
+
+    #[test]
+    fn admission_functions_follow_the_manifest() {
+        let m = Manifest::new("p", "1.0.0");
+        assert!(admission_functions_to_wit(&m).is_empty());
+        assert_eq!(
+            admission_functions_to_wit(&m.clone().implements_validate()),
+            admission::ImplementedFunctions::VALIDATE
+        );
+        assert_eq!(
+            admission_functions_to_wit(&m.implements_validate().implements_defaults()),
+            admission::ImplementedFunctions::VALIDATE | admission::ImplementedFunctions::DEFAULTS
+        );
+        let v = verdict_to_wit(Verdict::refuse("no").field("spec.a", "bad").warn("w"));
+        assert!(!v.allowed);
+        assert_eq!((v.fields[0].path.as_str(), v.warnings.len()), ("spec.a", 1));
+        assert_eq!(
+            operation_from_wit(admission::Operation::Connect),
+            Operation::Connect
+        );
     }
 
     #[test]

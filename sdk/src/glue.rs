@@ -3,11 +3,15 @@
 //! benchmarks call them directly to run exactly the same logic.
 
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::error::Category;
 
+use crate::admission::merge_typed;
 use crate::desired::json_text;
-use crate::{BackupPlan, Children, Context, DesiredJson, Failure, Finalized, Reconciler};
+use crate::{
+    BackupPlan, Children, Context, DesiredJson, Failure, Finalized, Operation, Reconciler, Verdict,
+};
 
 /// Runs `R::reconcile` on the host's JSON and returns the JSON answer.
 pub fn reconcile_json<R: Reconciler>(
@@ -65,6 +69,88 @@ pub fn restore_json<R: Reconciler>(
     let backup: Value =
         serde_json::from_str(backup).map_err(|e| format!("the backup is not JSON: {e}"))?;
     R::restore(ctx, object, backup).map(|v| json_text(&v))
+}
+
+/// Runs `R::validate` on the host's JSON. An object that does not fit
+/// `R::Object` is refused on create and update, naming the serde error, and
+/// allowed with a warning on delete and connect (the plugin cannot judge
+/// it, and refusing would keep it from going); an old object that does not
+/// fit is passed as `None`, with a warning. On delete an `object` of
+/// `null` (the request carries none) stands for the old object. Text that
+/// is not JSON is an error (the host's).
+pub fn validate_json<R: Reconciler>(
+    ctx: &Context,
+    operation: Operation,
+    object: &str,
+    old_object: Option<&str>,
+) -> Result<Verdict, String> {
+    let object = match old_object {
+        Some(old) if object.trim() == "null" => old,
+        _ => object,
+    };
+    let mut warnings = Vec::new();
+    let old = match old_object.map(parse_typed::<R::Object>).transpose()? {
+        Some(Err(e)) => {
+            warnings.push(format!(
+                "the stored {} does not fit the plugin's type ({e}): it was validated without it",
+                describe(old_object.unwrap_or_default())
+            ));
+            None
+        }
+        Some(Ok(old)) => Some(old),
+        None => None,
+    };
+    let typed = match parse_typed::<R::Object>(object)? {
+        Ok(typed) => typed,
+        Err(e) => {
+            let problem = format!("{} is invalid: {e}", describe(object));
+            let verdict = if operation.writes() {
+                Verdict::refuse(problem)
+            } else {
+                Verdict::allow().warn(format!("not validated: {problem}"))
+            };
+            return Ok(warnings.into_iter().fold(verdict, Verdict::warn));
+        }
+    };
+    let mut verdict = R::validate(ctx, operation, typed, old)?;
+    verdict.warnings.splice(0..0, warnings);
+    Ok(verdict)
+}
+
+/// Runs `R::defaults` on the host's JSON and writes the typed answer over
+/// the object passed (see [`Reconciler::defaults`]): fields `R::Object`
+/// does not know survive. On delete and connect the object comes back
+/// unchanged, without calling the plugin. An object that does not fit
+/// `R::Object`, or text that is not JSON, is an error.
+pub fn defaults_json<R: Reconciler>(
+    ctx: &Context,
+    operation: Operation,
+    object: &str,
+) -> Result<String, String>
+where
+    R::Object: Serialize,
+{
+    let mut original: Value =
+        serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
+    if !operation.writes() {
+        return Ok(object.to_owned());
+    }
+    let typed = R::Object::deserialize(&original)
+        .map_err(|e| format!("{} is invalid: {e}", describe(object)))?;
+    let defaulted = R::defaults(ctx, operation, typed)?;
+    let defaulted = serde_json::to_value(&defaulted)
+        .map_err(|e| format!("the defaulted object cannot be serialized: {e}"))?;
+    merge_typed(&mut original, defaulted);
+    Ok(json_text(&original))
+}
+
+/// `object` as `T`: `Ok(Err(_))` when it is JSON that does not fit `T`
+/// (the error without a text position, for people), `Err` when it is not
+/// JSON at all.
+fn parse_typed<T: DeserializeOwned>(object: &str) -> Result<Result<T, serde_json::Error>, String> {
+    let value: Value =
+        serde_json::from_str(object).map_err(|e| format!("the object is not JSON: {e}"))?;
+    Ok(T::deserialize(&value))
 }
 
 /// Parses the primary. JSON that does not fit the author's type is the

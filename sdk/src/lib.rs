@@ -141,6 +141,7 @@
 // from the plugin crates the export macro expands in.
 extern crate self as wasm_operator_sdk;
 
+mod admission;
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 // installed on wasm; unit-tested natively
 mod arena;
@@ -162,6 +163,7 @@ mod reconciler;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
+pub use admission::{FieldError, Operation, Verdict};
 pub use backup::{BackupPlan, BackupStatus};
 pub use children::Children;
 pub use context::Context;
@@ -169,7 +171,8 @@ pub use crd::Crd;
 pub use desired::{Condition, Desired, DesiredJson, Event, Finalized};
 pub use failure::Failure;
 pub use glue::{
-    convert_json, finalize_json, plan_json, reconcile_json, restore_json, upgrade_json,
+    convert_json, defaults_json, finalize_json, plan_json, reconcile_json, restore_json,
+    upgrade_json, validate_json,
 };
 pub use kind::{Kind, KnownScope, Scope};
 pub use manifest::Manifest;
@@ -192,7 +195,7 @@ pub use serde_json;
 /// Items the macros expand to. Not part of the public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::export::Glue;
+    pub use crate::export::{DefaultsHook, Glue, OpaqueObject, Probe, SerializableObject};
     pub use wit_bindgen;
 }
 
@@ -223,7 +226,24 @@ macro_rules! export_plugin {
     ($plugin:ty) => {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
-            type __WasmOperatorPlugin = $crate::__private::Glue<$plugin>;
+            /// Runs `defaults` when the plugin's object type serializes
+            /// (known here, where the plugin type is concrete).
+            struct __WasmOperatorDefaults;
+            impl $crate::__private::DefaultsHook for __WasmOperatorDefaults {
+                fn defaults_json(
+                    ctx: &$crate::Context,
+                    operation: $crate::Operation,
+                    object: &str,
+                ) -> ::core::result::Result<::std::string::String, ::std::string::String> {
+                    #[allow(unused_imports)]
+                    use $crate::__private::{OpaqueObject as _, SerializableObject as _};
+                    // Both borrows pick the method (autoref specialization).
+                    #[allow(clippy::needless_borrow)]
+                    let defaults = (&&$crate::__private::Probe::<$plugin>::new()).defaults_fn();
+                    defaults(ctx, operation, object)
+                }
+            }
+            type __WasmOperatorPlugin = $crate::__private::Glue<$plugin, __WasmOperatorDefaults>;
     $crate::bindings::export!(__WasmOperatorPlugin with_types_in $crate::bindings);
         };
     };

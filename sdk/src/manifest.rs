@@ -46,6 +46,10 @@ pub struct Manifest {
     pub implements_upgrade: bool,
     /// `plan` and `restore` are real implementations.
     pub implements_backup: bool,
+    /// `validate` is a real implementation (admission).
+    pub implements_validate: bool,
+    /// `defaults` is a real implementation (admission).
+    pub implements_defaults: bool,
     /// Oldest plugin version allowed to serve objects this version reconciled.
     pub min_compatible_version: Option<String>,
 }
@@ -65,6 +69,8 @@ impl Manifest {
             implements_convert: false,
             implements_upgrade: false,
             implements_backup: false,
+            implements_validate: false,
+            implements_defaults: false,
             min_compatible_version: None,
         }
     }
@@ -143,6 +149,20 @@ impl Manifest {
     /// Declares that `plan` and `restore` are implemented.
     pub fn implements_backup(mut self) -> Self {
         self.implements_backup = true;
+        self
+    }
+
+    /// Declares that `validate` is implemented: the host may serve the
+    /// primary kind's validating admission webhook with it.
+    pub fn implements_validate(mut self) -> Self {
+        self.implements_validate = true;
+        self
+    }
+
+    /// Declares that `defaults` is implemented: the host may serve the
+    /// primary kind's mutating admission webhook with it.
+    pub fn implements_defaults(mut self) -> Self {
+        self.implements_defaults = true;
         self
     }
 

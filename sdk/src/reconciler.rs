@@ -1,19 +1,23 @@
 //! The trait a plugin implements.
 
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::{BackupPlan, Children, Context, Crd, Desired, Failure, Finalized, Manifest};
+use crate::{
+    BackupPlan, Children, Context, Crd, Desired, Failure, Finalized, Manifest, Operation, Verdict,
+};
 
 /// A plugin's logic, written against typed objects.
 ///
 /// Only [`manifest`](Reconciler::manifest) and
 /// [`reconcile`](Reconciler::reconcile) are required. The optional interfaces
-/// (`upgrade`/`convert`, `plan`/`restore`) answer "not implemented" by default;
-/// declare real ones in the manifest with
+/// (`upgrade`/`convert`, `plan`/`restore`, `validate`/`defaults`) answer "not
+/// implemented" by default; declare real ones in the manifest with
 /// [`Manifest::implements_convert`], [`Manifest::implements_upgrade`] (both:
-/// [`Manifest::implements_migration`]) and [`Manifest::implements_backup`], since
-/// the host only calls what the manifest declares.
+/// [`Manifest::implements_migration`]), [`Manifest::implements_backup`],
+/// [`Manifest::implements_validate`] and [`Manifest::implements_defaults`],
+/// since the host only calls what the manifest declares.
 pub trait Reconciler {
     /// The primary object (the author's CRD struct). A primary that does not
     /// deserialize into it fails the call permanently with `spec is invalid: …`.
@@ -78,6 +82,61 @@ pub trait Reconciler {
     /// `status.location` is what the backup Job reported) into `object`.
     fn restore(_ctx: &Context, _object: Self::Object, _backup: Value) -> Result<Value, String> {
         Err(not_implemented("backup.restore", "for this object"))
+    }
+
+    /// Admission: whether a request on a primary may proceed. `object` is
+    /// the object as the request carries it (on delete, the object being
+    /// deleted); `old` the stored object, on update and delete. Answer a
+    /// [`Verdict`]: [`Verdict::allow`], or [`Verdict::refuse`] with a
+    /// message naming the field and its value, and
+    /// [`field`](Verdict::field)s; [`warn`](Verdict::warn) either way. The
+    /// cache may be read as in `reconcile` (rules across objects). Must be
+    /// quick: the API server waits for it.
+    ///
+    /// An `object` that does not deserialize into [`Self::Object`] is
+    /// refused on create and update with the serde error (and allowed with
+    /// a warning on delete and connect, without calling this); an `old`
+    /// that does not is passed as `None`, with a warning. An `Err` means
+    /// the plugin could not decide: the host applies the deployment's
+    /// failure policy.
+    fn validate(
+        _ctx: &Context,
+        operation: Operation,
+        _object: Self::Object,
+        _old: Option<Self::Object>,
+    ) -> Result<Verdict, String> {
+        Err(not_implemented(
+            "admission.validate",
+            &format!("for {operation}"),
+        ))
+    }
+
+    /// Admission: `object` with this plugin's defaults filled in, on
+    /// create and update (on delete and connect the SDK passes the object
+    /// back unchanged without calling this). Return the whole object; the SDK
+    /// writes it over the object the host passed, so fields
+    /// [`Self::Object`] does not know survive, and the host turns the
+    /// difference into a patch. Fields your type fills when it
+    /// deserializes (`#[serde(default)]`) are written too: they *are* your
+    /// defaults. A `None` your type serializes as `null` never clears a
+    /// field. Defaults may change the object's fields, labels and
+    /// annotations; the host refuses defaults that change `apiVersion`,
+    /// `kind`, `status` or other metadata.
+    ///
+    /// An `object` that does not deserialize into [`Self::Object`], and an
+    /// `Err`, get the deployment's failure policy.
+    fn defaults(
+        _ctx: &Context,
+        operation: Operation,
+        _object: Self::Object,
+    ) -> Result<Self::Object, String>
+    where
+        Self::Object: Serialize,
+    {
+        Err(not_implemented(
+            "admission.defaults",
+            &format!("for {operation}"),
+        ))
     }
 }
 

@@ -265,6 +265,97 @@ pub struct BackupRetention {
     pub always_keep_completed: Option<u32>,
 }
 
+/// The operation of an admission request (the WIT `admission.operation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum AdmissionOperation {
+    /// An object is being created.
+    Create,
+    /// An object is being updated (its old version is known).
+    Update,
+    /// An object is being deleted.
+    Delete,
+    /// A connection to a subresource (`pods/exec`, a proxy).
+    Connect,
+}
+
+impl AdmissionOperation {
+    /// The Kubernetes spelling (`operation` of an AdmissionReview):
+    /// `CREATE`, `UPDATE`, `DELETE` or `CONNECT`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionOperation::Create => "CREATE",
+            AdmissionOperation::Update => "UPDATE",
+            AdmissionOperation::Delete => "DELETE",
+            AdmissionOperation::Connect => "CONNECT",
+        }
+    }
+
+    /// The operation the Kubernetes spelling names; `None` for anything
+    /// else (the spelling is exact: `create` is not an operation).
+    pub fn parse(text: &str) -> Option<AdmissionOperation> {
+        Some(match text {
+            "CREATE" => AdmissionOperation::Create,
+            "UPDATE" => AdmissionOperation::Update,
+            "DELETE" => AdmissionOperation::Delete,
+            "CONNECT" => AdmissionOperation::Connect,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for AdmissionOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which functions of the optional `admission` interface a plugin really
+/// implements (its `admission.implemented`, read once when a version is
+/// loaded). The default, none, is what a component without the interface
+/// gets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmissionFunctions {
+    /// `admission.validate` is real: the host may serve `/validate` with it.
+    pub validate: bool,
+    /// `admission.defaults` is real: the host may serve `/mutate` with it.
+    pub defaults: bool,
+}
+
+impl AdmissionFunctions {
+    /// True when the plugin implements either function.
+    pub fn any(self) -> bool {
+        self.validate || self.defaults
+    }
+}
+
+/// One field at fault in a [`Verdict`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldError {
+    /// The field's path as written in the object, e.g. `spec.replicas`.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+/// What a plugin's `admission.validate` says about a request.
+///
+/// A refusal with an empty `message` is passed on as the plugin gave it:
+/// explaining it (from `fields`) is the caller's job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// The request may proceed.
+    pub allowed: bool,
+    /// Why it may not (empty when allowed).
+    pub message: String,
+    /// The fields at fault.
+    pub fields: Vec<FieldError>,
+    /// Warnings for the client, whether or not the request is allowed.
+    pub warnings: Vec<String>,
+}
+
 /// A plugin answer that breaks the contract.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -363,6 +454,44 @@ mod tests {
             ..Default::default()
         };
         assert!(d.validate().is_err());
+    }
+
+    #[test]
+    fn admission_operations_use_the_kubernetes_spelling() {
+        for op in [
+            AdmissionOperation::Create,
+            AdmissionOperation::Update,
+            AdmissionOperation::Delete,
+            AdmissionOperation::Connect,
+        ] {
+            assert_eq!(AdmissionOperation::parse(op.as_str()), Some(op));
+            assert_eq!(serde_json::to_value(op).unwrap(), json!(op.as_str()));
+            assert_eq!(op.to_string(), op.as_str());
+        }
+        assert_eq!(AdmissionOperation::parse("create"), None);
+        assert_eq!(AdmissionOperation::parse(""), None);
+        assert!(!AdmissionFunctions::default().any());
+    }
+
+    #[test]
+    fn a_verdict_serializes_in_camel_case() {
+        let verdict = Verdict {
+            allowed: false,
+            message: "no".into(),
+            fields: vec![FieldError {
+                path: "spec.replicas".into(),
+                message: "too many".into(),
+            }],
+            warnings: vec!["careful".into()],
+        };
+        let json = serde_json::to_value(&verdict).unwrap();
+        assert_eq!(
+            json,
+            json!({"allowed": false, "message": "no",
+                   "fields": [{"path": "spec.replicas", "message": "too many"}],
+                   "warnings": ["careful"]})
+        );
+        assert_eq!(serde_json::from_value::<Verdict>(json).unwrap(), verdict);
     }
 
     #[test]

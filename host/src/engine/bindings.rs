@@ -12,6 +12,6 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::exports::wasm_operator::plugin::{
-    backup, backup_policy, migration, migration_functions, reconciler, schema,
+    admission, backup, backup_policy, migration, migration_functions, reconciler, schema,
 };
 pub use self::wasm_operator::plugin::{cache, log, types};

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use super::bindings::admission;
 use super::bindings::backup_policy::PlanPolicy as BackupPolicy;
 use super::bindings::migration_functions::ImplementedFunctions as MigrationFunctions;
 use super::bindings::types as wit;
@@ -70,6 +71,54 @@ pub(crate) fn migration_functions(
         );
     }
     Ok(())
+}
+
+/// The functions of `admission` that `implemented` names.
+pub(crate) fn admission_functions(
+    implemented: admission::ImplementedFunctions,
+) -> contract::AdmissionFunctions {
+    contract::AdmissionFunctions {
+        validate: implemented.contains(admission::ImplementedFunctions::VALIDATE),
+        defaults: implemented.contains(admission::ImplementedFunctions::DEFAULTS),
+    }
+}
+
+/// The WIT operation of an admission request.
+pub(crate) fn admission_operation(op: contract::AdmissionOperation) -> admission::Operation {
+    match op {
+        contract::AdmissionOperation::Create => admission::Operation::Create,
+        contract::AdmissionOperation::Update => admission::Operation::Update,
+        contract::AdmissionOperation::Delete => admission::Operation::Delete,
+        contract::AdmissionOperation::Connect => admission::Operation::Connect,
+    }
+}
+
+/// Checks a `validate` answer: its strings fit the output limit. A
+/// refusal without a message is passed on as is (the caller explains it).
+pub(crate) fn verdict(
+    v: admission::Verdict,
+    limit: usize,
+) -> Result<contract::Verdict, OutputProblem> {
+    let size = v.message.len()
+        + v.fields
+            .iter()
+            .map(|f| f.path.len() + f.message.len())
+            .sum::<usize>()
+        + v.warnings.iter().map(String::len).sum::<usize>();
+    check_size(size, limit)?;
+    Ok(contract::Verdict {
+        allowed: v.allowed,
+        message: v.message,
+        fields: v
+            .fields
+            .into_iter()
+            .map(|f| contract::FieldError {
+                path: f.path,
+                message: f.message,
+            })
+            .collect(),
+        warnings: v.warnings,
+    })
 }
 
 /// Checks that a manifest is usable: a name, a semver version, complete kinds.
@@ -218,7 +267,8 @@ pub(crate) fn finalized(f: wit::Finalized) -> contract::Finalized {
     }
 }
 
-/// Parses a JSON object answer (convert, upgrade) and checks it is an object.
+/// Parses a JSON object answer (convert, upgrade, admission defaults) and
+/// checks it is an object.
 pub(crate) fn object(text: String, limit: usize) -> Result<Value, OutputProblem> {
     check_size(text.len(), limit)?;
     let value = parse_json("the returned object", &text)?;
@@ -319,6 +369,57 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.children[0]["kind"], "Service");
+    }
+
+    #[test]
+    fn verdicts_are_bounded_and_passed_on_as_given() {
+        let refusal = |message: &str, warning: &str| admission::Verdict {
+            allowed: false,
+            message: message.into(),
+            fields: vec![admission::FieldError {
+                path: "spec.replicas".into(),
+                message: "must be between 1 and 10, got 0".into(),
+            }],
+            warnings: vec![warning.into()],
+        };
+        // A refusal without a message gets none invented.
+        let v = verdict(refusal("", "w"), 1024).unwrap();
+        assert!(!v.allowed && v.message.is_empty());
+        assert_eq!(v.fields[0].path, "spec.replicas");
+        assert_eq!(v.warnings, ["w"]);
+        let big = "x".repeat(600);
+        assert!(matches!(
+            verdict(refusal(&big, &big), 1024),
+            Err(OutputProblem::TooLarge { size }) if size > 1024
+        ));
+    }
+
+    #[test]
+    fn admission_flags_and_operations_convert() {
+        use admission::ImplementedFunctions as F;
+        assert_eq!(
+            admission_functions(F::empty()),
+            contract::AdmissionFunctions::default()
+        );
+        let both = admission_functions(F::VALIDATE | F::DEFAULTS);
+        assert!(both.validate && both.defaults);
+        let validate = admission_functions(F::VALIDATE);
+        assert!(validate.validate && !validate.defaults);
+        assert!(matches!(
+            admission_operation(contract::AdmissionOperation::Delete),
+            admission::Operation::Delete
+        ));
+    }
+
+    #[test]
+    fn defaults_must_be_an_object() {
+        assert!(object(r#"{"spec":{}}"#.into(), 1024).is_ok());
+        for bad in ["[]", "null", "5", "{"] {
+            assert!(
+                matches!(object(bad.into(), 1024), Err(OutputProblem::Invalid(_))),
+                "{bad}"
+            );
+        }
     }
 
     fn wit_plan(job: &str) -> wit::BackupPlan {

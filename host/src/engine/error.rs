@@ -278,7 +278,7 @@ impl std::fmt::Display for CallError {
             CallFailure::Failed(failure) => write!(f, "{failure}"),
             CallFailure::NotImplemented => write!(
                 f,
-                "plugin {plugin} does not implement {function}; its manifest does not declare the interface, use a version that does"
+                "plugin {plugin} does not implement {function}; it does not declare the function (its manifest, or `implemented` of the interface), use a version that does"
             ),
             CallFailure::InstancePoolFull { max_instances } => write!(
                 f,

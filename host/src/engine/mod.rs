@@ -111,7 +111,9 @@ pub struct CallReport<'a> {
     pub plugin: &'a str,
     /// The plugin's version, from its manifest.
     pub version: &'a str,
-    /// `manifest`, `reconcile`, `finalize`, `upgrade` or `convert`.
+    /// `manifest`, `reconcile`, `finalize`, `upgrade`, `convert`,
+    /// `implemented`, `schema.crd`, `backup.plan`, `backup.restore`,
+    /// `admission.validate` or `admission.defaults`.
     pub function: &'a str,
     /// Wall time of the call, instantiation included.
     pub duration: Duration,

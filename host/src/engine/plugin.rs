@@ -10,7 +10,8 @@ use wasmtime::component::{Component, Instance, InstancePre};
 use wasmtime::{Store, Trap};
 
 use super::bindings::{
-    backup, backup_policy, migration, migration_functions, reconciler, schema, types as wit,
+    admission, backup, backup_policy, migration, migration_functions, reconciler, schema,
+    types as wit,
 };
 use super::compile::LoadStats;
 use super::convert::{self, OutputProblem};
@@ -53,6 +54,11 @@ struct Inner {
     /// The optional `schema` export (the plugin's own CRD); absent from
     /// components built before it existed.
     schema: Option<schema::GuestIndices>,
+    /// The optional `admission` export; absent from components built
+    /// before it existed and from `reconciler-plugin` components.
+    admission: Option<admission::GuestIndices>,
+    /// What `admission.implemented` said at load; none without the export.
+    admission_functions: contract::AdmissionFunctions,
     manifest: Arc<contract::Manifest>,
     name: Arc<str>,
     version: Arc<str>,
@@ -156,6 +162,7 @@ impl LoadedPlugin {
         let backup = backup::GuestIndices::new(&pre).ok();
         let backup_policy = backup_policy::GuestIndices::new(&pre).ok();
         let schema = schema::GuestIndices::new(&pre).ok();
+        let admission = admission::GuestIndices::new(&pre).ok();
         let short = digest.get(7..19).unwrap_or(&digest).to_string();
         let mut plugin = LoadedPlugin {
             limits: engine.inner.config.limits,
@@ -168,6 +175,8 @@ impl LoadedPlugin {
                 backup,
                 backup_policy,
                 schema,
+                admission,
+                admission_functions: contract::AdmissionFunctions::default(),
                 manifest: Arc::new(placeholder_manifest()),
                 name: Arc::from(format!("<{short}>")),
                 version: Arc::from("unknown"),
@@ -181,6 +190,9 @@ impl LoadedPlugin {
             digest: digest.clone(),
             problem,
         };
+        // `admission.implemented` is read in the same instance, right after
+        // `manifest` (both must be pure): one call at load, reported as
+        // `manifest`.
         let manifest_call = plugin.execute("manifest", None, |store, instance, inner| {
             // With the export indices found above, loading the interface can
             // only fail because its functions have other types than this
@@ -188,18 +200,24 @@ impl LoadedPlugin {
             // a value, so it is told from a failing call by where it arose.
             let guest = match inner.reconciler.load(&mut *store, instance) {
                 Ok(guest) => guest,
-                Err(mismatch) => return Ok(Err(mismatch)),
+                Err(mismatch) => return Ok(Err(("reconciler", mismatch))),
             };
-            guest
-                .call_manifest(&mut *store)
-                .map(Ok)
-                .map_err(Fault::Wasm)
+            let raw = guest.call_manifest(&mut *store).map_err(Fault::Wasm)?;
+            let Some(admission) = &inner.admission else {
+                return Ok(Ok((raw, None)));
+            };
+            let guest = match admission.load(&mut *store, instance) {
+                Ok(guest) => guest,
+                Err(mismatch) => return Ok(Err(("admission", mismatch))),
+            };
+            let implemented = guest.call_implemented(&mut *store).map_err(Fault::Wasm)?;
+            Ok(Ok((raw, Some(implemented))))
         });
-        let raw = match manifest_call {
-            Ok(Ok(raw)) => raw,
-            Ok(Err(mismatch)) => {
+        let (raw, admission_functions) = match manifest_call {
+            Ok(Ok(answer)) => answer,
+            Ok(Err((interface, mismatch))) => {
                 return Err(wrong(format!(
-                    "its `reconciler` exports have other types ({mismatch:#})"
+                    "its `{interface}` exports have other types ({mismatch:#})"
                 )));
             }
             Err(CallError {
@@ -210,6 +228,11 @@ impl LoadedPlugin {
                     digest: digest.clone(),
                     max_instances,
                 });
+            }
+            Err(e) if plugin.inner.admission.is_some() => {
+                return Err(invalid(format!(
+                    "calling `manifest` and `admission.implemented` failed: {e}"
+                )));
             }
             Err(e) => return Err(invalid(format!("calling `manifest` failed: {e}"))),
         };
@@ -248,6 +271,9 @@ impl LoadedPlugin {
         inner.name = Arc::from(manifest.name.as_str());
         inner.version = Arc::from(manifest.version.as_str());
         inner.manifest = Arc::new(manifest);
+        inner.admission_functions = admission_functions
+            .map(convert::admission_functions)
+            .unwrap_or_default();
         inner.named = true;
         let unnamed = match inner.unnamed_call.get_mut() {
             Ok(call) => call.take(),
@@ -512,6 +538,80 @@ impl LoadedPlugin {
         .await
     }
 
+    /// Which functions of the optional `admission` interface the plugin
+    /// implements, as its `admission.implemented` said when it was loaded;
+    /// none for a component without the interface.
+    pub fn admission_functions(&self) -> contract::AdmissionFunctions {
+        self.inner.admission_functions
+    }
+
+    /// Whether a request may proceed: `admission.validate`. `object` is
+    /// the object's compact JSON text as the request carries it (on delete,
+    /// the object being deleted); `old_object` the stored one, on update and
+    /// delete. The verdict is passed on as the plugin gave it (its strings
+    /// bounded by the output limit; a refusal without a message gets none
+    /// invented). `NotImplemented` when the plugin does not implement
+    /// `validate`; the plugin's error is a permanent failure.
+    pub async fn validate(
+        &self,
+        ctx: &contract::CallContext,
+        operation: contract::AdmissionOperation,
+        object: String,
+        old_object: Option<String>,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<contract::Verdict, CallError> {
+        let indices = self.admission_indices("validate")?;
+        let wit_ctx = convert::call_context(ctx);
+        let operation = convert::admission_operation(operation);
+        let guest_call = move |store: &mut Store<HostState>, instance: &Instance, _: &Inner| {
+            (indices.load(&mut *store, instance)?).call_validate(
+                store,
+                &wit_ctx,
+                operation,
+                &object,
+                old_object.as_ref(),
+            )
+        };
+        self.call(
+            "admission.validate",
+            Some(cache),
+            guest_call,
+            convert::verdict,
+            migration_refusal,
+        )
+        .await
+    }
+
+    /// `object` (compact JSON text, as the request carries it) with the
+    /// plugin's defaults filled in: `admission.defaults`. The answer must be
+    /// a JSON object within the output limit (otherwise `InvalidOutput` or
+    /// `OutputTooLarge`); what it may change is the caller's to check.
+    /// `NotImplemented` when the plugin does not implement `defaults`; the
+    /// plugin's error is a permanent failure.
+    pub async fn defaults(
+        &self,
+        ctx: &contract::CallContext,
+        operation: contract::AdmissionOperation,
+        object: String,
+        cache: Arc<dyn CacheReader>,
+    ) -> Result<Value, CallError> {
+        let indices = self.admission_indices("defaults")?;
+        let wit_ctx = convert::call_context(ctx);
+        let operation = convert::admission_operation(operation);
+        let guest_call = move |store: &mut Store<HostState>, instance: &Instance, _: &Inner| {
+            (indices.load(&mut *store, instance)?)
+                .call_defaults(store, &wit_ctx, operation, &object)
+        };
+        self.call(
+            "admission.defaults",
+            Some(cache),
+            guest_call,
+            convert::object,
+            migration_refusal,
+        )
+        .await
+    }
+
     /// Runs one guest call without stalling the async runtime (see
     /// [`blocking`]); otherwise [`LoadedPlugin::call_in_place`].
     async fn call<Answer, Refusal, R: Send + 'static>(
@@ -581,6 +681,21 @@ impl LoadedPlugin {
             (Some(indices), true) => Ok(indices.clone()),
             _ => Err(self.call_error(
                 &format!("migration.{function}"),
+                CallFailure::NotImplemented,
+            )),
+        }
+    }
+
+    fn admission_indices(&self, function: &str) -> Result<admission::GuestIndices, CallError> {
+        let functions = self.inner.admission_functions;
+        let implemented = match function {
+            "validate" => functions.validate,
+            _ => functions.defaults,
+        };
+        match (&self.inner.admission, implemented) {
+            (Some(indices), true) => Ok(indices.clone()),
+            _ => Err(self.call_error(
+                &format!("admission.{function}"),
                 CallFailure::NotImplemented,
             )),
         }
@@ -750,8 +865,8 @@ fn reconcile_guest_call(
     }
 }
 
-/// A migration or backup function's error (`result<_, string>`): the
-/// plugin refuses the object for good.
+/// A migration, backup or admission function's error
+/// (`result<_, string>`): the plugin refuses the object for good.
 fn migration_refusal(message: String, _limit: usize) -> Result<contract::Failure, OutputProblem> {
     Ok(contract::Failure::Permanent(message))
 }

@@ -384,13 +384,15 @@ impl Manager {
         &self,
         options: WebhookOptions,
     ) -> Result<ConversionWebhook, WebhookError> {
-        ConversionWebhook::start_with(
+        let webhook = ConversionWebhook::start_with(
             self.inner.client.clone(),
             self.inner.registry.clone(),
             self.inner.webhook_board.clone(),
             options,
         )
-        .await
+        .await?;
+        webhook.use_caches(self.inner.deps.cache.clone());
+        Ok(webhook)
     }
 
     /// The shared caches (tests check that reflectors are shared).

@@ -19,6 +19,7 @@
 //!   in [`Registry::stats`].
 
 pub mod access;
+mod admission;
 mod announcement;
 pub mod assign;
 mod candidate;
@@ -46,6 +47,10 @@ use crate::util::lock;
 use change::{CheckedActivation, SetEdit};
 
 pub use access::{AccessReport, OutsideGrant, PluginAccess};
+pub use admission::{
+    AdmissionMode, AdmissionSettings, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
+    MatchCondition,
+};
 pub use announcement::{Announcement, VersionChange};
 pub use candidate::Candidate;
 pub use error::{KindRefusal, PermissionDenial, PrimaryKindChange, RegistryError};
@@ -862,6 +867,7 @@ impl Registry {
             info,
             counters,
             grant: Arc::new(options.grant),
+            admission: options.admission,
         }
     }
 

@@ -28,6 +28,9 @@ pub struct ActivationOptions {
     pub grant: Grant,
     /// Limits per reconcile (default: [`ReconcileLimits::default`]).
     pub reconcile_limits: Option<ReconcileLimits>,
+    /// How the plugin's `validate` and `defaults` are served (default:
+    /// enforce, fail closed).
+    pub admission: super::AdmissionSettings,
 }
 
 /// Instances the registry's engine pools by default: calls in flight across

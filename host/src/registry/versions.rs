@@ -33,6 +33,9 @@ pub struct ActiveVersion {
     /// checked against it. The controller serves primaries and answers
     /// reads only in its namespaces.
     pub grant: Arc<Grant>,
+    /// How this deployment's admission is served (mode, failure policy;
+    /// read by the webhook per request).
+    pub admission: super::AdmissionSettings,
 }
 
 /// A second version rolled out next to the stable one.

@@ -1,5 +1,6 @@
 //! The Prometheus registry and every metric family the host records.
 
+mod admission;
 mod backup;
 
 use std::sync::Arc;
@@ -458,6 +459,7 @@ pub struct Metrics {
     plugin: PluginFamilies,
     lease: LeaseFamilies,
     backup: backup::BackupFamilies,
+    admission: admission::AdmissionFamilies,
     webhook_refusals: Family<ReasonLabels, Counter>,
 }
 
@@ -481,6 +483,7 @@ impl Metrics {
         let plugin = PluginFamilies::register(&mut registry);
         let lease = LeaseFamilies::register(&mut registry);
         let backup = backup::BackupFamilies::register(&mut registry);
+        let admission = admission::AdmissionFamilies::register(&mut registry);
         let webhook_refusals = registered(
             &mut registry,
             "wasm_operator_webhook_refusals",
@@ -494,6 +497,7 @@ impl Metrics {
             plugin,
             lease,
             backup,
+            admission,
             webhook_refusals,
         }
     }

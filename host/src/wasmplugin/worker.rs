@@ -892,6 +892,7 @@ fn activation_options(
         concurrency: spec.concurrency,
         grant: spec.permissions.clone().unwrap_or_default(),
         reconcile_limits: Some(reconcile_limits),
+        admission: spec.admission.clone().unwrap_or_default().settings(),
     })
 }
 

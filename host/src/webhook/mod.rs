@@ -37,6 +37,7 @@
 //! [`WebhookError`]: the address cannot be bound, the certificates cannot
 //! be made or read.
 
+pub mod admission;
 mod board;
 pub mod certs;
 pub mod crd;
@@ -116,9 +117,14 @@ pub struct WebhookOptions {
     pub limits: ServeLimits,
 }
 
-/// Why the webhook could not start.
+/// Why the webhook could not start, or keep its configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
+    /// The admission webhook configurations could not be written.
+    #[error(
+        "cannot keep the admission webhook configurations: {0}; the host needs get, list, create, patch and delete on validatingwebhookconfigurations and mutatingwebhookconfigurations"
+    )]
+    Admission(#[source] kube::Error),
     /// The address is taken or not permitted.
     #[error("cannot serve the conversion webhook on {addr}: {source}; pick another --webhook-addr")]
     Bind {
@@ -163,6 +169,10 @@ struct Inner {
     /// Storage migrations start only where this replica may write (the
     /// leader, under leader election).
     writes: Mutex<WriteGate>,
+    /// The host's caches, read by admission calls ([`ConversionWebhook::use_caches`]).
+    caches: server::SharedCaches,
+    /// The admission configurations written by the last complete sync.
+    admission_synced: tokio::sync::Mutex<(Vec<serde_json::Value>, Option<Instant>)>,
 }
 
 /// The running conversion webhook. Cheap to clone; clones share it.
@@ -287,6 +297,8 @@ impl ConversionWebhook {
                 migrate_storage: options.migrate_storage,
                 migrating: Mutex::new(BTreeSet::new()),
                 writes: Mutex::new(WriteGate::always_open()),
+                caches: Arc::default(),
+                admission_synced: tokio::sync::Mutex::default(),
             }),
         };
         // The WasmPlugin controller points a plugin's CRD here before its
@@ -296,6 +308,7 @@ impl ConversionWebhook {
             listener,
             tls,
             registry,
+            webhook.inner.caches.clone(),
             options.limits,
             cancel.clone(),
         ));
@@ -379,6 +392,60 @@ impl ConversionWebhook {
             }
         }
         *synced = (crds, Some(Instant::now()));
+        Ok(changed)
+    }
+
+    /// Lets admission calls read `cache` (the manager's shared caches), as
+    /// reconciles do; until then a plugin's cache reads during admission
+    /// fail, naming why.
+    pub fn use_caches(&self, cache: crate::cache::SharedCache) {
+        *lock(&self.inner.caches) = Some(cache);
+    }
+
+    /// The webhook configurations every admitting plugin needs now
+    /// ([`admission::config::desired`]).
+    pub fn desired_admission(&self) -> Vec<serde_json::Value> {
+        let registry = &self.inner.registry;
+        let client_config = self.desired_conversion()["webhook"]["clientConfig"].clone();
+        let mut out = Vec::new();
+        for info in registry.loaded() {
+            let Some(versions) = registry.versions(&info.name) else {
+                continue;
+            };
+            let stable = versions.current().stable.clone();
+            let manifest = stable.plugin.manifest();
+            let (validating, mutating) = admission::config::desired(
+                admission::config::AdmittingPlugin {
+                    plugin: &manifest.name,
+                    primary: &manifest.primary,
+                    functions: stable.plugin.admission_functions(),
+                    settings: &stable.admission,
+                },
+                &client_config,
+            );
+            out.extend(validating);
+            out.extend(mutating);
+        }
+        out
+    }
+
+    /// Writes the webhook configurations of every admitting plugin and
+    /// deletes the host's others (the background task does the same on
+    /// every change and every minute). Returns what it changed.
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookError::Admission`] with the API server's answer.
+    pub async fn sync_admission(&self) -> Result<Vec<String>, WebhookError> {
+        let mut synced = self.inner.admission_synced.lock().await;
+        let desired = self.desired_admission();
+        let changed = admission::config::sync(&self.inner.client, &desired)
+            .await
+            .map_err(WebhookError::Admission)?;
+        for name in &changed {
+            tracing::info!(configuration = %name, "admission webhook configuration synced");
+        }
+        *synced = (desired, Some(Instant::now()));
         Ok(changed)
     }
 
@@ -538,6 +605,14 @@ async fn keep_crds(webhook: ConversionWebhook, cancel: CancellationToken) {
             let synced = webhook.inner.synced.lock().await;
             synced.1.is_none_or(|at| at.elapsed() >= RESYNC) || synced.0 != webhook.migrating_crds()
         };
+        let admission_due = {
+            let synced = webhook.inner.admission_synced.lock().await;
+            synced.1.is_none_or(|at| at.elapsed() >= RESYNC)
+                || synced.0 != webhook.desired_admission()
+        };
+        if admission_due && let Err(error) = webhook.sync_admission().await {
+            tracing::warn!(%error, "retrying in {}s", FAILED_SYNC_PAUSE.as_secs());
+        }
         if due && let Err(error) = webhook.sync_crds().await {
             tracing::warn!(%error, "retrying in {}s", FAILED_SYNC_PAUSE.as_secs());
             tokio::select! {

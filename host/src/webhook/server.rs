@@ -22,8 +22,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use super::admission::config::{MUTATE_PATH, VALIDATE_PATH};
+use super::admission::{self, Review};
 use super::crd::PATH;
 use super::review::{self, ConvertedObject};
+use crate::cache::SharedCache;
 use crate::registry::{ActiveVersion, Registry};
 use crate::telemetry::WebhookRefusal;
 
@@ -238,11 +241,16 @@ fn describe(object: &review::RawObject<'_>) -> String {
     )
 }
 
-/// What the handler shares: the registry, the limits and the permits of
-/// the reviews in flight.
+/// The host's caches, once the manager handed them over: admission calls
+/// read them as reconciles do.
+pub type SharedCaches = Arc<std::sync::Mutex<Option<SharedCache>>>;
+
+/// What the handler shares: the registry, the caches, the limits and the
+/// permits of the reviews in flight.
 #[derive(Clone)]
 struct Served {
     registry: Registry,
+    caches: SharedCaches,
     limits: ServeLimits,
     reviews: Arc<Semaphore>,
     /// KiB of bodies in flight.
@@ -271,6 +279,40 @@ impl Served {
 }
 
 async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) -> Response {
+    let (bytes, _permits) = match read_bounded(&served, &headers, body).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let answered = answer_bytes(&served.registry, &bytes).await;
+    drop(bytes);
+    ([(header::CONTENT_TYPE, "application/json")], answered).into_response()
+}
+
+/// `/validate` and `/mutate`: AdmissionReviews, bounded like conversions.
+async fn admit(served: Served, review: Review, headers: HeaderMap, body: Body) -> Response {
+    let (bytes, _permits) = match read_bounded(&served, &headers, body).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
+    let caches = crate::util::lock(&served.caches).clone();
+    let answered = admission::answer(&served.registry, caches.as_ref(), review, &bytes).await;
+    drop(bytes);
+    ([(header::CONTENT_TYPE, "application/json")], answered).into_response()
+}
+
+/// The permits a review holds while it is read and answered.
+type Permits = (
+    tokio::sync::OwnedSemaphorePermit,
+    tokio::sync::OwnedSemaphorePermit,
+);
+
+/// Reads a review's body within the limits: refused (413, 503) before a
+/// byte is read when it cannot fit, or when it passes the bound.
+async fn read_bounded(
+    served: &Served,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Vec<u8>, Permits), Response> {
     let max = served.limits.max_review_bytes;
     let announced = headers
         .get(header::CONTENT_LENGTH)
@@ -279,56 +321,54 @@ async fn handle(State(served): State<Served>, headers: HeaderMap, body: Body) ->
     if let Some(length) = announced
         && length > max
     {
-        return served.refuse(
+        return Err(served.refuse(
             WebhookRefusal::TooLarge,
             too_large(&format!("announces {length} bytes"), max),
-        );
+        ));
     }
     // Both permits are taken before a byte of the body is read; a review
     // without a Content-Length is charged the largest a review can be.
-    let Ok(_review) = served.reviews.clone().try_acquire_owned() else {
-        return served.refuse(
+    let Ok(review) = served.reviews.clone().try_acquire_owned() else {
+        return Err(served.refuse(
             WebhookRefusal::Busy,
             format!(
-                "the conversion webhook is converting {} reviews already, its bound; retry",
+                "the webhook is answering {} reviews already, its bound; retry",
                 served.limits.max_reviews_in_flight
             ),
-        );
+        ));
     };
-    let Ok(_bytes) = served
+    let Ok(held) = served
         .bytes
         .clone()
         .try_acquire_many_owned(kib(announced.unwrap_or(max)))
     else {
-        return served.refuse(
+        return Err(served.refuse(
             WebhookRefusal::Busy,
             format!(
-                "the conversion webhook holds {} bytes of reviews already, its bound; retry",
+                "the webhook holds {} bytes of reviews already, its bound; retry",
                 served.limits.bytes_in_flight()
             ),
-        );
+        ));
     };
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0));
     while let Some(chunk) = stream.next().await {
         let Ok(chunk) = chunk else {
-            return (
+            return Err((
                 StatusCode::BAD_REQUEST,
                 "the review's body ended early".to_string(),
             )
-                .into_response();
+                .into_response());
         };
         if bytes.len() + chunk.len() > max {
-            return served.refuse(
+            return Err(served.refuse(
                 WebhookRefusal::TooLarge,
                 too_large(&format!("sent more than {max} bytes"), max),
-            );
+            ));
         }
         bytes.extend_from_slice(&chunk);
     }
-    let answered = answer_bytes(&served.registry, &bytes).await;
-    drop(bytes);
-    ([(header::CONTENT_TYPE, "application/json")], answered).into_response()
+    Ok((bytes, (review, held)))
 }
 
 fn too_large(what: &str, max: usize) -> String {
@@ -343,18 +383,36 @@ pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     registry: Registry,
+    caches: SharedCaches,
     limits: ServeLimits,
     cancel: CancellationToken,
 ) {
     registry.metrics().webhook_started();
     let served = Served {
         registry,
+        caches,
         limits,
         reviews: Arc::new(Semaphore::new(limits.max_reviews_in_flight.max(1))),
         bytes: Arc::new(Semaphore::new(kib(limits.bytes_in_flight()) as usize)),
     };
     let router = Router::new()
         .route(PATH, post(handle))
+        .route(
+            VALIDATE_PATH,
+            post(
+                |State(served): State<Served>, headers: HeaderMap, body: Body| {
+                    admit(served, Review::Validate, headers, body)
+                },
+            ),
+        )
+        .route(
+            MUTATE_PATH,
+            post(
+                |State(served): State<Served>, headers: HeaderMap, body: Body| {
+                    admit(served, Review::Mutate, headers, body)
+                },
+            ),
+        )
         // The handler bounds the body itself (before reading it).
         .layer(axum::extract::DefaultBodyLimit::disable())
         .with_state(served);

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod admission;
 mod certificates;
 #[cfg(feature = "devcluster")]
 mod dev;
@@ -103,6 +104,7 @@ impl Fixture {
         )
         .await
         .unwrap();
+        webhook.use_caches(manager.cache().clone());
         manager.serve_wasmplugins().await.unwrap();
         Fixture {
             cluster,

@@ -1,7 +1,8 @@
 //! The engine against the real plugin components built by
-//! `scripts/build-plugins.sh` (webapp and faulty; backups: distributedkv
-//! and backup-v1).
+//! `scripts/build-plugins.sh` (webapp and faulty; backups and admission:
+//! distributedkv and backup-v1 too).
 
+mod admission;
 mod backup;
 
 use std::path::PathBuf;

@@ -25,12 +25,22 @@
 //! `kvctl backup` against the headless Service, and [`restore`] gives the
 //! Job that restores a `Backup` from its `status.location`. Both Jobs run
 //! under Pod Security `restricted`, like the StatefulSet's pods.
+//!
+//! # Admission
+//!
+//! [`validate`] refuses updates the store cannot survive: fewer replicas
+//! than the quorum of the current ones, and a smaller volume (a
+//! PersistentVolumeClaim cannot shrink). It reads both API versions and
+//! names the fields as the object writes them.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use wasm_operator_sdk::{BackupPlan, BackupStatus, Children, Condition, Desired, Failure, Kind, Manifest};
+use wasm_operator_sdk::{
+    BackupPlan, BackupStatus, Children, Condition, Desired, Failure, Kind, Manifest, Operation, Verdict,
+};
 
 /// The API group of `DistributedKV`.
 pub const GROUP: &str = "kv.example.com";
@@ -619,6 +629,179 @@ pub fn restore(object: &Value, backup: &Value) -> Result<Value, String> {
     Ok(kvctl_job(&name, "restore", &image, args, env, &pod_labels))
 }
 
+/// The quorum of `replicas` nodes: a majority, `replicas / 2 + 1`.
+pub fn quorum(replicas: i64) -> i64 {
+    replicas / 2 + 1
+}
+
+/// Admission of a DistributedKV (either API version). An update is refused
+/// when it would
+///
+/// - leave fewer replicas than the quorum of the current ones (the
+///   remaining nodes could not form a majority of the old membership and
+///   the store would lose writes): `spec.replicaCount` (`spec.size` in
+///   `v1alpha1`) below `old / 2 + 1`;
+/// - shrink the volumes (a PersistentVolumeClaim cannot shrink):
+///   `spec.storageSize` (`spec.storage.size`) below the current size,
+///   compared as Kubernetes quantities (`1Gi` is `1024Mi`), the default
+///   [`DEFAULT_STORAGE_SIZE`] standing for an unset size.
+///
+/// The message names the field as the new object writes it, with the old
+/// and new values. Creates, deletes and connects are allowed, and so is a
+/// rule whose values cannot be read (reconcile reports those).
+pub fn validate(operation: Operation, object: &Value, old: Option<&Value>) -> Verdict {
+    let (Operation::Update, Some(old)) = (operation, old) else {
+        return Verdict::allow();
+    };
+    let alpha = object.get("apiVersion").and_then(Value::as_str) == Some(V1ALPHA1);
+    let (replicas_field, storage_field) =
+        if alpha { ("spec.size", "spec.storage.size") } else { ("spec.replicaCount", "spec.storageSize") };
+    let (Ok(new), Ok(old)) = (convert(object.clone(), V1BETA1), convert(old.clone(), V1BETA1)) else {
+        return Verdict::allow();
+    };
+    let count = |o: &Value| o.pointer("/spec/replicaCount").and_then(Value::as_i64);
+    let size =
+        |o: &Value| o.pointer("/spec/storageSize").and_then(Value::as_str).unwrap_or(DEFAULT_STORAGE_SIZE).to_string();
+    let mut faults = Vec::new();
+    if let (Some(new), Some(old)) = (count(&new), count(&old))
+        && new < quorum(old)
+    {
+        faults.push((
+            replicas_field,
+            format!(
+                "cannot go from {old} to {new}: below the quorum of the current {old} replicas ({}); scale down in steps that keep a quorum",
+                quorum(old)
+            ),
+        ));
+    }
+    let (new_size, old_size) = (size(&new), size(&old));
+    if new_size != old_size {
+        match (Quantity::parse(&new_size), Quantity::parse(&old_size)) {
+            (Err(problem), _) => faults.push((storage_field, format!("is not a quantity ({new_size:?}: {problem})"))),
+            (Ok(new), Ok(old)) if new < old => faults
+                .push((storage_field, format!("cannot decrease from {old_size} to {new_size}: volumes cannot shrink"))),
+            _ => {}
+        }
+    }
+    if faults.is_empty() {
+        return Verdict::allow();
+    }
+    let message = faults.iter().map(|(path, problem)| format!("{path} {problem}")).collect::<Vec<_>>().join("; ");
+    faults.into_iter().fold(Verdict::refuse(message), |verdict, (path, problem)| verdict.field(path, problem))
+}
+
+/// A Kubernetes resource quantity (`512Mi`, `1Gi`, `1.5G`, `100m`, `1e3`),
+/// exactly: `mantissa × 10^exp10 × 2^exp2`, negative when `negative`.
+#[derive(Debug, Clone, Copy)]
+pub struct Quantity {
+    negative: bool,
+    mantissa: u128,
+    exp10: i32,
+    exp2: u32,
+}
+
+impl Quantity {
+    /// Parses the Kubernetes quantity syntax: a signed decimal number, then
+    /// a binary suffix (`Ki` … `Ei`), a decimal one (`n`, `u`, `m`, `k`,
+    /// `M` … `E`) or a decimal exponent (`e3`, `E-2`), or none.
+    ///
+    /// # Errors
+    ///
+    /// What is wrong with `text`.
+    pub fn parse(text: &str) -> Result<Quantity, String> {
+        let (negative, rest) = match text.as_bytes().first() {
+            Some(b'-') => (true, &text[1..]),
+            Some(b'+') => (false, &text[1..]),
+            _ => (false, text),
+        };
+        let number_end = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let (number, suffix) = rest.split_at(number_end);
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() && fraction.is_empty() {
+            return Err("no number".into());
+        }
+        if fraction.contains('.') {
+            return Err("more than one decimal point".into());
+        }
+        let digits = format!("{whole}{fraction}");
+        let digits = digits.trim_start_matches('0');
+        if digits.len() > 38 {
+            return Err("too many digits".into());
+        }
+        let mantissa = if digits.is_empty() { 0 } else { digits.parse::<u128>().map_err(|e| e.to_string())? };
+        let mut exp10 = -(fraction.len() as i32);
+        let mut exp2 = 0;
+        match suffix {
+            "" => {}
+            "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" => {
+                exp2 = 10 * (1 + "KMGTPE".find(&suffix[..1]).unwrap_or(0) as u32);
+            }
+            "n" => exp10 -= 9,
+            "u" => exp10 -= 6,
+            "m" => exp10 -= 3,
+            "k" => exp10 += 3,
+            "M" => exp10 += 6,
+            "G" => exp10 += 9,
+            "T" => exp10 += 12,
+            "P" => exp10 += 15,
+            "E" => exp10 += 18,
+            _ if suffix.starts_with(['e', 'E']) => {
+                let exponent: i32 = suffix[1..].parse().map_err(|_| format!("unknown suffix {suffix:?}"))?;
+                exp10 = exp10.checked_add(exponent).ok_or("exponent out of range")?;
+            }
+            _ => return Err(format!("unknown suffix {suffix:?}")),
+        }
+        Ok(Quantity { negative: negative && mantissa != 0, mantissa, exp10, exp2 })
+    }
+
+    /// The magnitude, approximately (for magnitudes too far apart to
+    /// compare exactly).
+    fn approximate(&self) -> f64 {
+        self.mantissa as f64 * 10f64.powi(self.exp10) * 2f64.powi(self.exp2 as i32)
+    }
+
+    /// The magnitudes of `self` and `other` scaled to integers with one
+    /// decimal exponent, if that fits.
+    fn scaled(&self, other: &Quantity) -> Option<(u128, u128)> {
+        let common = self.exp10.min(other.exp10);
+        let scale = |q: &Quantity| -> Option<u128> {
+            let tens = u32::try_from(q.exp10 - common).ok()?;
+            q.mantissa.checked_mul(10u128.checked_pow(tens)?)?.checked_mul(1u128.checked_shl(q.exp2)?)
+        };
+        Some((scale(self)?, scale(other)?))
+    }
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Quantity {}
+
+impl PartialOrd for Quantity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Quantity {
+    /// Quantities by value: `1Gi` equals `1024Mi`, `512Mi` is less.
+    fn cmp(&self, other: &Self) -> Ordering {
+        let magnitude = match self.scaled(other) {
+            Some((a, b)) => a.cmp(&b),
+            None => self.approximate().total_cmp(&other.approximate()),
+        };
+        match (self.negative, other.negative) {
+            (false, false) => magnitude,
+            (true, true) => magnitude.reverse(),
+            (true, false) => Ordering::Less,
+            (false, true) => Ordering::Greater,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -872,6 +1055,99 @@ mod tests {
         assert!(m.implements_backup);
         assert!(m.owns.iter().any(|k| k.group == "batch" && k.kind == "Job"));
         assert!(!manifest("1.0.0").implements_backup);
+    }
+
+    fn update(new: Value, old: Value) -> Verdict {
+        validate(Operation::Update, &new, Some(&old))
+    }
+
+    fn with_spec(mut object: Value, field: &str, value: Value) -> Value {
+        object["spec"][field] = value;
+        object
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        let q = |t: &str| Quantity::parse(t).unwrap();
+        assert_eq!(q("1Gi").cmp(&q("512Mi")), Ordering::Greater);
+        assert_eq!(q("1Gi").cmp(&q("1024Mi")), Ordering::Equal);
+        assert_eq!(q("1Gi").cmp(&q("1073741824")), Ordering::Equal);
+        assert_eq!(q("1G").cmp(&q("1Gi")), Ordering::Less);
+        assert_eq!(q("1.5Gi").cmp(&q("1536Mi")), Ordering::Equal);
+        assert_eq!(q("1.1G").cmp(&q("1100M")), Ordering::Equal);
+        assert_eq!(q("1e3").cmp(&q("1k")), Ordering::Equal);
+        assert_eq!(q("1E").cmp(&q("1e18")), Ordering::Equal);
+        assert_eq!(q("500m").cmp(&q(".5")), Ordering::Equal);
+        assert_eq!(q("-1").cmp(&q("0")), Ordering::Less);
+        assert_eq!(q("1Ei").cmp(&q("1n")), Ordering::Greater);
+        for bad in ["", "Gi", "1GB", "1..2", "1e", "abc"] {
+            assert!(Quantity::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shrinking_below_the_quorum_is_refused_in_both_versions() {
+        let five = with_spec(beta(), "replicaCount", json!(5));
+        // The quorum of 5 is 3: down to 3 keeps it, 2 does not.
+        assert!(update(with_spec(beta(), "replicaCount", json!(3)), five.clone()).allowed);
+        let refused = update(with_spec(beta(), "replicaCount", json!(2)), five.clone());
+        assert!(!refused.allowed);
+        assert_eq!(
+            refused.message,
+            "spec.replicaCount cannot go from 5 to 2: below the quorum of the current 5 replicas (3); scale down in steps that keep a quorum"
+        );
+        assert_eq!(refused.fields[0].path, "spec.replicaCount");
+        // A v1alpha1 client names the field spec.size; the old object may be
+        // stored in either version.
+        let alpha_two = with_spec(convert(beta(), V1ALPHA1).unwrap(), "size", json!(2));
+        let refused = update(alpha_two, five);
+        assert_eq!(refused.fields[0].path, "spec.size");
+        assert!(refused.message.starts_with("spec.size cannot go from 5 to 2"), "{}", refused.message);
+        // Growing, or 3 to 2 (quorum 2), is fine.
+        assert!(update(with_spec(beta(), "replicaCount", json!(2)), beta()).allowed);
+        assert!(update(with_spec(beta(), "replicaCount", json!(9)), beta()).allowed);
+    }
+
+    #[test]
+    fn decreasing_the_storage_size_is_refused_in_both_versions() {
+        let refused =
+            update(with_spec(beta(), "storageSize", json!("512Mi")), with_spec(beta(), "storageSize", json!("1Gi")));
+        assert!(!refused.allowed);
+        assert_eq!(refused.message, "spec.storageSize cannot decrease from 1Gi to 512Mi: volumes cannot shrink");
+        assert_eq!(refused.fields[0].path, "spec.storageSize");
+        // The same size spelled another way, and growing, are fine.
+        assert!(
+            update(with_spec(beta(), "storageSize", json!("1024Mi")), with_spec(beta(), "storageSize", json!("1Gi")))
+                .allowed
+        );
+        assert!(update(with_spec(beta(), "storageSize", json!("4Gi")), beta()).allowed);
+        // An unset size is the default 1Gi.
+        let mut unset = beta();
+        unset["spec"].as_object_mut().unwrap().remove("storageSize");
+        let refused = update(with_spec(beta(), "storageSize", json!("100Mi")), unset);
+        assert_eq!(refused.message, "spec.storageSize cannot decrease from 1Gi to 100Mi: volumes cannot shrink");
+        let mut alpha = convert(beta(), V1ALPHA1).unwrap();
+        alpha["spec"]["storage"]["size"] = json!("1Gi");
+        let refused = update(alpha, beta());
+        assert_eq!(refused.fields[0].path, "spec.storage.size");
+        assert_eq!(refused.message, "spec.storage.size cannot decrease from 2Gi to 1Gi: volumes cannot shrink");
+        let garbage = update(with_spec(beta(), "storageSize", json!("lots")), beta());
+        assert!(!garbage.allowed && garbage.message.starts_with("spec.storageSize is not a quantity"), "{garbage:?}");
+    }
+
+    #[test]
+    fn both_rules_are_reported_together_and_other_operations_are_allowed() {
+        let mut shrunk = with_spec(beta(), "replicaCount", json!(1));
+        shrunk["spec"]["storageSize"] = json!("1Gi");
+        let old = with_spec(beta(), "replicaCount", json!(5));
+        let refused = update(shrunk.clone(), old.clone());
+        let paths: Vec<&str> = refused.fields.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["spec.replicaCount", "spec.storageSize"]);
+        assert!(refused.message.contains("; spec.storageSize cannot decrease from 2Gi to 1Gi"), "{}", refused.message);
+        assert!(validate(Operation::Create, &shrunk, None).allowed);
+        assert!(validate(Operation::Delete, &shrunk, Some(&old)).allowed);
+        assert!(validate(Operation::Update, &shrunk, None).allowed);
+        assert_eq!((quorum(1), quorum(3), quorum(4), quorum(5)), (1, 2, 3, 3));
     }
 
     #[test]

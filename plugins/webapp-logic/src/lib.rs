@@ -13,12 +13,22 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
-use wasm_operator_sdk::{Children, Condition, Crd, Desired, Event, Failure, Finalized, Kind, Manifest, log};
+use wasm_operator_sdk::{
+    Children, Condition, Crd, Desired, Event, Failure, Finalized, Kind, Manifest, Operation, Verdict, log,
+};
 
-/// A `WebApp` object.
-#[derive(Debug, Clone, Deserialize)]
+/// The fewest replicas a WebApp runs (the CRD's `minimum` of `spec.replicas`).
+pub const MIN_REPLICAS: i32 = 1;
+/// The most replicas a WebApp runs (the CRD's `maximum` of `spec.replicas`).
+pub const MAX_REPLICAS: i32 = 10;
+/// `spec.port` when the WebApp does not set one (the CRD's default too).
+pub const DEFAULT_PORT: i32 = 80;
+
+/// A `WebApp` object. It serializes for admission defaults: what the SDK
+/// writes back over the object (fields this type does not know survive).
+#[derive(Debug, Clone, Deserialize, Serialize)]
 pub struct WebApp {
     /// Name and namespace name the children.
     pub metadata: ObjectMeta,
@@ -31,7 +41,7 @@ pub struct WebApp {
 
 /// What the plugin reports (the phase is read back to tell a change of
 /// phase); the host adds `conditions` and `observedGeneration`.
-#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebAppStatus {
     /// Ready pods of the WebApp's Deployment.
@@ -43,7 +53,7 @@ pub struct WebAppStatus {
 }
 
 /// What the user asks for.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 pub struct WebAppSpec {
     /// Number of pods to run.
     #[schemars(range(min = 1, max = 10))]
@@ -58,7 +68,7 @@ pub struct WebAppSpec {
 }
 
 fn default_port() -> i32 {
-    80
+    DEFAULT_PORT
 }
 
 /// The desired state of `app`: its Deployment and Service, with
@@ -68,9 +78,12 @@ pub fn desired_state(app: WebApp, children: &Children, extra_labels: &[(&str, &s
     let spec = &app.spec;
     // The CRD validates these too; an object stored before the schema was
     // tightened must not turn into an invalid Deployment.
-    if !(1..=10).contains(&spec.replicas) || !(1..=65535).contains(&spec.port) || spec.image.is_empty() {
+    if !(MIN_REPLICAS..=MAX_REPLICAS).contains(&spec.replicas)
+        || !(1..=65535).contains(&spec.port)
+        || spec.image.is_empty()
+    {
         return Err(Failure::permanent(format!(
-            "spec is invalid: replicas must be 1..10 (got {}), port 1..65535 (got {}), image non-empty",
+            "spec is invalid: replicas must be {MIN_REPLICAS}..{MAX_REPLICAS} (got {}), port 1..65535 (got {}), image non-empty",
             spec.replicas, spec.port
         )));
     }
@@ -102,6 +115,44 @@ fn phase_event(before: Option<&str>, now: &str, message: &str) -> Option<Event> 
         (Some("Running"), _) => Some(Event::normal("Pending", message)),
         _ => None,
     }
+}
+
+/// Admission of a WebApp being created or updated: refused when its spec is
+/// one [`desired_state`] would refuse (the CRD's bounds, checked again for
+/// a CRD installed without them), each field at fault named with its
+/// value: `spec.replicas must be between 1 and 10, got 0`. Deletes and
+/// connects are allowed.
+pub fn validate(operation: Operation, app: &WebApp) -> Verdict {
+    if !operation.writes() {
+        return Verdict::allow();
+    }
+    let spec = &app.spec;
+    let mut faults = Vec::new();
+    if !(MIN_REPLICAS..=MAX_REPLICAS).contains(&spec.replicas) {
+        faults.push((
+            "spec.replicas",
+            format!("must be between {MIN_REPLICAS} and {MAX_REPLICAS}, got {}", spec.replicas),
+        ));
+    }
+    if !(1..=65535).contains(&spec.port) {
+        faults.push(("spec.port", format!("must be between 1 and 65535, got {}", spec.port)));
+    }
+    if spec.image.is_empty() {
+        faults.push(("spec.image", "must not be empty".to_owned()));
+    }
+    if faults.is_empty() {
+        return Verdict::allow();
+    }
+    let message = faults.iter().map(|(path, problem)| format!("{path} {problem}")).collect::<Vec<_>>().join("; ");
+    faults.into_iter().fold(Verdict::refuse(message), |verdict, (path, problem)| verdict.field(path, problem))
+}
+
+/// The defaults of a WebApp: `spec.port` [`DEFAULT_PORT`] when it sets
+/// none. Reading the object into [`WebApp`] fills it already (the field's
+/// serde default, the same the CRD declares), and the SDK writes the typed
+/// object back, so `app` comes back as it is.
+pub fn defaults(app: WebApp) -> WebApp {
+    app
 }
 
 /// The manifest every webapp version shares; versions add to it.
@@ -205,7 +256,48 @@ pub fn children_of(meta: &ObjectMeta, spec: &WebAppSpec, extra_labels: &[(&str, 
 
 #[cfg(test)]
 mod tests {
-    use super::phase_event;
+    use super::*;
+
+    fn app(spec: serde_json::Value) -> WebApp {
+        serde_json::from_value(json!({"metadata": {"name": "shop", "namespace": "default"}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn replicas_outside_the_bounds_are_refused_naming_the_field() {
+        for replicas in [0, 11, -3] {
+            let verdict = validate(Operation::Create, &app(json!({"replicas": replicas, "image": "nginx"})));
+            assert!(!verdict.allowed);
+            assert_eq!(verdict.message, format!("spec.replicas must be between 1 and 10, got {replicas}"));
+            assert_eq!(verdict.fields.len(), 1);
+            assert_eq!(verdict.fields[0].path, "spec.replicas");
+            assert_eq!(verdict.fields[0].message, format!("must be between 1 and 10, got {replicas}"));
+        }
+        for replicas in [1, 10] {
+            assert!(validate(Operation::Update, &app(json!({"replicas": replicas, "image": "nginx"}))).allowed);
+        }
+    }
+
+    #[test]
+    fn every_field_at_fault_is_named_and_deletes_are_allowed() {
+        let bad = app(json!({"replicas": 0, "image": "", "port": 70000}));
+        let verdict = validate(Operation::Update, &bad);
+        let paths: Vec<&str> = verdict.fields.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["spec.replicas", "spec.port", "spec.image"]);
+        assert_eq!(
+            verdict.message,
+            "spec.replicas must be between 1 and 10, got 0; spec.port must be between 1 and 65535, got 70000; spec.image must not be empty"
+        );
+        assert!(validate(Operation::Delete, &bad).allowed);
+        assert!(validate(Operation::Connect, &bad).allowed);
+    }
+
+    #[test]
+    fn the_port_is_defaulted_when_absent() {
+        let defaulted = serde_json::to_value(defaults(app(json!({"replicas": 2, "image": "nginx"})))).unwrap();
+        assert_eq!(defaulted["spec"]["port"], DEFAULT_PORT);
+        let kept = serde_json::to_value(defaults(app(json!({"replicas": 2, "image": "nginx", "port": 8080})))).unwrap();
+        assert_eq!(kept["spec"]["port"], 8080);
+    }
 
     #[test]
     fn an_event_marks_each_change_of_phase_only() {

@@ -1,9 +1,13 @@
 //! The WebApp operator as a wasm-operator plugin (version 1): a `WebApp`
 //! (`example.com/v1`) becomes a Deployment and a Service, and its status
-//! reports how many replicas are ready. The logic lives in `webapp-logic`,
-//! shared with later versions of this plugin.
+//! reports how many replicas are ready. It admits WebApps too: `validate`
+//! refuses a spec it cannot serve (`spec.replicas` outside 1..10), and
+//! `defaults` fills `spec.port`. The logic lives in `webapp-logic`, shared
+//! with later versions of this plugin.
 
-use wasm_operator_sdk::{Children, Context, Crd, Desired, Failure, Finalized, Manifest, Reconciler};
+use wasm_operator_sdk::{
+    Children, Context, Crd, Desired, Failure, Finalized, Manifest, Operation, Reconciler, Verdict,
+};
 pub use webapp_logic::{WebApp, WebAppSpec, children_of, desired_state};
 
 /// The plugin.
@@ -13,7 +17,7 @@ impl Reconciler for WebAppPlugin {
     type Object = WebApp;
 
     fn manifest() -> Manifest {
-        webapp_logic::manifest(env!("CARGO_PKG_VERSION"))
+        webapp_logic::manifest(env!("CARGO_PKG_VERSION")).implements_validate().implements_defaults()
     }
 
     fn crd() -> Option<Crd> {
@@ -26,6 +30,14 @@ impl Reconciler for WebAppPlugin {
 
     fn finalize(_ctx: &Context, app: WebApp, _children: &Children) -> Result<Finalized, Failure> {
         webapp_logic::finalize(app)
+    }
+
+    fn validate(_ctx: &Context, operation: Operation, app: WebApp, _old: Option<WebApp>) -> Result<Verdict, String> {
+        Ok(webapp_logic::validate(operation, &app))
+    }
+
+    fn defaults(_ctx: &Context, _operation: Operation, app: WebApp) -> Result<WebApp, String> {
+        Ok(webapp_logic::defaults(app))
     }
 }
 

@@ -19,8 +19,12 @@ use serde_json::Value;
 use crate::contract::{Grant, ReconcileLimits};
 use crate::engine::CallLimits;
 
+mod admission;
 mod canary;
 
+pub use admission::{
+    AdmissionSpec, FailurePolicySpec, MatchConditionSpec, ModeSpec, OperationSpec,
+};
 pub use canary::{
     AnalysisSpec, AnalysisStatus, CanaryMode, CanarySelector, CanarySpec, CanaryStatus,
     CanaryVersion, DiffSample, DryRunStatus, ObjectProblem, Promotion, SelectorRequirement,
@@ -113,6 +117,12 @@ pub struct WasmPluginSpec {
     /// See docs/canary.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<CanarySpec>,
+    /// How the plugin's `validate` and `defaults` are served as admission
+    /// webhooks for its primary kind: mode (`Enforce`, `Warn`, `Audit`),
+    /// failure policy, timeout, operations. Absent: enforce, fail closed.
+    /// See docs/admission.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<AdmissionSpec>,
 }
 
 /// `spec.source`: exactly one of the three. The schema enforces it twice:
