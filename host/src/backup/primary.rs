@@ -246,7 +246,6 @@ async fn act(
     deadline: Duration,
     summary: &mut Value,
 ) {
-    let dynamic = primary.to_dynamic();
     let kind = &ctx.deps.primary.kind;
     let name = primary.name_any();
     match action {
@@ -263,26 +262,16 @@ async fn act(
         }
         ScheduleAction::CatchUp { slot, missed } => {
             let backup = create_backup(ctx, primary, Trigger::Scheduled, Some(slot), 1).await;
-            ctx.deps
-                .metrics
-                .backup_slots_missed(&ctx.deps.plugin, missed);
-            add_count(summary, "missedSlots", missed);
             let message = format!(
                 "{missed} slot(s) of schedule {described} passed while no host acted on them; caught up once with Backup {backup} for the last one ({})",
                 text(slot)
             );
-            set_condition(
+            report_missed(
+                ctx,
+                primary,
                 summary,
-                Reason::BackupScheduleMissed.as_str(),
-                true,
-                Reason::BackupCaughtUp.as_str(),
-                &message,
-            );
-            ctx.event(
-                &ctx.deps.primary,
-                &dynamic,
-                true,
-                Reason::BackupScheduleMissed.as_str(),
+                missed,
+                Reason::BackupCaughtUp,
                 &message,
             )
             .await;
@@ -298,67 +287,56 @@ async fn act(
                 "slot {} of {kind} {name} skipped: Backup {running} still runs (one backup at a time)",
                 text(slot)
             );
-            ctx.event(
-                &ctx.deps.primary,
-                &dynamic,
-                true,
-                Reason::BackupSkipped.as_str(),
-                &message,
-            )
-            .await;
-            if missed_before > 0 {
-                ctx.deps
-                    .metrics
-                    .backup_slots_missed(&ctx.deps.plugin, missed_before);
-                add_count(summary, "missedSlots", missed_before);
-                let message = format!("{missed_before} slot(s) before {} were missed", text(slot));
-                set_condition(
-                    summary,
-                    Reason::BackupScheduleMissed.as_str(),
-                    true,
-                    Reason::BackupScheduleMissed.as_str(),
-                    &message,
-                );
-                ctx.event(
-                    &ctx.deps.primary,
-                    &dynamic,
-                    true,
-                    Reason::BackupScheduleMissed.as_str(),
-                    &message,
-                )
+            let dynamic = primary.to_dynamic();
+            let reason = Reason::BackupSkipped.as_str();
+            ctx.event(&ctx.deps.primary, &dynamic, true, reason, &message)
                 .await;
+            if missed_before > 0 {
+                let message = format!("{missed_before} slot(s) before {} were missed", text(slot));
+                let reason = Reason::BackupScheduleMissed;
+                report_missed(ctx, primary, summary, missed_before, reason, &message).await;
             }
         }
         ScheduleAction::Missed {
             missed,
             last_missed,
         } => {
-            ctx.deps
-                .metrics
-                .backup_slots_missed(&ctx.deps.plugin, missed);
-            add_count(summary, "missedSlots", missed);
             let message = format!(
                 "{missed} slot(s) of schedule {described} were missed, the last at {}, past the starting deadline of {} s: no backup taken for them",
                 text(last_missed),
                 deadline.as_secs()
             );
-            set_condition(
-                summary,
-                Reason::BackupScheduleMissed.as_str(),
-                true,
-                Reason::BackupScheduleMissed.as_str(),
-                &message,
-            );
-            ctx.event(
-                &ctx.deps.primary,
-                &dynamic,
-                true,
-                Reason::BackupScheduleMissed.as_str(),
-                &message,
-            )
-            .await;
+            let reason = Reason::BackupScheduleMissed;
+            report_missed(ctx, primary, summary, missed, reason, &message).await;
         }
     }
+}
+
+/// Reports `count` missed slots of `primary`: the metric, the count and
+/// the `BackupScheduleMissed` condition in `summary` (with `reason`), and
+/// a Warning event.
+async fn report_missed(
+    ctx: &RunnerContext,
+    primary: &CachedObject,
+    summary: &mut Value,
+    count: u32,
+    reason: Reason,
+    message: &str,
+) {
+    ctx.deps
+        .metrics
+        .backup_slots_missed(&ctx.deps.plugin, count);
+    add_count(summary, "missedSlots", count);
+    let condition = Reason::BackupScheduleMissed.as_str();
+    set_condition(summary, condition, true, reason.as_str(), message);
+    ctx.event(
+        &ctx.deps.primary,
+        &primary.to_dynamic(),
+        true,
+        condition,
+        message,
+    )
+    .await;
 }
 
 /// Creates the Backup of `primary` for `trigger` (and `slot`, or the

@@ -173,6 +173,11 @@ struct Inner {
     caches: server::SharedCaches,
     /// The admission configurations written by the last complete sync.
     admission_synced: tokio::sync::Mutex<(Vec<serde_json::Value>, Option<Instant>)>,
+    /// Plugins this webhook wrote configurations for: when one stops
+    /// admitting, its configuration is deleted at once; others only once
+    /// the host has run [`RESYNC`] (see [`admission::config::Stale`]).
+    admitted: Mutex<BTreeSet<String>>,
+    started: Instant,
 }
 
 /// The running conversion webhook. Cheap to clone; clones share it.
@@ -299,6 +304,8 @@ impl ConversionWebhook {
                 writes: Mutex::new(WriteGate::always_open()),
                 caches: Arc::default(),
                 admission_synced: tokio::sync::Mutex::default(),
+                admitted: Mutex::default(),
+                started: Instant::now(),
             }),
         };
         // The WasmPlugin controller points a plugin's CRD here before its
@@ -439,9 +446,24 @@ impl ConversionWebhook {
     pub async fn sync_admission(&self) -> Result<Vec<String>, WebhookError> {
         let mut synced = self.inner.admission_synced.lock().await;
         let desired = self.desired_admission();
-        let changed = admission::config::sync(&self.inner.client, &desired)
+        let plugins: BTreeSet<String> = desired
+            .iter()
+            .filter_map(|c| c["metadata"]["labels"][admission::config::PLUGIN_LABEL].as_str())
+            .map(str::to_string)
+            .collect();
+        let unloaded: BTreeSet<String> = lock(&self.inner.admitted)
+            .difference(&plugins)
+            .cloned()
+            .collect();
+        let stale = if self.inner.started.elapsed() >= RESYNC {
+            admission::config::Stale::All
+        } else {
+            admission::config::Stale::Of(&unloaded)
+        };
+        let changed = admission::config::sync(&self.inner.client, &desired, stale)
             .await
             .map_err(WebhookError::Admission)?;
+        lock(&self.inner.admitted).extend(plugins);
         for name in &changed {
             tracing::info!(configuration = %name, "admission webhook configuration synced");
         }

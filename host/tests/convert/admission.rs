@@ -121,6 +121,26 @@ async fn patch_kv(
         .await
 }
 
+/// Grows DistributedKV `default/quorum`'s disk to 8Gi (admitted in every
+/// mode), then shrinks it to 1Gi: the answer to the shrink. Each call is a
+/// real decrease, whatever the previous call left.
+async fn shrink_disk(fx: &Fixture) -> kube::Result<DynamicObject> {
+    patch_kv(
+        fx,
+        "default",
+        "quorum",
+        json!({"spec": {"storageSize": "8Gi"}}),
+    )
+    .await?;
+    patch_kv(
+        fx,
+        "default",
+        "quorum",
+        json!({"spec": {"storageSize": "1Gi"}}),
+    )
+    .await
+}
+
 fn kvs_in(fx: &Fixture, namespace: &str) -> Api<DynamicObject> {
     support::dynamic_api(
         &fx.client(),
@@ -251,22 +271,7 @@ async fn distributedkv_refuses_shrinking_below_quorum_and_a_smaller_disk_in_ever
     // The switch reaches the serving version a moment later: shrink the
     // disk (after growing it back) until Audit is what admitted it.
     wait_until("a smaller disk admitted and audited", CONVERGE, || async {
-        patch_kv(
-            &fx,
-            "default",
-            "quorum",
-            json!({"spec": {"storageSize": "8Gi"}}),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        patch_kv(
-            &fx,
-            "default",
-            "quorum",
-            json!({"spec": {"storageSize": "1Gi"}}),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        shrink_disk(&fx).await.map_err(|e| e.to_string())?;
         if counted(&fx, "distributedkv", "validate", "audited") {
             Ok(())
         } else {
@@ -279,22 +284,7 @@ async fn distributedkv_refuses_shrinking_below_quorum_and_a_smaller_disk_in_ever
     // try shrinks it).
     set_mode(&fx, "distributedkv", "Enforce").await;
     wait_until("Enforce again", CONVERGE, || async {
-        patch_kv(
-            &fx,
-            "default",
-            "quorum",
-            json!({"spec": {"storageSize": "8Gi"}}),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        match patch_kv(
-            &fx,
-            "default",
-            "quorum",
-            json!({"spec": {"storageSize": "1Gi"}}),
-        )
-        .await
-        {
+        match shrink_disk(&fx).await {
             Err(kube::Error::Api(response)) => Ok(response.message),
             Ok(_) => Err("admitted".to_string()),
             Err(other) => Err(other.to_string()),
@@ -416,37 +406,39 @@ async fn an_object_written_by_a_newer_version_is_refused_on_update() {
     support::install_crd(&client, &support::example_crd("webapp")).await;
     deploy(&fx, "webapp", "webapp", json!({})).await;
     let api = webapps(&client, "default");
-    let mut newer = webapp("newer", json!({"replicas": 1, "image": "nginx"}));
-    newer.metadata.annotations = Some(
-        [(
-            "wasm-operator.dev/managed-by-version".to_string(),
-            "99.0.0".to_string(),
-        )]
-        .into(),
-    );
-    create(&api, &newer).await.unwrap();
-    // A metadata-only update is never sent to the plugin.
+    create(
+        &api,
+        &webapp("newer", json!({"replicas": 1, "image": "nginx"})),
+    )
+    .await
+    .unwrap();
+    // Once the controller has reconciled it (and stamped its own version),
+    // the object is marked as written by 99.0.0: a metadata-only update,
+    // which is never sent to the plugin, and which triggers no reconcile.
+    wait_until("the first reconcile", CONVERGE, || async {
+        let object = get_json(&api, "newer").await.unwrap_or_default();
+        (object["status"]["observedGeneration"] == json!(1))
+            .then_some(())
+            .ok_or_else(|| object["status"].to_string())
+    })
+    .await;
     api.patch(
         "newer",
         &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"tier": "web"}}})),
+        &Patch::Merge(&json!({"metadata": {
+            "annotations": {"wasm-operator.dev/managed-by-version": "99.0.0"},
+            "labels": {"tier": "web"},
+        }})),
     )
     .await
     .expect("metadata-only updates are admitted");
-    let message = wait_until("the refusal of an update", CONVERGE, || async {
-        match api
-            .patch(
-                "newer",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"replicas": 2}})),
-            )
-            .await
-        {
-            Err(kube::Error::Api(response)) => Ok(response.message),
-            Ok(_) => Err("admitted".to_string()),
-            Err(other) => Err(other.to_string()),
-        }
-    })
-    .await;
+    let message = refusal(
+        api.patch(
+            "newer",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 2}})),
+        )
+        .await,
+    );
     assert!(message.contains("99.0.0"), "{message}");
 }

@@ -298,10 +298,7 @@ async fn reviews_beyond_the_in_flight_bound_are_refused_with_503() {
         }
     })
     .await;
-    assert!(
-        refused.contains("converting 1 reviews already"),
-        "{refused}"
-    );
+    assert!(refused.contains("answering 1 reviews already"), "{refused}");
     assert_eq!(refusals(&fx, "busy"), 1.0, "the one 503 counted");
     assert_eq!(refusals(&fx, "too_large"), 0.0);
     // The slot comes back when the holder goes away.

@@ -242,7 +242,7 @@ async fn distributedkv_refuses_losing_its_quorum_or_shrinking_its_volumes() {
 /// functions, and calls are `NotImplemented`.
 #[tokio::test]
 async fn plugins_without_admission_implement_none() {
-    for name in ["backup_v1", "faulty"] {
+    for name in ["backup_v1", "webapp_next"] {
         let plugin = engine().load(&component(name)).unwrap();
         assert_eq!(
             plugin.admission_functions(),

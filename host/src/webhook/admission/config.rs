@@ -80,7 +80,10 @@ pub fn desired(by: AdmittingPlugin<'_>, client_config: &Value) -> (Option<Value>
                 "apiVersions": ["*"],
                 "operations": by.settings.operations.iter().map(|o| o.as_str()).collect::<Vec<_>>(),
                 "resources": [by.primary.plural],
-                "scope": "Namespaced",
+                "scope": match by.primary.scope {
+                    crate::contract::Scope::Namespaced => "Namespaced",
+                    crate::contract::Scope::Cluster => "Cluster",
+                },
             }],
             "failurePolicy": match by.settings.failure_policy {
                 FailurePolicy::Fail => "Fail",
@@ -141,18 +144,33 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
     )
 }
 
-/// Writes `configurations` (from [`desired`]) and deletes the host's other
-/// ones of either kind (plugins unloaded, or no longer admitting). Returns
-/// the names written and deleted.
+/// Which of the host's configurations [`sync`] deletes when no plugin
+/// wants them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale<'a> {
+    /// Only those of these plugins (unloaded by this host since it started):
+    /// right after a start, the plugins have not loaded yet, and deleting
+    /// every configuration would leave writes unchecked until they do.
+    Of(&'a BTreeSet<String>),
+    /// Every one (the host has run long enough for its plugins to load).
+    All,
+}
+
+/// Writes `configurations` (from [`desired`]) and deletes the host's
+/// `stale` ones of either kind (plugins unloaded, or no longer admitting).
+/// Returns the names written and deleted. A configuration the API server
+/// refuses does not stop the others.
 ///
 /// # Errors
 ///
-/// The API server's answer to the first write or delete it refuses.
+/// The API server's answer to the first write or delete it refused.
 pub async fn sync(
     client: &kube::Client,
     configurations: &[Value],
+    stale: Stale<'_>,
 ) -> Result<Vec<String>, kube::Error> {
     let mut changed = Vec::new();
+    let mut first_error = None;
     for (kind, plural) in [
         (
             "ValidatingWebhookConfiguration",
@@ -170,7 +188,13 @@ pub async fn sync(
                 .as_str()
                 .unwrap_or_default();
             wanted.insert(name.to_string());
-            let current = api.get_opt(name).await?;
+            let current = match api.get_opt(name).await {
+                Ok(current) => current,
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                    continue;
+                }
+            };
             let up_to_date = current.as_ref().is_some_and(|current| {
                 let current = serde_json::to_value(current).unwrap_or_default();
                 current["webhooks"] == configuration["webhooks"]
@@ -184,25 +208,39 @@ pub async fn sync(
                 .await?;
             changed.push(format!("{kind}/{name}"));
         }
-        let ours = api
+        let ours = match api
             .list(&ListParams::default().labels("app.kubernetes.io/managed-by=wasm-operator"))
-            .await?;
-        for stale in ours.items.iter().filter(|c| {
-            c.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(PLUGIN_LABEL))
-                && !wanted.contains(c.metadata.name.as_deref().unwrap_or_default())
+            .await
+        {
+            Ok(ours) => ours,
+            Err(error) => {
+                first_error.get_or_insert(error);
+                continue;
+            }
+        };
+        for leftover in ours.items.iter().filter(|c| {
+            let plugin = c.metadata.labels.as_ref().and_then(|l| l.get(PLUGIN_LABEL));
+            let deletable = match (stale, plugin) {
+                (_, None) => false,
+                (Stale::All, Some(_)) => true,
+                (Stale::Of(unloaded), Some(plugin)) => unloaded.contains(plugin),
+            };
+            deletable && !wanted.contains(c.metadata.name.as_deref().unwrap_or_default())
         }) {
-            let name = stale.metadata.name.clone().unwrap_or_default();
+            let name = leftover.metadata.name.clone().unwrap_or_default();
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => changed.push(format!("{kind}/{name} (deleted)")),
                 Err(kube::Error::Api(response)) if response.code == 404 => {}
-                Err(error) => return Err(error),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
             }
         }
     }
-    Ok(changed)
+    match first_error {
+        Some(error) => Err(error),
+        None => Ok(changed),
+    }
 }
 
 /// True when every field of `desired` is in `current` with the same value

@@ -91,7 +91,16 @@ pub fn validation(by: Answerer<'_>, verdict: Result<Verdict, String>) -> Decisio
         Mode::Enforce => Decision {
             allowed: false,
             message,
-            causes: verdict.fields,
+            // kubectl prints the causes instead of the message when there
+            // are any: each names the plugin too.
+            causes: verdict
+                .fields
+                .into_iter()
+                .map(|field| FieldError {
+                    message: format!("{} (plugin {} {})", field.message, by.plugin, by.version),
+                    path: field.path,
+                })
+                .collect(),
             warnings: bounded(verdict.warnings),
             patch: None,
             result: "refused",
@@ -134,7 +143,8 @@ fn refusal_message(by: Answerer<'_>, verdict: &Verdict) -> String {
     )
 }
 
-/// A failed call under the failure policy.
+/// A failed call under the failure policy (in `Audit`, nothing is ever
+/// refused: admitted with a warning whatever the policy).
 fn failed(by: Answerer<'_>, function: &str, failure: &str) -> Decision {
     let message = crate::util::truncate(
         &format!(
@@ -143,6 +153,12 @@ fn failed(by: Answerer<'_>, function: &str, failure: &str) -> Decision {
         ),
         2000,
     );
+    if by.mode == Mode::Audit {
+        return Decision {
+            warnings: bounded(vec![format!("audit only: {message}")]),
+            ..Decision::admit("error")
+        };
+    }
     match by.failure_policy {
         FailurePolicy::Fail => Decision {
             allowed: false,
@@ -326,6 +342,10 @@ mod tests {
             review["response"]["status"]["details"]["causes"][0]["field"],
             "spec.replicas"
         );
+        let cause = review["response"]["status"]["details"]["causes"][0]["message"]
+            .as_str()
+            .unwrap();
+        assert!(cause.contains("webapp 1.2.0"), "{cause}");
     }
 
     #[test]
@@ -355,6 +375,9 @@ mod tests {
         let ignore = validation(by(Mode::Enforce, FailurePolicy::Ignore), Err("trap".into()));
         assert!(ignore.allowed);
         assert!(ignore.warnings[0].contains("failurePolicy Ignore"));
+        let audit = validation(by(Mode::Audit, FailurePolicy::Fail), Err("trap".into()));
+        assert!(audit.allowed, "Audit never refuses, even a failed call");
+        assert!(audit.warnings[0].starts_with("audit only"));
     }
 
     fn object() -> Value {

@@ -13,8 +13,10 @@
 //!
 //! - An object in `kube-system` is always admitted unchanged, whatever the
 //!   configuration says.
-//! - A request for a kind no plugin admits (a stale configuration) is
-//!   admitted unchanged.
+//! - A request for a kind no plugin admits (a stale configuration), or for
+//!   an object in a namespace outside the admitting plugin's grant, is
+//!   admitted unchanged (a grant that selects namespaces by label is asked
+//!   about every namespace: the webhook keeps no Namespace cache).
 //! - A plugin's defaults never touch `apiVersion`, `kind`, `status`,
 //!   metadata other than labels and annotations, or the host's marks
 //!   ([`decide::guarded_patch`]).
@@ -230,6 +232,16 @@ async fn decide_request(
     let Some(version) = admitting(registry, &request.group, &request.kind, review) else {
         return admit;
     };
+    // Objects outside the plugin's grant are none of its business (its
+    // controller never sees them either). A grant selecting namespaces by
+    // label cannot be decided here (no Namespace cache): its plugin is
+    // asked about every namespace.
+    if let Some(namespace) = &request.namespace
+        && !version.grant.needs_namespace_labels()
+        && !NamespaceGate::new(version.grant.clone(), None).allows(namespace)
+    {
+        return admit;
+    }
     let manifest = version.plugin.manifest();
     let by = Answerer {
         plugin: &manifest.name,
@@ -249,17 +261,31 @@ async fn decide_request(
         config: version.config.clone(),
     };
     let cache = cache_view(caches, &version);
+    // A split canary's candidate may have written its newer version on
+    // objects it serves: only an object newer than every serving version
+    // is refused.
+    let newest_serving = registry
+        .versions(&manifest.name)
+        .and_then(|v| {
+            v.current()
+                .candidate
+                .as_ref()
+                .map(|c| c.version.plugin.manifest().version.clone())
+        })
+        .filter(|candidate| {
+            matches!(
+                (semver::Version::parse(candidate), semver::Version::parse(&manifest.version)),
+                (Ok(candidate), Ok(stable)) if candidate > stable
+            )
+        })
+        .unwrap_or_else(|| manifest.version.clone());
     let object_text = request.object.to_string();
     let decision = match review {
         Review::Validate => {
             let refused_as_too_new = (request.operation == AdmissionOperation::Update)
                 .then(|| {
                     let old = request.old_object.as_ref()?;
-                    decide::too_new(
-                        &manifest.name,
-                        &manifest.version,
-                        managed_by(old).as_deref(),
-                    )
+                    decide::too_new(&manifest.name, &newest_serving, managed_by(old).as_deref())
                 })
                 .flatten();
             let verdict = match refused_as_too_new {
@@ -295,8 +321,14 @@ async fn decide_request(
     registry
         .metrics()
         .admission(&manifest.name, review.function(), decision.result);
-    if decision.result == "error" {
-        tracing::warn!(plugin = %manifest.name, version = %manifest.version, message = %decision.message, "admission call failed");
+    match decision.result {
+        "error" => {
+            tracing::warn!(plugin = %manifest.name, version = %manifest.version, message = %decision.message, warnings = ?decision.warnings, "admission call failed");
+        }
+        "audited" | "warned" => {
+            tracing::info!(plugin = %manifest.name, version = %manifest.version, result = decision.result, warnings = ?decision.warnings, "admission verdict not enforced");
+        }
+        _ => {}
     }
     decision
 }
