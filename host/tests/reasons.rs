@@ -63,6 +63,16 @@ fn backticked_reasons(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The reasons in the first column of the table rows (`| `Reason` |`) of
+/// the section `heading`.
+fn table_reasons(text: &str, heading: &str) -> BTreeSet<String> {
+    section(text, heading)
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
+        .collect()
+}
+
 fn known(reason: &str) -> bool {
     Reason::ALL.iter().any(|r| r.as_str() == reason)
 }
@@ -72,11 +82,7 @@ fn known(reason: &str) -> bool {
 #[test]
 fn readme_table_lists_every_reconcile_reason() {
     let operations = read("docs/operations.md");
-    let table: BTreeSet<String> = section(&operations, "## What happens when a plugin misbehaves")
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
-        .collect();
+    let table = table_reasons(&operations, "## What happens when a plugin misbehaves");
     let code: BTreeSet<String> = Reason::ALL
         .iter()
         .filter(|r| r.scope() == ReasonScope::Reconcile)
@@ -136,11 +142,7 @@ fn canary_reason(name: &str) -> bool {
 #[test]
 fn docs_canary_lists_every_canary_reason() {
     let docs = read("docs/canary.md");
-    let table: BTreeSet<String> = section(&docs, "## Status")
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
-        .collect();
+    let table = table_reasons(&docs, "## Status");
     let code: BTreeSet<String> = Reason::ALL
         .iter()
         .map(|r| r.as_str().to_string())
@@ -157,11 +159,7 @@ fn docs_canary_lists_every_canary_reason() {
 #[test]
 fn docs_backup_lists_every_backup_reason() {
     let docs = read("docs/backup.md");
-    let table: BTreeSet<String> = section(&docs, "## Reasons")
-        .lines()
-        .filter(|l| l.starts_with("| `"))
-        .flat_map(|l| backticked_reasons(l.split('|').nth(1).unwrap_or_default()))
-        .collect();
+    let table = table_reasons(&docs, "## Reasons");
     let code: BTreeSet<String> = Reason::ALL
         .iter()
         .filter(|r| r.scope() == ReasonScope::Backup)

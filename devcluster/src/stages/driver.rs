@@ -183,17 +183,24 @@ fn handle(store: &Arc<Store>, stages: &Arc<StageSet>, change: &Change) {
     });
 }
 
-/// Creates the Pods the Job's status counts and that do not exist yet.
-fn create_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
+/// The stored Job `job` (`None` once it is gone), its namespace and the
+/// Pods of that namespace.
+fn job_and_pods(st: &State, job: &Value) -> Option<(String, Arc<Value>, Vec<Value>)> {
     let (ns, name) = obj_key(job);
-    let Some(current) = st.get(JOBS, &ns, &name) else {
-        return Ok(());
-    };
-    let pods: Vec<Value> = st
+    let current = st.get(JOBS, &ns, &name)?;
+    let pods = st
         .list(PODS, Some(&ns))
         .iter()
         .map(|p| (**p).clone())
         .collect();
+    Some((ns, current, pods))
+}
+
+/// Creates the Pods the Job's status counts and that do not exist yet.
+fn create_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
+    let Some((_, current, pods)) = job_and_pods(st, job) else {
+        return Ok(());
+    };
     let missing = jobs::missing_pods(&current, &pods);
     if missing.is_empty() {
         return Ok(());
@@ -207,15 +214,9 @@ fn create_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
 
 /// Deletes the active Pods of a Job that failed its deadline.
 fn delete_job_pods(st: &mut State, job: &Value) -> Result<(), ApiError> {
-    let (ns, name) = obj_key(job);
-    let Some(current) = st.get(JOBS, &ns, &name) else {
+    let Some((ns, current, pods)) = job_and_pods(st, job) else {
         return Ok(());
     };
-    let pods: Vec<Value> = st
-        .list(PODS, Some(&ns))
-        .iter()
-        .map(|p| (**p).clone())
-        .collect();
     let doomed = jobs::pods_to_delete(&current, &pods);
     if doomed.is_empty() {
         return Ok(());

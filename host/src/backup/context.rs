@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::resources::{self, PrimaryRef};
 use crate::apply::EventSink;
 use crate::cache::{CacheLease, CachedObject, NamespaceGate};
-use crate::contract::{BackupPlan, CallContext};
+use crate::contract::{BackupPlan, CallContext, Reason};
 use crate::engine::CacheReader;
 use crate::lease::ShardGates;
 use crate::registry::{ActiveVersion, ServingVersions};
@@ -275,19 +275,71 @@ impl RunnerContext {
         .map(|_| ())
     }
 
-    /// Records an event on `obj` (of `ar`), best effort.
-    pub(crate) async fn event(
+    /// Records an event on `primary` (of the plugin's primary kind), best
+    /// effort.
+    pub(crate) async fn primary_event(
         &self,
-        ar: &ApiResource,
-        obj: &DynamicObject,
+        primary: &CachedObject,
         warning: bool,
-        reason: &str,
+        reason: Reason,
         message: &str,
     ) {
+        let object = primary.to_dynamic();
         self.deps
             .events
-            .publish(ar, obj, warning, reason, message, "Backup")
+            .publish(
+                &self.deps.primary,
+                &object,
+                warning,
+                reason.as_str(),
+                message,
+                "Backup",
+            )
             .await;
+    }
+
+    /// Records an event on `object`, a Backup or a Restore (of `ar`), best
+    /// effort.
+    pub(crate) async fn resource_event<K: serde::Serialize + kube::Resource>(
+        &self,
+        ar: &ApiResource,
+        object: &K,
+        warning: bool,
+        reason: Reason,
+        message: &str,
+    ) {
+        let object = as_dynamic(object, ar);
+        self.deps
+            .events
+            .publish(ar, &object, warning, reason.as_str(), message, "Backup")
+            .await;
+    }
+}
+
+/// `object` (a typed Backup or Restore) as the `DynamicObject` events
+/// take; only its name and namespace when it does not serialize.
+fn as_dynamic<K: serde::Serialize + kube::Resource>(object: &K, ar: &ApiResource) -> DynamicObject {
+    serde_json::to_value(object)
+        .ok()
+        .and_then(|value| serde_json::from_value(value).ok())
+        .unwrap_or_else(|| {
+            DynamicObject::new(&object.name_any(), ar)
+                .within(&object.namespace().unwrap_or_default())
+        })
+}
+
+/// Why a Backup or Restore failed: its `status.reason` and `message`.
+#[derive(Debug)]
+pub(crate) struct StepFailure {
+    /// The reason.
+    pub reason: Reason,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl StepFailure {
+    pub(crate) fn new(reason: Reason, message: String) -> StepFailure {
+        StepFailure { reason, message }
     }
 }
 

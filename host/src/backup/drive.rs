@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::context::{RunnerContext, already_exists, not_found};
+use super::context::{RunnerContext, StepFailure, already_exists, not_found};
 use super::job::{self, JobFrame, JobOutcome, JobOwner};
 use super::naming;
 use super::resources::{
@@ -39,12 +39,6 @@ pub(crate) enum Driven {
     Moved,
     /// Look again soon (waiting for a termination message).
     Soon,
-}
-
-/// A failure recorded on a Backup.
-struct Failure {
-    reason: &'static str,
-    message: String,
 }
 
 /// Drives `backup` one step.
@@ -73,11 +67,11 @@ async fn primary_and_plan(
     ctx: &RunnerContext,
     backup: &Backup,
     namespace: &str,
-) -> Result<Option<(Arc<CachedObject>, BackupPlan)>, Failure> {
+) -> Result<Option<(Arc<CachedObject>, BackupPlan)>, StepFailure> {
     let reference = &backup.spec.primary;
     let Some(primary) = ctx.primary(namespace, &reference.name) else {
-        return Err(Failure {
-            reason: Reason::PrimaryNotFound.as_str(),
+        return Err(StepFailure {
+            reason: Reason::PrimaryNotFound,
             message: format!(
                 "{} {}/{} does not exist (or is not served by plugin {}); create it, or delete this Backup",
                 reference.kind, namespace, reference.name, ctx.deps.plugin
@@ -88,8 +82,8 @@ async fn primary_and_plan(
     if let Some(recorded) = backup.labels().get(PRIMARY_UID_LABEL)
         && *recorded != uid
     {
-        return Err(Failure {
-            reason: Reason::PrimaryReplaced.as_str(),
+        return Err(StepFailure {
+            reason: Reason::PrimaryReplaced,
             message: format!(
                 "this Backup was made for {} {}/{} with uid {recorded}; the object of that name now has uid {uid} (deleted and created again), so it is not backed up under this Backup",
                 reference.kind, namespace, reference.name
@@ -119,8 +113,8 @@ async fn primary_and_plan(
     let plan = match ctx.plan(&primary).await {
         Ok(Some(plan)) => plan,
         Ok(None) => {
-            return Err(Failure {
-                reason: Reason::NoBackupPlan.as_str(),
+            return Err(StepFailure {
+                reason: Reason::NoBackupPlan,
                 message: format!(
                     "plugin {} plans no backup for {} {}/{} (backup.plan returned none)",
                     ctx.deps.plugin, reference.kind, namespace, reference.name
@@ -128,8 +122,8 @@ async fn primary_and_plan(
             });
         }
         Err(error) => {
-            return Err(Failure {
-                reason: Reason::PlanFailed.as_str(),
+            return Err(StepFailure {
+                reason: Reason::PlanFailed,
                 message: format!("backup.plan of plugin {} failed: {error}", ctx.deps.plugin),
             });
         }
@@ -138,7 +132,11 @@ async fn primary_and_plan(
 }
 
 /// `New`: labels a hand-made Backup, calls the plan, creates the Job.
-async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<Driven, Failure> {
+async fn start(
+    ctx: &RunnerContext,
+    backup: &Backup,
+    namespace: &str,
+) -> Result<Driven, StepFailure> {
     let Some((primary, plan)) = primary_and_plan(ctx, backup, namespace).await? else {
         return Ok(Driven::Soon);
     };
@@ -168,18 +166,18 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
             .job_deadline_seconds
             .unwrap_or(job::DEFAULT_JOB_DEADLINE_SECONDS),
     };
-    let job = job::owned_job(&plan.job, &frame).map_err(|error| Failure {
-        reason: Reason::PlanRefused.as_str(),
+    let job = job::owned_job(&plan.job, &frame).map_err(|error| StepFailure {
+        reason: Reason::PlanRefused,
         message: format!("plugin {}: {error}", ctx.deps.plugin),
     })?;
     super::grant::check_job(stable.plugin.manifest(), &stable.grant, &job).map_err(|message| {
-        Failure {
-            reason: Reason::PlanRefused.as_str(),
+        StepFailure {
+            reason: Reason::PlanRefused,
             message,
         }
     })?;
-    let job_object: DynamicObject = serde_json::from_value(job).map_err(|error| Failure {
-        reason: Reason::PlanRefused.as_str(),
+    let job_object: DynamicObject = serde_json::from_value(job).map_err(|error| StepFailure {
+        reason: Reason::PlanRefused,
         message: format!("the backup Job is not a Kubernetes object: {error}"),
     })?;
     match ctx
@@ -196,8 +194,8 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
                 .as_ref()
                 .is_some_and(|job| job.owner_references().iter().any(|o| o.uid == backup_uid));
             if !ours {
-                return Err(Failure {
-                    reason: Reason::JobNameTaken.as_str(),
+                return Err(StepFailure {
+                    reason: Reason::JobNameTaken,
                     message: format!(
                         "Job {namespace}/{job_name} exists and is not this Backup's; delete it or this Backup"
                     ),
@@ -206,8 +204,8 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         }
         Err(error) => {
             if super::context::refused(&error) {
-                return Err(Failure {
-                    reason: Reason::JobRefused.as_str(),
+                return Err(StepFailure {
+                    reason: Reason::JobRefused,
                     message: format!(
                         "the API server refused the backup Job {namespace}/{job_name} (written as plugin {}): {error}",
                         ctx.deps.plugin
@@ -241,11 +239,11 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
         return Ok(Driven::Soon);
     }
     let message = format!("backup Job {job_name} started");
-    ctx.event(
+    ctx.resource_event(
         &resources::backup_resource(),
-        &to_dynamic(backup),
+        backup,
         false,
-        Reason::BackupStarted.as_str(),
+        Reason::BackupStarted,
         &message,
     )
     .await;
@@ -253,7 +251,11 @@ async fn start(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<
 }
 
 /// `Running`: reads the Job; completes or fails the Backup when it ends.
-async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result<Driven, Failure> {
+async fn follow(
+    ctx: &RunnerContext,
+    backup: &Backup,
+    namespace: &str,
+) -> Result<Driven, StepFailure> {
     let status = backup.status.clone().unwrap_or_default();
     let job_name = status
         .job
@@ -264,8 +266,8 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
         None => match ctx.jobs_api(namespace).get(&job_name).await {
             Ok(job) => serde_json::to_value(job).unwrap_or(Value::Null),
             Err(error) if not_found(&error) => {
-                return Err(Failure {
-                    reason: Reason::JobMissing.as_str(),
+                return Err(StepFailure {
+                    reason: Reason::JobMissing,
                     message: format!(
                         "the backup Job {namespace}/{job_name} is gone before it finished (deleted by someone?)"
                     ),
@@ -278,8 +280,8 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
         JobOutcome::Running => Ok(Driven::Idle),
         JobOutcome::Failed {
             reason, message, ..
-        } => Err(Failure {
-            reason: job::failure_reason(&reason).as_str(),
+        } => Err(StepFailure {
+            reason: job::failure_reason(&reason),
             message: format!("the backup Job {job_name} failed: {message}"),
         }),
         JobOutcome::Complete { at } => {
@@ -289,8 +291,8 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
                     complete(ctx, backup, &location, at).await;
                     Ok(Driven::Moved)
                 }
-                Some(Err(problem)) => Err(Failure {
-                    reason: Reason::LocationNotReported.as_str(),
+                Some(Err(problem)) => Err(StepFailure {
+                    reason: Reason::LocationNotReported,
                     message: problem,
                 }),
                 None => {
@@ -299,8 +301,8 @@ async fn follow(ctx: &RunnerContext, backup: &Backup, namespace: &str) -> Result
                         .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
                         .map_or_else(Utc::now, |t| t.with_timezone(&Utc));
                     if Utc::now() - completed > LOCATION_GRACE {
-                        Err(Failure {
-                            reason: Reason::LocationNotReported.as_str(),
+                        Err(StepFailure {
+                            reason: Reason::LocationNotReported,
                             message: format!(
                                 "the backup Job {job_name} succeeded but no Pod reported where the data went; its container must write {} to /dev/termination-log",
                                 job::TERMINATION_MESSAGE_FORMAT
@@ -356,22 +358,15 @@ async fn complete(ctx: &RunnerContext, backup: &Backup, location: &str, at: Opti
         .metrics
         .backup_finished(&ctx.deps.plugin, trigger.as_str(), true);
     let message = format!("Backup {} completed: {location}", backup.name_any());
-    notify(
-        ctx,
-        backup,
-        false,
-        Reason::BackupCompleted.as_str(),
-        &message,
-    )
-    .await;
+    notify(ctx, backup, false, Reason::BackupCompleted, &message).await;
 }
 
-async fn fail(ctx: &RunnerContext, backup: &Backup, failure: Failure) {
+async fn fail(ctx: &RunnerContext, backup: &Backup, failure: StepFailure) {
     let namespace = backup.namespace().unwrap_or_default();
     let status = json!({
         "phase": "Failed",
         "completionTime": now_text(),
-        "reason": failure.reason,
+        "reason": failure.reason.as_str(),
         "message": failure.message,
     });
     if let Err(error) =
@@ -390,14 +385,20 @@ async fn fail(ctx: &RunnerContext, backup: &Backup, failure: Failure) {
         failure.reason,
         failure.message
     );
-    notify(ctx, backup, true, Reason::BackupFailed.as_str(), &message).await;
+    notify(ctx, backup, true, Reason::BackupFailed, &message).await;
 }
 
 /// An event on the Backup and on its primary (when it still exists).
-async fn notify(ctx: &RunnerContext, backup: &Backup, warning: bool, reason: &str, message: &str) {
-    ctx.event(
+async fn notify(
+    ctx: &RunnerContext,
+    backup: &Backup,
+    warning: bool,
+    reason: Reason,
+    message: &str,
+) {
+    ctx.resource_event(
         &resources::backup_resource(),
-        &to_dynamic(backup),
+        backup,
         warning,
         reason,
         message,
@@ -405,26 +406,8 @@ async fn notify(ctx: &RunnerContext, backup: &Backup, warning: bool, reason: &st
     .await;
     let namespace = backup.namespace().unwrap_or_default();
     if let Some(primary) = ctx.primary(&namespace, &backup.spec.primary.name) {
-        ctx.event(
-            &ctx.deps.primary,
-            &CachedObject::to_dynamic(&primary),
-            warning,
-            reason,
-            message,
-        )
-        .await;
+        ctx.primary_event(&primary, warning, reason, message).await;
     }
-}
-
-/// `backup` as a `DynamicObject` (for events).
-pub(crate) fn to_dynamic(backup: &Backup) -> DynamicObject {
-    serde_json::to_value(backup)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_else(|| {
-            DynamicObject::new(&backup.name_any(), &resources::backup_resource())
-                .within(&backup.namespace().unwrap_or_default())
-        })
 }
 
 /// Now, as the API's RFC 3339 text (seconds).

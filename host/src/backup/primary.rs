@@ -49,22 +49,19 @@ struct Known {
 
 /// Handles `primary`; returns when to look again (the next slot, a retry).
 ///
-/// `backups` are the Backups of the primary's namespace; `restoring` the
-/// names of those an unfinished Restore reads (retention keeps them).
+/// `backups` are the primary's Backups (those labelled with its uid);
+/// `restoring` the names of the Backups of its namespace an unfinished
+/// Restore reads (retention keeps them).
 pub(crate) async fn handle(
     ctx: &RunnerContext,
     primary: &CachedObject,
-    backups: &[Backup],
+    backups: &[&Backup],
     restoring: &BTreeSet<String>,
 ) -> Option<DateTime<Utc>> {
     let namespace = primary.namespace().unwrap_or_default();
     let name = primary.name_any();
     let uid = primary.uid().unwrap_or_default();
-    let known: Vec<Known> = backups
-        .iter()
-        .filter(|b| b.labels().get(PRIMARY_UID_LABEL) == Some(&uid))
-        .map(known)
-        .collect();
+    let known: Vec<Known> = backups.iter().map(|b| known(b)).collect();
     let plan = ctx.plan(primary).await;
     if primary.metadata.deletion_timestamp.is_some() {
         return final_backup(ctx, primary, &plan, &known).await;
@@ -82,14 +79,8 @@ pub(crate) async fn handle(
                     "backup.plan of plugin {} failed for {} {namespace}/{name}: {error}",
                     ctx.deps.plugin, ctx.deps.primary.kind
                 );
-                ctx.event(
-                    &ctx.deps.primary,
-                    &primary.to_dynamic(),
-                    true,
-                    Reason::BackupPlanFailed.as_str(),
-                    &message,
-                )
-                .await;
+                ctx.primary_event(primary, true, Reason::BackupPlanFailed, &message)
+                    .await;
             }
             return None;
         }
@@ -161,14 +152,8 @@ async fn schedule(
         Err(error) => {
             if ctx.first_report(format!("schedule/{uid}/{}", plan.schedule)) {
                 let message = format!("plugin {}: {error}", ctx.deps.plugin);
-                ctx.event(
-                    &ctx.deps.primary,
-                    &primary.to_dynamic(),
-                    true,
-                    Reason::BackupScheduleInvalid.as_str(),
-                    &message,
-                )
-                .await;
+                ctx.primary_event(primary, true, Reason::BackupScheduleInvalid, &message)
+                    .await;
             }
             summary["schedule"] = json!(plan.schedule);
             set_condition(
@@ -287,9 +272,7 @@ async fn act(
                 "slot {} of {kind} {name} skipped: Backup {running} still runs (one backup at a time)",
                 text(slot)
             );
-            let dynamic = primary.to_dynamic();
-            let reason = Reason::BackupSkipped.as_str();
-            ctx.event(&ctx.deps.primary, &dynamic, true, reason, &message)
+            ctx.primary_event(primary, true, Reason::BackupSkipped, &message)
                 .await;
             if missed_before > 0 {
                 let message = format!("{missed_before} slot(s) before {} were missed", text(slot));
@@ -327,16 +310,9 @@ async fn report_missed(
         .metrics
         .backup_slots_missed(&ctx.deps.plugin, count);
     add_count(summary, "missedSlots", count);
-    let condition = Reason::BackupScheduleMissed.as_str();
-    set_condition(summary, condition, true, reason.as_str(), message);
-    ctx.event(
-        &ctx.deps.primary,
-        &primary.to_dynamic(),
-        true,
-        condition,
-        message,
-    )
-    .await;
+    let condition = Reason::BackupScheduleMissed;
+    set_condition(summary, condition.as_str(), true, reason.as_str(), message);
+    ctx.primary_event(primary, true, condition, message).await;
 }
 
 /// Creates the Backup of `primary` for `trigger` (and `slot`, or the
@@ -420,14 +396,8 @@ async fn retain(
             let uid = primary.uid().unwrap_or_default();
             if ctx.first_report(format!("retention/{uid}/{policy:?}")) {
                 let message = format!("plugin {}: {error}; no Backup is deleted", ctx.deps.plugin);
-                ctx.event(
-                    &ctx.deps.primary,
-                    &primary.to_dynamic(),
-                    true,
-                    Reason::BackupRetentionInvalid.as_str(),
-                    &message,
-                )
-                .await;
+                ctx.primary_event(primary, true, Reason::BackupRetentionInvalid, &message)
+                    .await;
             }
             return;
         }
@@ -579,7 +549,6 @@ async fn final_backup(
     {
         return None;
     }
-    let dynamic = primary.to_dynamic();
     let name = primary.name_any();
     let kind = ctx.deps.primary.kind.clone();
     if primary
@@ -592,14 +561,8 @@ async fn final_backup(
         let message = format!(
             "the final backup of {kind} {name} was skipped ({SKIP_FINAL_BACKUP_ANNOTATION}=true); it is deleted without one"
         );
-        ctx.event(
-            &ctx.deps.primary,
-            &dynamic,
-            true,
-            Reason::FinalBackupSkipped.as_str(),
-            &message,
-        )
-        .await;
+        ctx.primary_event(primary, true, Reason::FinalBackupSkipped, &message)
+            .await;
         return None;
     }
     if matches!(plan, Ok(None)) {
@@ -618,14 +581,8 @@ async fn final_backup(
             "final backup {} of {kind} {name} completed; the object is released",
             done.backup.name_any()
         );
-        ctx.event(
-            &ctx.deps.primary,
-            &dynamic,
-            false,
-            Reason::FinalBackupCompleted.as_str(),
-            &message,
-        )
-        .await;
+        ctx.primary_event(primary, false, Reason::FinalBackupCompleted, &message)
+            .await;
         return None;
     }
     if finals
@@ -659,14 +616,8 @@ async fn final_backup(
         );
         write_summary(ctx, primary, summary).await;
         if ctx.first_report(format!("final-failed/{failed_name}")) {
-            ctx.event(
-                &ctx.deps.primary,
-                &dynamic,
-                true,
-                Reason::FinalBackupFailed.as_str(),
-                &message,
-            )
-            .await;
+            ctx.primary_event(primary, true, Reason::FinalBackupFailed, &message)
+                .await;
         }
         let exponent = u32::try_from(finals.len().saturating_sub(1))
             .unwrap_or(u32::MAX)
@@ -692,26 +643,14 @@ async fn final_backup(
             "final-plan/{}/{error}",
             primary.uid().unwrap_or_default()
         )) {
-            ctx.event(
-                &ctx.deps.primary,
-                &dynamic,
-                true,
-                Reason::FinalBackupFailed.as_str(),
-                &message,
-            )
-            .await;
+            ctx.primary_event(primary, true, Reason::FinalBackupFailed, &message)
+                .await;
         }
         return Some(Utc::now() + chrono::TimeDelta::seconds(30));
     }
     let backup = create_backup(ctx, primary, Trigger::Final, None, attempt).await;
     let message = format!("{kind} {name} is being deleted: final backup {backup} taken first");
-    ctx.event(
-        &ctx.deps.primary,
-        &dynamic,
-        false,
-        Reason::FinalBackupStarted.as_str(),
-        &message,
-    )
-    .await;
+    ctx.primary_event(primary, false, Reason::FinalBackupStarted, &message)
+        .await;
     None
 }

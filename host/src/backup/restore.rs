@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::context::{RunnerContext, already_exists, not_found, refused};
+use super::context::{RunnerContext, StepFailure, already_exists, not_found, refused};
 use super::drive::now_text;
 use super::job::{self, JobFrame, JobOutcome, JobOwner};
 use super::naming;
@@ -23,18 +23,6 @@ use super::resources::{
     Restore,
 };
 use crate::contract::{CallContext, Reason};
-
-/// A failure recorded on a Restore.
-struct Failure {
-    reason: &'static str,
-    message: String,
-}
-
-impl Failure {
-    fn new(reason: &'static str, message: String) -> Failure {
-        Failure { reason, message }
-    }
-}
 
 /// The Backup a Restore names, when it is of this plugin's primary kind.
 pub(crate) fn backup_of<'b>(
@@ -82,14 +70,14 @@ async fn start(
     ctx: &RunnerContext,
     restore: &Restore,
     backup: Option<&Backup>,
-) -> Result<bool, Failure> {
+) -> Result<bool, StepFailure> {
     let namespace = restore.namespace().unwrap_or_default();
     let Some(backup) = backup else {
         // Not (yet) in the cache, or another plugin's kind: only a Backup
         // that does not exist at all is this runner's to report.
         return match ctx.backups_api(&namespace).get(&restore.spec.backup).await {
-            Err(error) if not_found(&error) => Err(Failure::new(
-                Reason::BackupNotFound.as_str(),
+            Err(error) if not_found(&error) => Err(StepFailure::new(
+                Reason::BackupNotFound,
                 format!(
                     "Backup {namespace}/{} does not exist; name a Backup in the Restore's namespace",
                     restore.spec.backup
@@ -102,8 +90,8 @@ async fn start(
     match status.phase.as_deref() {
         Some("Completed") => {}
         Some("Failed") => {
-            return Err(Failure::new(
-                Reason::BackupNotCompleted.as_str(),
+            return Err(StepFailure::new(
+                Reason::BackupNotCompleted,
                 format!(
                     "Backup {} failed ({}); restore from a Completed Backup",
                     backup.name_any(),
@@ -127,8 +115,8 @@ async fn start(
             if let Some(other) = existing.annotations().get(RESTORE_HOLD_ANNOTATION)
                 && *other != hold
             {
-                return Err(Failure::new(
-                    Reason::TargetBusy.as_str(),
+                return Err(StepFailure::new(
+                    Reason::TargetBusy,
                     format!(
                         "{} {namespace}/{target} is held by Restore {other}; wait for it, or delete that Restore and remove the annotation {RESTORE_HOLD_ANNOTATION}",
                         ctx.deps.primary.kind
@@ -139,8 +127,8 @@ async fn start(
             api.patch(&target, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(|error| {
-                    Failure::new(
-                        Reason::HoldFailed.as_str(),
+                    StepFailure::new(
+                        Reason::HoldFailed,
                         format!("cannot hold {target}'s reconcile: {error}"),
                     )
                 })?;
@@ -148,8 +136,8 @@ async fn start(
         }
         None => {
             let Some(source) = status.source.as_ref().filter(|s| s["spec"].is_object()) else {
-                return Err(Failure::new(
-                    Reason::NoRecordedSpec.as_str(),
+                return Err(StepFailure::new(
+                    Reason::NoRecordedSpec,
                     format!(
                         "{target} does not exist and Backup {} recorded no spec to create it from",
                         backup.name_any()
@@ -168,8 +156,8 @@ async fn start(
                 "spec": source["spec"],
             });
             let object: DynamicObject = serde_json::from_value(object).map_err(|error| {
-                Failure::new(
-                    Reason::NoRecordedSpec.as_str(),
+                StepFailure::new(
+                    Reason::NoRecordedSpec,
                     format!("the recorded spec is not an object: {error}"),
                 )
             })?;
@@ -178,8 +166,8 @@ async fn start(
                 // Created by an earlier pass whose status write was lost.
                 Err(error) if already_exists(&error) => {}
                 Err(error) => {
-                    return Err(Failure::new(
-                        Reason::TargetNotCreated.as_str(),
+                    return Err(StepFailure::new(
+                        Reason::TargetNotCreated,
                         format!(
                             "cannot create {} {namespace}/{target} from Backup {}: {error}",
                             ctx.deps.primary.kind,
@@ -200,17 +188,17 @@ async fn start(
     });
     RunnerContext::patch_status(&ctx.restores_api(&namespace), &restore.name_any(), status)
         .await
-        .map_err(|error| Failure::new(Reason::StatusNotWritten.as_str(), error.to_string()))?;
+        .map_err(|error| StepFailure::new(Reason::StatusNotWritten, error.to_string()))?;
     let message = format!(
         "restoring Backup {} into {} {target}; its reconcile is held until the restore Job completes",
         backup.name_any(),
         ctx.deps.primary.kind
     );
-    ctx.event(
+    ctx.resource_event(
         &resources::restore_resource(),
-        &dynamic(restore),
+        restore,
         false,
-        Reason::RestoreStarted.as_str(),
+        Reason::RestoreStarted,
         &message,
     )
     .await;
@@ -219,7 +207,11 @@ async fn start(
 
 /// `Running`: creates the restore Job once the target shows the hold,
 /// then follows it.
-async fn follow(ctx: &RunnerContext, restore: &Restore, backup: &Backup) -> Result<bool, Failure> {
+async fn follow(
+    ctx: &RunnerContext,
+    restore: &Restore,
+    backup: &Backup,
+) -> Result<bool, StepFailure> {
     let namespace = restore.namespace().unwrap_or_default();
     let status = restore.status.clone().unwrap_or_default();
     let target = status.target.clone().unwrap_or_default();
@@ -231,8 +223,8 @@ async fn follow(ctx: &RunnerContext, restore: &Restore, backup: &Backup) -> Resu
         JobOutcome::Running => Ok(false),
         JobOutcome::Failed {
             reason, message, ..
-        } => Err(Failure::new(
-            job::failure_reason(&reason).as_str(),
+        } => Err(StepFailure::new(
+            job::failure_reason(&reason),
             format!(
                 "the restore Job {job_name} failed: {message}; {target}'s reconcile stays held: fix the data, then remove the annotation {RESTORE_HOLD_ANNOTATION} (kubectl annotate {} {target} {RESTORE_HOLD_ANNOTATION}-)",
                 ctx.deps.primary.plural
@@ -252,15 +244,15 @@ async fn create_job(
     backup: &Backup,
     target: &str,
     job_name: &str,
-) -> Result<bool, Failure> {
+) -> Result<bool, StepFailure> {
     let namespace = restore.namespace().unwrap_or_default();
     // The target as the API server has it now (it may have just been
     // created, before the cache shows it).
     let object = match ctx.primaries_api(&namespace).get(target).await {
         Ok(object) => object,
         Err(error) if not_found(&error) => {
-            return Err(Failure::new(
-                Reason::TargetNotFound.as_str(),
+            return Err(StepFailure::new(
+                Reason::TargetNotFound,
                 format!(
                     "{} {namespace}/{target} was deleted during the restore",
                     ctx.deps.primary.kind
@@ -270,8 +262,8 @@ async fn create_job(
         Err(_) => return Ok(false),
     };
     if object.annotations().get(RESTORE_HOLD_ANNOTATION) != Some(&hold_value(restore)) {
-        return Err(Failure::new(
-            Reason::HoldLost.as_str(),
+        return Err(StepFailure::new(
+            Reason::HoldLost,
             format!(
                 "the hold annotation {RESTORE_HOLD_ANNOTATION} on {target} was removed or changed before the restore Job started"
             ),
@@ -296,8 +288,8 @@ async fn create_job(
         )
         .await
         .map_err(|error| {
-            Failure::new(
-                Reason::RestorePlanFailed.as_str(),
+            StepFailure::new(
+                Reason::RestorePlanFailed,
                 format!(
                     "backup.restore of plugin {} failed: {error}",
                     ctx.deps.plugin
@@ -328,16 +320,16 @@ async fn create_job(
             .unwrap_or(job::DEFAULT_JOB_DEADLINE_SECONDS),
     };
     let job = job::owned_job(&template, &frame).map_err(|error| {
-        Failure::new(
-            Reason::PlanRefused.as_str(),
+        StepFailure::new(
+            Reason::PlanRefused,
             format!("plugin {}: {error}", ctx.deps.plugin),
         )
     })?;
     super::grant::check_job(stable.plugin.manifest(), &stable.grant, &job)
-        .map_err(|message| Failure::new(Reason::PlanRefused.as_str(), message))?;
+        .map_err(|message| StepFailure::new(Reason::PlanRefused, message))?;
     let job: DynamicObject = serde_json::from_value(job).map_err(|error| {
-        Failure::new(
-            Reason::PlanRefused.as_str(),
+        StepFailure::new(
+            Reason::PlanRefused,
             format!("the restore Job is not an object: {error}"),
         )
     })?;
@@ -349,8 +341,8 @@ async fn create_job(
         Ok(_) => {}
         Err(error) if already_exists(&error) => {}
         Err(error) if refused(&error) => {
-            return Err(Failure::new(
-                Reason::JobRefused.as_str(),
+            return Err(StepFailure::new(
+                Reason::JobRefused,
                 format!(
                     "the API server refused the restore Job {namespace}/{job_name} (written as plugin {}): {error}",
                     ctx.deps.plugin
@@ -369,7 +361,7 @@ async fn create_job(
 }
 
 /// Removes the hold from `target` (only this Restore's).
-async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result<(), Failure> {
+async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result<(), StepFailure> {
     let namespace = restore.namespace().unwrap_or_default();
     let api = ctx.primaries_api(&namespace);
     let held_by_us = match api.get(target).await {
@@ -378,10 +370,7 @@ async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result
         }
         Err(error) if not_found(&error) => return Ok(()),
         Err(error) => {
-            return Err(Failure::new(
-                Reason::ReleaseFailed.as_str(),
-                error.to_string(),
-            ));
+            return Err(StepFailure::new(Reason::ReleaseFailed, error.to_string()));
         }
     };
     if held_by_us {
@@ -389,8 +378,8 @@ async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result
         api.patch(target, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|error| {
-                Failure::new(
-                    Reason::ReleaseFailed.as_str(),
+                StepFailure::new(
+                    Reason::ReleaseFailed,
                     format!("cannot release {target}'s reconcile: {error}"),
                 )
             })?;
@@ -398,7 +387,7 @@ async fn release(ctx: &RunnerContext, restore: &Restore, target: &str) -> Result
     Ok(())
 }
 
-async fn finish(ctx: &RunnerContext, restore: &Restore, result: Result<(), Failure>) {
+async fn finish(ctx: &RunnerContext, restore: &Restore, result: Result<(), StepFailure>) {
     let namespace = restore.namespace().unwrap_or_default();
     let (status, warning, reason, message) = match &result {
         Ok(()) => {
@@ -414,14 +403,14 @@ async fn finish(ctx: &RunnerContext, restore: &Restore, result: Result<(), Failu
             (
                 json!({"phase": "Completed", "completionTime": now_text(), "reason": null, "message": message}),
                 false,
-                Reason::RestoreCompleted.as_str(),
+                Reason::RestoreCompleted,
                 message,
             )
         }
         Err(failure) => (
-            json!({"phase": "Failed", "completionTime": now_text(), "reason": failure.reason, "message": failure.message}),
+            json!({"phase": "Failed", "completionTime": now_text(), "reason": failure.reason.as_str(), "message": failure.message}),
             true,
-            Reason::RestoreFailed.as_str(),
+            Reason::RestoreFailed,
             format!("{}: {}", failure.reason, failure.message),
         ),
     };
@@ -435,22 +424,12 @@ async fn finish(ctx: &RunnerContext, restore: &Restore, result: Result<(), Failu
     ctx.deps
         .metrics
         .restore_finished(&ctx.deps.plugin, result.is_ok());
-    ctx.event(
+    ctx.resource_event(
         &resources::restore_resource(),
-        &dynamic(restore),
+        restore,
         warning,
         reason,
         &message,
     )
     .await;
-}
-
-fn dynamic(restore: &Restore) -> DynamicObject {
-    serde_json::to_value(restore)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-        .unwrap_or_else(|| {
-            DynamicObject::new(&restore.name_any(), &resources::restore_resource())
-                .within(&restore.namespace().unwrap_or_default())
-        })
 }

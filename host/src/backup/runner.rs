@@ -161,6 +161,14 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
         .into_iter()
         .filter(|p| gate.allows_object(p.as_ref()))
         .collect();
+    // Each primary's Backups, found once per sweep (by the uid label every
+    // Backup gets when it starts).
+    let mut by_primary: BTreeMap<String, Vec<&Backup>> = BTreeMap::new();
+    for backup in &backups {
+        if let Some(uid) = backup.labels().get(PRIMARY_UID_LABEL) {
+            by_primary.entry(uid.clone()).or_default().push(backup);
+        }
+    }
     let present = primaries
         .iter()
         .map(|p| (p.namespace().unwrap_or_default(), p.name_any()))
@@ -170,15 +178,13 @@ async fn sweep(ctx: &RunnerContext) -> Option<DateTime<Utc>> {
         if !ctx.may_write(object.uid().as_deref()) {
             continue;
         }
-        let namespace = object.namespace();
-        let of_namespace: Vec<Backup> = backups
-            .iter()
-            .filter(|b| b.namespace() == namespace)
-            .cloned()
-            .collect();
         let none = BTreeSet::new();
-        let restoring = restoring.get(&namespace).unwrap_or(&none);
-        if let Some(at) = primary::handle(ctx, object, &of_namespace, restoring).await {
+        let restoring = restoring.get(&object.namespace()).unwrap_or(&none);
+        let own = object
+            .uid()
+            .and_then(|uid| by_primary.get(&uid))
+            .map_or(&[][..], Vec::as_slice);
+        if let Some(at) = primary::handle(ctx, object, own, restoring).await {
             wake = wake.min(at);
         }
     }

@@ -319,7 +319,7 @@ impl ConversionWebhook {
             options.limits,
             cancel.clone(),
         ));
-        let keeper = tokio::spawn(keep_crds(webhook.clone(), cancel));
+        let keeper = tokio::spawn(keep_configurations(webhook.clone(), cancel));
         *webhook.tasks() = vec![serving, keeper];
         tracing::info!(addr = %bound, client_config = ?webhook.inner.client_config, certificates = %origin, "serving the CRD conversion webhook");
         Ok(webhook)
@@ -606,10 +606,10 @@ async fn start_storage_migrations(webhook: &ConversionWebhook, cancel: &Cancella
     }
 }
 
-/// Re-syncs the CRDs whenever the set of migrating plugins changes, and
-/// every [`RESYNC`]; with `migrate_storage`, starts storage migrations
-/// every [`STORAGE_CHECK`].
-async fn keep_crds(webhook: ConversionWebhook, cancel: CancellationToken) {
+/// Re-syncs the CRDs and the admission webhook configurations whenever
+/// the set of plugins they depend on changes, and every [`RESYNC`]; with
+/// `migrate_storage`, starts storage migrations every [`STORAGE_CHECK`].
+async fn keep_configurations(webhook: ConversionWebhook, cancel: CancellationToken) {
     let mut storage_checked: Option<Instant> = None;
     loop {
         if webhook.inner.migrate_storage
