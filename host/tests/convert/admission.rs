@@ -426,7 +426,10 @@ async fn an_object_written_by_a_newer_version_is_refused_on_update() {
         "newer",
         &PatchParams::default(),
         &Patch::Merge(&json!({"metadata": {
-            "annotations": {"wasm-operator.dev/managed-by-version": "99.0.0"},
+            "annotations": {
+                "wasm-operator.dev/managed-by-version": "99.0.0",
+                "wasm-operator.dev/min-compatible-version": "99.0.0",
+            },
             "labels": {"tier": "web"},
         }})),
     )

@@ -250,18 +250,21 @@ pub fn guarded_patch(original: &Value, mut defaulted: Value) -> Result<json_patc
     Ok(json_patch::diff(original, &defaulted))
 }
 
-/// Why an update of an object last managed by `managed_by` (its
-/// `wasm-operator.dev/managed-by-version` annotation) is refused by the
-/// serving `version`: when the object needs a newer version than serves
-/// (the lifecycle reference's rule). `None` when either is not semver or
-/// the object is not newer.
-pub fn too_new(plugin: &str, version: &str, managed_by: Option<&str>) -> Option<String> {
-    let managed_by = managed_by?;
-    let needed = semver::Version::parse(managed_by).ok()?;
+/// Why an update of an object is refused by the serving `version` when
+/// the version that last wrote it declared that only `needed` or later may
+/// serve it (its `wasm-operator.dev/min-compatible-version` annotation,
+/// the same rule the registry applies to a rollback): the lifecycle
+/// reference's rule. An object written by a newer, forward-compatible
+/// version (no such annotation) is not refused: the registry let the
+/// serving version take it over. `None` when either is not semver or the
+/// serving version suffices.
+pub fn too_new(plugin: &str, version: &str, needed: Option<&str>) -> Option<String> {
+    let needed_text = needed?;
+    let needed = semver::Version::parse(needed_text).ok()?;
     let serving = semver::Version::parse(version).ok()?;
     (needed > serving).then(|| {
         format!(
-            "this object was last written by plugin {plugin} {managed_by}, newer than the serving version {version}: it may hold state {version} cannot handle. Update it once {plugin} {managed_by} or later serves again"
+            "this object was last written by a version of plugin {plugin} that needs {needed_text} or later to serve it, newer than the serving version {version}: it may hold state {version} cannot handle. Update it once {plugin} {needed_text} or later serves again"
         )
     })
 }

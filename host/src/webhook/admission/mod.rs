@@ -20,8 +20,10 @@
 //! - A plugin's defaults never touch `apiVersion`, `kind`, `status`,
 //!   metadata other than labels and annotations, or the host's marks
 //!   ([`decide::guarded_patch`]).
-//! - An update of an object last managed by a newer plugin version than
-//!   the one serving is refused ([`decide::too_new`]).
+//! - An update of an object whose last writer declared that only a newer
+//!   version than the one serving may serve it (its
+//!   `min-compatible-version` mark, the registry's rollback rule) is
+//!   refused ([`decide::too_new`]).
 //! - An update that changes only metadata (a finalizer, a label, the
 //!   host's marks), and any write to an object being deleted, is admitted
 //!   without calling the plugin: admission never blocks the controllers'
@@ -38,6 +40,7 @@ use crate::cache::{CacheView, NamespaceGate, SharedCache};
 use crate::contract::{AdmissionOperation, CallContext};
 use crate::engine::CacheReader;
 use crate::plan::MANAGED_BY_VERSION_ANNOTATION;
+use crate::plan::names::MIN_COMPATIBLE_VERSION_ANNOTATION;
 use crate::registry::{ActiveVersion, Registry};
 
 use decide::{Answerer, Decision};
@@ -285,7 +288,9 @@ async fn decide_request(
             let refused_as_too_new = (request.operation == AdmissionOperation::Update)
                 .then(|| {
                     let old = request.old_object.as_ref()?;
-                    decide::too_new(&manifest.name, &newest_serving, managed_by(old).as_deref())
+                    let needed =
+                        old["metadata"]["annotations"][MIN_COMPATIBLE_VERSION_ANNOTATION].as_str();
+                    decide::too_new(&manifest.name, &newest_serving, needed)
                 })
                 .flatten();
             let verdict = match refused_as_too_new {
