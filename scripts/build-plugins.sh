@@ -23,7 +23,7 @@ fi
 
 # Package names; each output is named after its package, wherever its crate is.
 shipped=(webapp distributedkv)
-fixtures=(faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core hostile-workloads webapp-next webapp-differ webapp-flaky webapp-loop distributedkv-lossy distributedkv-trap convert-only distributedkv-forger hostile-recorder hostile-grower backup-v1)
+fixtures=(faulty webapp-v2 webapp-v3 hostile hostile-liar hostile-core hostile-workloads webapp-next webapp-differ webapp-strict webapp-flaky webapp-loop distributedkv-lossy distributedkv-trap convert-only distributedkv-forger hostile-recorder hostile-grower backup-v1)
 plugins=("${shipped[@]}" "${fixtures[@]}")
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done

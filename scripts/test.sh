@@ -18,7 +18,14 @@
 # scripts/build-image.sh without that variable (the release-image profile);
 # its code is linted without default features below.
 #
-# Env: SKIP_REAL=1 skips the real-backend pass (and the Go build).
+# cosign (v2 and v3, for the signed-plugin tests of both passes) builds first
+# in the same background Go chain (scripts/build-cosign.sh: realcluster's Go
+# module, so the packages it shares with the control plane compile once and
+# the chain never runs two Go builds at once); the tests wait for it and find
+# it through WASM_OPERATOR_COSIGN2 / WASM_OPERATOR_COSIGN3.
+#
+# Env: SKIP_REAL=1 skips the real-backend pass (and the control plane's Go
+#      build; cosign still builds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -28,18 +35,29 @@ step() { printf '\n==> [%s, %d s in] %s\n' "$(date -u +%T)" "$SECONDS" "$*"; }
 step "installing test dependencies"
 bash scripts/install-test-deps.sh
 
+mkdir -p target
+# cosign first: the devcluster pass needs it, the real pass comes last. Its
+# exit status goes to target/cosign-build.status (waited for below); the
+# control plane builds whatever it says.
+rm -f target/cosign-build.status
+cosign_build='bash scripts/build-cosign.sh >target/cosign-build.log 2>&1; echo $? >target/cosign-build.status.tmp
+    mv -f target/cosign-build.status.tmp target/cosign-build.status'
 realcluster_pid=
 if [ "${SKIP_REAL:-}" != 1 ]; then
-    step "building the real control plane in the background (log: target/realcluster-build.log)"
-    mkdir -p target
+    step "building cosign, then the real control plane, in the background (logs: target/cosign-build.log, target/realcluster-build.log)"
     # Its own process group, so that an early exit stops the whole build.
     # Then `go vet` of the controller-runtime benchmark peer (bench/scale): it
     # shares realcluster's k8s.io packages in Go's build cache (about a minute cold).
-    setsid bash -c 'bash scripts/build-realcluster.sh && bash scripts/build-controller-runtime-peer.sh --vet' \
+    setsid bash -c "$cosign_build; bash scripts/build-realcluster.sh && bash scripts/build-controller-runtime-peer.sh --vet" \
         >target/realcluster-build.log 2>&1 &
     realcluster_pid=$!
-    trap 'kill -- "-$realcluster_pid" 2>/dev/null || true' EXIT
+    go_pid=$realcluster_pid
+else
+    step "building cosign in the background (log: target/cosign-build.log)"
+    setsid bash -c "$cosign_build" >/dev/null 2>&1 &
+    go_pid=$!
 fi
+trap 'kill -- "-$go_pid" 2>/dev/null || true' EXIT
 
 # The Python, TypeScript and Go plugins (toolchains from PyPI/npm, then
 # componentize-py, jco and go: ~55 s of installs and ~3 min of builds on 2
@@ -49,7 +67,7 @@ step "building the Python, TypeScript and Go plugins in the background (log: tar
 mkdir -p target
 setsid bash scripts/build-lang-plugins.sh >target/lang-plugins-build.log 2>&1 &
 lang_pid=$!
-trap 'kill -- "-$lang_pid" 2>/dev/null || true; [ -z "$realcluster_pid" ] || kill -- "-$realcluster_pid" 2>/dev/null || true' EXIT
+trap 'kill -- "-$lang_pid" 2>/dev/null || true; kill -- "-$go_pid" 2>/dev/null || true' EXIT
 
 step "building plugins to wasm32-wasip2"
 bash scripts/build-plugins.sh
@@ -69,6 +87,18 @@ if ! wait "$lang_pid"; then
     exit 1
 fi
 tail -n 4 target/lang-plugins-build.log
+
+step "waiting for cosign"
+# Its status file, not `wait`: with the real pass it is the first step of the
+# control plane's build job.
+while [ ! -e target/cosign-build.status ] && kill -0 "$go_pid" 2>/dev/null; do sleep 2; done
+if [ "$(cat target/cosign-build.status 2>/dev/null)" != 0 ]; then
+    cat target/cosign-build.log
+    echo "building cosign failed (log above)"
+    exit 1
+fi
+tail -n 1 target/cosign-build.log
+export WASM_OPERATOR_COSIGN2="$PWD/target/cosign/cosign2" WASM_OPERATOR_COSIGN3="$PWD/target/cosign/cosign3"
 
 step "running the test suite"
 # The image tests package this build's binary (see the header).

@@ -2,7 +2,8 @@
 //! the "What happens when a plugin misbehaves" table of docs/operations.md
 //! (the README's until it became a front door) lists exactly the reconcile
 //! reasons of [`Reason`], and every reason docs/deploying-plugins.md names
-//! for WasmPlugins, permissions, conversion, upgrades and canaries exists.
+//! for WasmPlugins, permissions, conversion, upgrades and canaries exists;
+//! the backup and admission pages list their scopes' reasons.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -81,18 +82,10 @@ fn known(reason: &str) -> bool {
 /// docs/operations.md.
 #[test]
 fn readme_table_lists_every_reconcile_reason() {
-    let operations = read("docs/operations.md");
-    let table = table_reasons(&operations, "## What happens when a plugin misbehaves");
-    let code: BTreeSet<String> = Reason::ALL
-        .iter()
-        .filter(|r| r.scope() == ReasonScope::Reconcile)
-        .map(|r| r.as_str().to_string())
-        .collect();
-    let undocumented: Vec<_> = code.difference(&table).collect();
-    let unknown: Vec<_> = table.difference(&code).collect();
-    assert!(
-        undocumented.is_empty() && unknown.is_empty(),
-        "docs/operations.md's reason table and contract::Reason disagree: in the code but not the table {undocumented:?}; in the table but not the code {unknown:?}"
+    assert_table_matches_scope(
+        "docs/operations.md",
+        "## What happens when a plugin misbehaves",
+        ReasonScope::Reconcile,
     );
 }
 
@@ -158,17 +151,31 @@ fn docs_canary_lists_every_canary_reason() {
 
 #[test]
 fn docs_backup_lists_every_backup_reason() {
-    let docs = read("docs/backup.md");
-    let table = table_reasons(&docs, "## Reasons");
+    assert_table_matches_scope("docs/backup.md", "## Reasons", ReasonScope::Backup);
+}
+
+#[test]
+fn docs_admission_lists_every_admission_reason() {
+    assert_table_matches_scope(
+        "docs/admission.md",
+        "## Audit of stored objects",
+        ReasonScope::Admission,
+    );
+}
+
+/// Asserts that the reason table under `heading` of `page` lists exactly
+/// the reasons of `scope`.
+fn assert_table_matches_scope(page: &str, heading: &str, scope: ReasonScope) {
+    let table = table_reasons(&read(page), heading);
     let code: BTreeSet<String> = Reason::ALL
         .iter()
-        .filter(|r| r.scope() == ReasonScope::Backup)
+        .filter(|r| r.scope() == scope)
         .map(|r| r.as_str().to_string())
         .collect();
     let undocumented: Vec<_> = code.difference(&table).collect();
     let unknown: Vec<_> = table.difference(&code).collect();
     assert!(
         undocumented.is_empty() && unknown.is_empty(),
-        "docs/backup.md's reason table and contract::Reason disagree: in the code only {undocumented:?}; in the table only {unknown:?}"
+        "{page}'s reason table ({heading}) and contract::Reason disagree: in the code only {undocumented:?}; in the table only {unknown:?}"
     );
 }

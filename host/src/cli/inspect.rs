@@ -274,6 +274,15 @@ fn render_text(inspection: &Inspection, oci_manifest_digest: Option<&str>) -> St
     if manifest.implements.backup {
         implements.push("backup");
     }
+    let admission = match (inspection.admission.validate, inspection.admission.defaults) {
+        (true, true) => "admission (validate, defaults)",
+        (true, false) => "admission (validate)",
+        (false, true) => "admission (defaults)",
+        (false, false) => "",
+    };
+    if !admission.is_empty() {
+        implements.push(admission);
+    }
     let _ = writeln!(out, "Implements:     {}", implements.join(", "));
     if let Some(min) = &manifest.min_compatible_version {
         let _ = writeln!(out, "Min compatible: {min}");
@@ -342,6 +351,10 @@ mod tests {
                 },
                 min_compatible_version: None,
             },
+            admission: crate::contract::AdmissionFunctions {
+                validate: true,
+                defaults: false,
+            },
             world: "world plugin {\n  export wasm-operator:plugin/reconciler@0.1.0;\n}".into(),
             crd: None,
         };
@@ -352,7 +365,7 @@ mod tests {
         assert!(text.contains("Primary kind:   WebApp (example.com/v1, webapps)"));
         assert!(text.contains("Owns:           Deployment (apps/v1, deployments)"));
         assert!(text.contains("Watches:        -"));
-        assert!(text.contains("Implements:     reconciler, backup"));
+        assert!(text.contains("Implements:     reconciler, backup, admission (validate)"));
         assert!(text.contains("Size:           2.0 KiB (2048 bytes)"));
         assert!(text.find("Name:").unwrap() < text.find("World:").unwrap());
         assert!(text.contains("  export wasm-operator:plugin/reconciler@0.1.0;"));

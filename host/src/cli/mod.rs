@@ -22,6 +22,7 @@ pub(crate) mod run;
 pub(crate) mod shards;
 pub(crate) mod signals;
 pub(crate) mod unload;
+pub(crate) mod verify;
 pub(crate) mod webhook;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -147,6 +148,9 @@ pub enum PluginCommand {
     /// Publish a plugin component to an OCI registry (CNCF Wasm layout)
     /// and print its digest.
     Push(push::PushArgs),
+    /// Check a plugin's signatures in its registry against a verification
+    /// policy (exit 1 when refused).
+    Verify(verify::VerifyArgs),
     /// Print the RBAC (ServiceAccount, Roles, bindings) a grant needs when
     /// the plugin's writes impersonate its ServiceAccount; with --host, the
     /// rules the host's own ClusterRole needs to serve plugins (the chart's
@@ -189,6 +193,9 @@ pub enum CliError {
     /// `plugin push` failed.
     #[error(transparent)]
     Push(#[from] push::PushError),
+    /// `plugin verify` refused or failed, or `plugin push --sign` could not sign.
+    #[error(transparent)]
+    Verify(Box<verify::VerifyError>),
     /// `plugin rbac` failed.
     #[error(transparent)]
     Rbac(#[from] rbac::RbacError),
@@ -259,6 +266,7 @@ impl Cli {
                 plugin_record::plugin_record(args).await
             }
             Command::Plugin(PluginCommand::Push(args)) => push::push(args).await,
+            Command::Plugin(PluginCommand::Verify(args)) => verify::verify(args).await,
             Command::Plugin(PluginCommand::Rbac(args)) => rbac::rbac(args).await,
             Command::Plugin(PluginCommand::Unload(args)) => unload::unload(args).await,
             Command::Crd(command) => crd::execute(command).map_err(CliError::Crd),

@@ -32,6 +32,10 @@ pub struct PushArgs {
     /// A docker config.json / dockerconfigjson file holding the credentials.
     #[arg(long, value_name = "PATH")]
     pub docker_config: Option<PathBuf>,
+    /// Sign the pushed digest with this cosign private key (password in
+    /// COSIGN_PASSWORD), as `cosign sign --key` does (tag-based format).
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
 }
 
 /// Why `plugin push` failed.
@@ -81,6 +85,10 @@ pub async fn push(args: PushArgs) -> Result<(), CliError> {
             path: args.file.clone(),
             source,
         })?;
+    let signing_key = match &args.sign {
+        Some(path) => Some(super::verify::load_signing_key(path)?),
+        None => None,
+    };
     let options = PushOptions {
         auth: credentials(&args)?,
         insecure: args.insecure,
@@ -103,6 +111,9 @@ pub async fn push(args: PushArgs) -> Result<(), CliError> {
     match oci::push(&bytes, &args.reference, &options, &mut progress).await {
         Ok(pushed) => {
             bar.finish_and_clear();
+            if let Some(key) = &signing_key {
+                super::verify::sign_pushed(&pushed, key, &options).await?;
+            }
             println!("{}", pushed.digest);
             eprintln!("{}", describe_pushed(&pushed));
             Ok(())

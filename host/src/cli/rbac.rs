@@ -211,7 +211,8 @@ async fn wasm_plugin_manifest(
     name: &str,
     source: &crate::wasmplugin::Source,
 ) -> Result<Manifest, RbacError> {
-    let fetched = crate::wasmplugin::source::fetch(client, source)
+    // Read for its manifest only, never loaded: no verification.
+    let fetched = crate::wasmplugin::source::fetch(client, source, None)
         .await
         .map_err(|source| RbacError::Fetch {
             name: name.to_string(),

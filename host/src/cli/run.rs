@@ -64,6 +64,12 @@ pub struct RunArgs {
     /// explicitly, like kubectl's -A).
     #[arg(short = 'A', long)]
     pub all_namespaces: bool,
+    /// A verification policy file (YAML or JSON, the fields of a
+    /// WasmPlugin's `spec.verification`): every WasmPlugin with an OCI
+    /// source and no `spec.verification` of its own loads only what it
+    /// verifies. See docs/security.md.
+    #[arg(long, value_name = "FILE")]
+    pub verification_policy: Option<PathBuf>,
     /// Address of the /metrics, /healthz and /readyz endpoint (port 0 picks a free port).
     #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
     pub metrics_addr: SocketAddr,
@@ -212,6 +218,9 @@ pub enum RunError {
         "--grant only applies to --plugin files; without --plugin, set spec.permissions on each WasmPlugin object instead"
     )]
     GrantWithoutPlugins,
+    /// The `--verification-policy` file cannot be used.
+    #[error("--verification-policy: {0}")]
+    VerificationPolicy(#[from] crate::oci::signature::PolicyError),
     /// The `--grant` file cannot be read.
     #[error("cannot read grant file {}: {source}; check the --grant path", path.display())]
     ReadGrant {
@@ -493,6 +502,13 @@ async fn start(
         .config(client.default_namespace())
         .map_err(RunError::LeaderElection)?;
     let host_objects = host_objects(args, leader_election.as_ref());
+    let verification = match &args.verification_policy {
+        Some(path) => Some(std::sync::Arc::new(
+            crate::oci::signature::VerificationPolicy::from_file(path)
+                .map_err(RunError::VerificationPolicy)?,
+        )),
+        None => None,
+    };
     tracing::info!(
         namespaces = %host_objects.describe_namespaces(),
         "the host's own namespaces: outside every plugin's grant unless it names them"
@@ -511,6 +527,7 @@ async fn start(
             shards: usize::from(args.election.shards),
             metrics_addr: Some(args.metrics_addr),
             host_objects,
+            verification,
             ..ManagerOptions::default()
         },
     )

@@ -24,6 +24,10 @@ pub enum ReasonScope {
     /// conditions of a primary's `status.backup`, and the events on them
     /// (the reason table of docs/backup.md).
     Backup,
+    /// Admission of a plugin's own objects: Warning events on stored
+    /// primaries its serving version's `validate` refuses (the reason table
+    /// of docs/admission.md).
+    Admission,
 }
 
 macro_rules! reasons {
@@ -120,6 +124,9 @@ reasons! {
     SourceUnavailable => WasmPlugin,
     /// The fetched component's digest is not the pinned one.
     DigestMismatch => WasmPlugin,
+    /// The OCI manifest carries no signature satisfying the verification
+    /// policy (`spec.verification` or the host-wide one).
+    SignatureNotVerified => WasmPlugin,
     /// The OCI registry could not be reached.
     RegistryUnreachable => WasmPlugin,
     /// The OCI registry refused the credentials.
@@ -375,6 +382,10 @@ reasons! {
     /// A Restore failed: the target stays held (the message says how to
     /// release it).
     RestoreFailed => Backup,
+    /// The audit of stored objects found that the serving version's
+    /// `validate` refuses this object as it is stored (a Warning event on
+    /// it, once per new verdict).
+    AdmissionAuditViolation => Admission,
 }
 
 impl fmt::Display for Reason {

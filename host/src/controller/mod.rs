@@ -196,6 +196,37 @@ fn watch_related(
     controller
 }
 
+/// The audit of the stored primaries against the stable version's
+/// `validate` ([`crate::webhook::admission::audit`]), beside the reconciles
+/// and stopped with them: it reads the primary store once every cache of
+/// the controller has synced, and writes its events as the host.
+fn audit_task(
+    ctx: &context::Context,
+    cache: &SharedCache,
+    primary: &Store<CachedObject>,
+    all: &Arc<Vec<CacheLease>>,
+    shutdown: &CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    use crate::webhook::admission::audit;
+    let all = all.clone();
+    let deps = audit::AuditDeps {
+        plugin: ctx.plugin.clone(),
+        versions: ctx.versions.clone(),
+        cache: cache.clone(),
+        primary: primary.clone(),
+        primary_ar: ctx.primary.clone(),
+        gate: ctx.gate.clone(),
+        events: EventSink::new(ctx.host_client.clone(), &ctx.plugin),
+        writes: ctx.writes.clone(),
+        metrics: ctx.metrics.clone(),
+    };
+    audit::run(
+        deps,
+        move || all.iter().all(CacheLease::synced),
+        shutdown.clone(),
+    )
+}
+
 impl ControllerHandle {
     /// Starts the controller of the plugin whose serving state is `versions`
     /// (its primary, owned and watched kinds are read from the stable
@@ -313,6 +344,7 @@ impl ControllerHandle {
             applied: Default::default(),
             primary_writes: Default::default(),
         });
+        helpers.spawn(audit_task(&ctx, cache, &primary_store, &all, &shutdown));
         let handle_ctx = ctx.clone();
         let name = manifest.name.clone();
         let task = tokio::spawn(

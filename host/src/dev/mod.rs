@@ -389,6 +389,8 @@ impl DevSession {
                 metrics_addr: options.metrics_addr,
                 source_settle: options.debounce,
                 host_objects: dev_host_objects(options.webhook.as_ref()),
+                // `dev` loads the plugins it builds: nothing to verify.
+                verification: None,
             },
         )
         .await?;

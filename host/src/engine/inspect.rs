@@ -16,6 +16,8 @@ pub struct Inspection {
     pub size: usize,
     /// What the component's `manifest` function returned (validated).
     pub manifest: contract::Manifest,
+    /// Which admission functions it implements (its `admission.implemented`).
+    pub admission: contract::AdmissionFunctions,
     /// The component's imports and exports as WIT-like text.
     pub world: String,
     /// The CRD the plugin carries (its `schema` export), if any; printed by
@@ -48,6 +50,7 @@ pub fn inspect(bytes: &[u8]) -> Result<Inspection, EngineError> {
         digest: plugin.digest().to_string(),
         size: bytes.len(),
         manifest: plugin.manifest().clone(),
+        admission: plugin.admission_functions(),
         world,
         crd,
     })

@@ -107,6 +107,9 @@ pub struct ManagerOptions {
     /// it is fetched (a file or ConfigMap change arrives as several
     /// notifications).
     pub source_settle: Duration,
+    /// The verification policy of WasmPlugins with an OCI source and no
+    /// `spec.verification` ([`WasmPluginOptions::verification`]).
+    pub verification: Option<Arc<crate::oci::signature::VerificationPolicy>>,
     /// The host's own namespaces and objects: no plugin's grant reaches
     /// them unless it names the namespace exactly, and no child may be
     /// named like them. The default reserves nothing (an embedded
@@ -124,6 +127,7 @@ impl Default for ManagerOptions {
             shards: 1,
             metrics_addr: None,
             source_settle: WasmPluginOptions::default().source_settle,
+            verification: None,
             host_objects: HostObjects::default(),
         }
     }
@@ -195,6 +199,7 @@ struct Inner {
     telemetry: Mutex<Option<JoinHandle<()>>>,
     telemetry_addr: Option<SocketAddr>,
     source_settle: Duration,
+    verification: Option<Arc<crate::oci::signature::VerificationPolicy>>,
     applier: Mutex<Option<(CancellationToken, JoinHandle<()>)>>,
     wasmplugins: tokio::sync::Mutex<Option<WasmPluginController>>,
     /// The leader's elector, or one per shard.
@@ -349,6 +354,7 @@ impl Manager {
                 telemetry: Mutex::new(telemetry),
                 telemetry_addr,
                 source_settle: options.source_settle,
+                verification: options.verification.clone(),
                 applier: Mutex::new(Some((cancel, applier))),
                 wasmplugins: tokio::sync::Mutex::new(None),
                 electors: tokio::sync::Mutex::new(electors),
@@ -473,6 +479,7 @@ impl Manager {
                 writes: self.inner.deps.gate.clone(),
                 source_settle: self.inner.source_settle,
                 webhook: self.inner.webhook_board.clone(),
+                verification: self.inner.verification.clone(),
             },
         )
         .await

@@ -39,6 +39,7 @@ mod error;
 mod fetch;
 mod pull;
 mod push;
+pub mod signature;
 
 pub use auth::DockerConfig;
 pub use error::{Excess, OciError};

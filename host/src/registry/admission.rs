@@ -9,6 +9,10 @@ use crate::contract::AdmissionOperation;
 /// say, in seconds.
 pub const DEFAULT_ADMISSION_TIMEOUT_SECONDS: u8 = 10;
 
+/// How often the stored objects are audited against the stable version's
+/// `validate` when the WasmPlugin does not say, in seconds (10 minutes).
+pub const DEFAULT_AUDIT_INTERVAL_SECONDS: u32 = 600;
+
 /// What a plugin's verdicts do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AdmissionMode {
@@ -53,10 +57,14 @@ pub struct AdmissionSettings {
     pub operations: Vec<AdmissionOperation>,
     /// CEL conditions the API server checks before sending.
     pub match_conditions: Vec<MatchCondition>,
+    /// Seconds between periodic audits of the stored objects; 0: only on
+    /// start and when the stable version changes.
+    pub audit_interval_seconds: u32,
 }
 
 impl Default for AdmissionSettings {
-    /// Enforce, fail closed, 10 s, creates and updates.
+    /// Enforce, fail closed, 10 s, creates and updates, an audit every
+    /// 10 minutes.
     fn default() -> AdmissionSettings {
         AdmissionSettings {
             mode: AdmissionMode::Enforce,
@@ -64,6 +72,7 @@ impl Default for AdmissionSettings {
             timeout_seconds: DEFAULT_ADMISSION_TIMEOUT_SECONDS,
             operations: vec![AdmissionOperation::Create, AdmissionOperation::Update],
             match_conditions: Vec::new(),
+            audit_interval_seconds: DEFAULT_AUDIT_INTERVAL_SECONDS,
         }
     }
 }

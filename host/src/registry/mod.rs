@@ -22,6 +22,7 @@ pub mod access;
 mod admission;
 mod announcement;
 pub mod assign;
+mod audit;
 mod candidate;
 mod change;
 mod error;
@@ -48,10 +49,11 @@ use change::{CheckedActivation, SetEdit};
 
 pub use access::{AccessReport, OutsideGrant, PluginAccess};
 pub use admission::{
-    AdmissionMode, AdmissionSettings, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
-    MatchCondition,
+    AdmissionMode, AdmissionSettings, DEFAULT_ADMISSION_TIMEOUT_SECONDS,
+    DEFAULT_AUDIT_INTERVAL_SECONDS, FailurePolicy, MatchCondition,
 };
 pub use announcement::{Announcement, VersionChange};
+pub use audit::{AdmissionAudit, AuditBoard, AuditFinding, MAX_AUDIT_FINDINGS};
 pub use candidate::Candidate;
 pub use error::{KindRefusal, PermissionDenial, PrimaryKindChange, RegistryError};
 pub use loaded_version::LoadedVersion;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::access::PluginAccess;
 use super::assign::serves_candidate;
+use super::audit::AuditBoard;
 use super::loaded_version::LoadedVersion;
 use super::observations::CanaryObservations;
 use super::rollout::RolloutSettings;
@@ -122,6 +123,9 @@ pub struct ServingVersions {
     /// What the plugin's controller could not reach (RBAC refusals, the
     /// primaries outside its grant); kept across version swaps.
     access: PluginAccess,
+    /// The latest audit of the stored objects against the stable
+    /// version's `validate`; kept across version swaps until the next run.
+    audit: AuditBoard,
 }
 
 impl ServingVersions {
@@ -130,12 +134,18 @@ impl ServingVersions {
         ServingVersions {
             current: RwLock::new(Arc::new(versions)),
             access: PluginAccess::default(),
+            audit: AuditBoard::default(),
         }
     }
 
     /// What the plugin's controller could not reach (see [`PluginAccess`]).
     pub fn access(&self) -> &PluginAccess {
         &self.access
+    }
+
+    /// The latest audit of the stored objects (see [`AuditBoard`]).
+    pub fn admission_audit(&self) -> &AuditBoard {
+        &self.audit
     }
 
     /// The set new calls use.

@@ -11,7 +11,10 @@ use kube::api::{Api, DynamicObject};
 
 use super::api_resource;
 use super::audit::{AuditTrail, Transition};
+use super::source::{Fetched, SourceError};
+use super::spec::Source;
 use crate::lease::WriteGate;
+use crate::oci::signature::VerificationPolicy;
 use crate::registry::Registry;
 
 /// The cluster side of one WasmPlugin's worker.
@@ -28,9 +31,27 @@ pub(super) struct Cluster {
     pub(super) api: Api<DynamicObject>,
     /// The WasmPlugin as last seen.
     pub(super) object: Arc<DynamicObject>,
+    /// The verification policy its OCI sources (stable and canary) are
+    /// fetched under: `spec.verification`, else the host-wide one.
+    pub(super) verification: Option<Arc<VerificationPolicy>>,
+    /// The host-wide policy (`wasm-operator run --verification-policy`).
+    pub(super) default_verification: Option<Arc<VerificationPolicy>>,
 }
 
 impl Cluster {
+    /// Fetches `source` under this WasmPlugin's verification policy.
+    pub(super) async fn fetch(&self, source: &Source) -> Result<Fetched, SourceError> {
+        super::source::fetch(&self.client, source, self.verification.as_deref()).await
+    }
+
+    /// Fetches under `policy` (the spec's) from now on, or under the
+    /// host-wide policy when the spec has none.
+    pub(super) fn verify_with(&mut self, policy: Option<VerificationPolicy>) {
+        self.verification = policy
+            .map(Arc::new)
+            .or_else(|| self.default_verification.clone());
+    }
+
     /// A reference to the WasmPlugin, for events.
     pub(super) fn object_ref(&self) -> ObjectReference {
         self.object.object_ref(&api_resource())

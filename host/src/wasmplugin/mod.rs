@@ -98,6 +98,10 @@ pub struct WasmPluginOptions {
     /// [`crate::manager::Manager::webhook_board`]); the default is a board
     /// of its own that no webhook posts on.
     pub webhook: WebhookBoard,
+    /// The verification policy of WasmPlugins with an OCI source and no
+    /// `spec.verification` of their own (`wasm-operator run
+    /// --verification-policy`); `None`: such sources load unverified.
+    pub verification: Option<Arc<crate::oci::signature::VerificationPolicy>>,
 }
 
 impl Default for WasmPluginOptions {
@@ -106,6 +110,7 @@ impl Default for WasmPluginOptions {
             writes: WriteGate::always_open(),
             source_settle: std::time::Duration::from_millis(300),
             webhook: WebhookBoard::new(),
+            verification: None,
         }
     }
 }

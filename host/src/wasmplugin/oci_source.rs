@@ -6,6 +6,7 @@ use kube::Api;
 
 use super::spec::{OciSpec, SecretRef};
 use crate::contract::Reason;
+use crate::oci::signature::{SignatureError, VerificationPolicy, Verified};
 use crate::oci::{self, DockerConfig, OciError, OciSource};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
@@ -18,6 +19,8 @@ pub struct Pulled {
     pub bytes: Vec<u8>,
     /// The manifest digest pulled.
     pub digest: String,
+    /// Its verified signature, when a verification policy applied.
+    pub signature: Option<Verified>,
 }
 
 /// Why an OCI source could not provide a component.
@@ -35,6 +38,10 @@ pub enum OciSourceError {
     /// The registry operation failed.
     #[error(transparent)]
     Registry(#[from] OciError),
+    /// The manifest's signatures do not satisfy the verification policy
+    /// (or the policy, or the registry while reading them, failed).
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
 }
 
 impl OciSourceError {
@@ -42,28 +49,48 @@ impl OciSourceError {
     pub fn reason(&self) -> &'static str {
         match self {
             OciSourceError::Secret { .. } => Reason::InvalidPullSecret.as_str(),
-            OciSourceError::Registry(error) => match error {
-                OciError::DigestMismatch { .. }
-                | OciError::LayerDigestMismatch { .. }
-                | OciError::BlobTooLarge { .. } => Reason::DigestMismatch.as_str(),
-                OciError::Unreachable { .. } => Reason::RegistryUnreachable.as_str(),
-                OciError::NotFound { .. } => Reason::SourceNotFound.as_str(),
-                OciError::Unauthorized { .. } => Reason::RegistryUnauthorized.as_str(),
-                OciError::NotWasm { .. }
-                | OciError::InvalidComponent { .. }
-                | OciError::ManifestTooLarge { .. } => Reason::InvalidComponent.as_str(),
-                OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => {
-                    Reason::InvalidSpec.as_str()
-                }
-                OciError::InvalidDockerConfig(_) => Reason::InvalidPullSecret.as_str(),
-                _ => Reason::PullFailed.as_str(),
+            OciSourceError::Signature(error) => match error {
+                SignatureError::Registry(error) => registry_reason(error),
+                SignatureError::Policy(_) => Reason::InvalidSpec.as_str(),
+                _ => Reason::SignatureNotVerified.as_str(),
             },
+            OciSourceError::Registry(error) => registry_reason(error),
         }
     }
 }
 
-/// Pulls the component `spec` names (the pin, if any, is enforced).
-pub async fn pull(client: &kube::Client, spec: &OciSpec) -> Result<Pulled, OciSourceError> {
+/// The reason of a registry failure.
+fn registry_reason(error: &OciError) -> &'static str {
+    match error {
+        OciError::DigestMismatch { .. }
+        | OciError::LayerDigestMismatch { .. }
+        | OciError::BlobTooLarge { .. } => Reason::DigestMismatch.as_str(),
+        OciError::Unreachable { .. } => Reason::RegistryUnreachable.as_str(),
+        OciError::NotFound { .. } => Reason::SourceNotFound.as_str(),
+        OciError::Unauthorized { .. } => Reason::RegistryUnauthorized.as_str(),
+        OciError::NotWasm { .. }
+        | OciError::InvalidComponent { .. }
+        | OciError::ManifestTooLarge { .. } => Reason::InvalidComponent.as_str(),
+        OciError::InvalidReference { .. } | OciError::InvalidDigest { .. } => {
+            Reason::InvalidSpec.as_str()
+        }
+        OciError::InvalidDockerConfig(_) => Reason::InvalidPullSecret.as_str(),
+        _ => Reason::PullFailed.as_str(),
+    }
+}
+
+/// Pulls the component `spec` names (the pin, if any, is enforced) and,
+/// under `verification`, verifies the signatures of exactly the manifest
+/// digest pulled: nothing unverified is returned.
+///
+/// # Errors
+/// [`OciSourceError::Signature`] when the signatures do not satisfy
+/// `verification`; the registry's and the pull secret's failures otherwise.
+pub async fn pull(
+    client: &kube::Client,
+    spec: &OciSpec,
+    verification: Option<&VerificationPolicy>,
+) -> Result<Pulled, OciSourceError> {
     let pull_secret = match &spec.pull_secret {
         Some(secret) => Some(read_secret(client, secret).await?),
         None => None,
@@ -71,12 +98,25 @@ pub async fn pull(client: &kube::Client, spec: &OciSpec) -> Result<Pulled, OciSo
     let pulled = oci::pull(&OciSource {
         reference: spec.reference.clone(),
         digest: spec.digest.clone(),
-        pull_secret,
+        pull_secret: pull_secret.clone(),
     })
     .await?;
+    let signature = match verification {
+        Some(policy) => Some(
+            oci::signature::verify(
+                &spec.reference,
+                &pulled.digest,
+                pull_secret.as_ref(),
+                policy,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     Ok(Pulled {
         bytes: pulled.bytes,
         digest: pulled.digest,
+        signature,
     })
 }
 

@@ -10,6 +10,7 @@ use kube::Api;
 use super::oci_source;
 use super::spec::{Source, SpecError};
 use crate::contract::Reason;
+use crate::oci::signature::{SignatureError, VerificationPolicy, Verified};
 
 /// A component decompressed from a ConfigMap, or read from a file, may be
 /// at most this large: a gzip bomb or `/dev/zero` must not exhaust the
@@ -166,6 +167,8 @@ pub struct Fetched {
     pub bytes: Vec<u8>,
     /// For OCI: the manifest digest pulled (what polling compares).
     pub revision: Option<String>,
+    /// For OCI under a verification policy: who signed that manifest.
+    pub signature: Option<Verified>,
 }
 
 /// Why a source could not provide a component. [`SourceError::reason`] is the
@@ -256,10 +259,30 @@ impl SourceError {
             SourceError::Oci(e) => e.reason(),
         }
     }
+
+    /// True when fetching the same source again may succeed without a
+    /// change to it: a signature that is not there yet (cosign signs a
+    /// manifest after it was pushed, so a poll in between finds it
+    /// unsigned), or a registry that failed while the signatures were read.
+    pub fn retries(&self) -> bool {
+        match self {
+            SourceError::Oci(oci_source::OciSourceError::Signature(error)) => {
+                error.is_transient() || matches!(error, SignatureError::NotVerified(_))
+            }
+            _ => false,
+        }
+    }
 }
 
-/// Fetches the component `source` names.
-pub async fn fetch(client: &kube::Client, source: &Source) -> Result<Fetched, SourceError> {
+/// Fetches the component `source` names; an OCI source's manifest is
+/// verified under `verification` ([`oci_source::pull`]). File and ConfigMap
+/// sources carry no signatures: they are the cluster operator's own (the
+/// worker refuses a WasmPlugin's own `spec.verification` on them).
+pub async fn fetch(
+    client: &kube::Client,
+    source: &Source,
+    verification: Option<&VerificationPolicy>,
+) -> Result<Fetched, SourceError> {
     match source {
         Source::File { path } => {
             let bytes = read_plugin_file(Path::new(path))
@@ -268,6 +291,7 @@ pub async fn fetch(client: &kube::Client, source: &Source) -> Result<Fetched, So
             Ok(Fetched {
                 bytes,
                 revision: None,
+                signature: None,
             })
         }
         Source::ConfigMap {
@@ -279,13 +303,15 @@ pub async fn fetch(client: &kube::Client, source: &Source) -> Result<Fetched, So
             Ok(Fetched {
                 bytes,
                 revision: None,
+                signature: None,
             })
         }
         Source::Oci(oci) => {
-            let pulled = oci_source::pull(client, oci).await?;
+            let pulled = oci_source::pull(client, oci, verification).await?;
             Ok(Fetched {
                 bytes: pulled.bytes,
                 revision: Some(pulled.digest),
+                signature: pulled.signature,
             })
         }
     }

@@ -4,9 +4,12 @@
 
 use serde_json::{Value, json};
 
-use super::spec::CanaryStatus;
+use super::spec::{CanaryStatus, SignatureStatus};
 use crate::contract::Reason;
-use crate::registry::{AccessReport, ActivationOptions, LoadedVersion, VersionStats};
+use crate::oci::signature::Verified;
+use crate::registry::{
+    AccessReport, ActivationOptions, AdmissionAudit, LoadedVersion, ServingVersions, VersionStats,
+};
 use crate::webhook::STORAGE_CHECK;
 use crate::webhook::{StorageMigrationProgress, StorageMigrationState};
 
@@ -37,6 +40,9 @@ pub(crate) struct Loaded {
     pub(crate) options: ActivationOptions,
     /// For OCI: the manifest digest pulled.
     pub(crate) revision: Option<String>,
+    /// For OCI under a verification policy: who signed it, and when that
+    /// was verified.
+    pub(crate) signature: Option<SignatureStatus>,
 }
 
 /// Why the latest source content was not (or could not be) loaded.
@@ -136,11 +142,37 @@ pub fn build(
 /// version was pulled as (`None`: not from OCI, so a value written for an
 /// earlier OCI source is removed by the merge patch).
 pub fn add_oci_manifest_digest(status: &mut Value, digest: Option<&str>, previous: &Value) {
-    match digest {
-        Some(digest) => status["ociManifestDigest"] = json!(digest),
-        None if previous.get("ociManifestDigest").is_some() => {
-            status["ociManifestDigest"] = Value::Null;
-        }
+    set_or_clear(
+        status,
+        "ociManifestDigest",
+        digest.map(|d| json!(d)),
+        previous,
+    );
+}
+
+/// Sets `status.signature` to the serving version's verified signature
+/// (`None`: no policy applied, so an earlier value is removed).
+pub fn add_signature(status: &mut Value, signature: Option<&SignatureStatus>, previous: &Value) {
+    let value = signature.and_then(|s| serde_json::to_value(s).ok());
+    set_or_clear(status, "signature", value, previous);
+}
+
+/// The status of a verified signature, verified now.
+pub(crate) fn signature_status(verified: Option<&Verified>) -> Option<SignatureStatus> {
+    verified.map(|v| SignatureStatus {
+        digest: v.digest.clone(),
+        signer: v.signer.to_string(),
+        format: v.format.to_string(),
+        verified_at: now(),
+    })
+}
+
+/// Sets `status[field]`, or removes it through the merge patch when
+/// `previous` had it and `value` is `None`.
+fn set_or_clear(status: &mut Value, field: &str, value: Option<Value>, previous: &Value) {
+    match value {
+        Some(value) => status[field] = value,
+        None if previous.get(field).is_some() => status[field] = Value::Null,
         None => {}
     }
 }
@@ -213,6 +245,47 @@ pub fn add_access(
             "type": kind, "status": state, "reason": reason, "message": message,
             "lastTransitionTime": since, "observedGeneration": generation,
         }));
+    }
+}
+
+/// Adds what a plugin's controller reports beside its reconciles (held by
+/// its `versions`) to a `status` made by [`build`]: what it cannot reach
+/// ([`add_access`]) and the latest audit of its stored objects
+/// ([`add_admission_audit`]). `plugin` is the serving plugin's name.
+pub fn add_reports(
+    status: &mut Value,
+    plugin: Option<&str>,
+    versions: Option<&ServingVersions>,
+    previous: &Value,
+) {
+    if let (Some(plugin), Some(versions)) = (plugin, versions) {
+        add_access(
+            status,
+            &versions.access().report(),
+            plugin,
+            previous,
+            &now(),
+        );
+    }
+    let audit = versions.and_then(|v| v.admission_audit().latest());
+    add_admission_audit(status, audit.as_ref(), previous);
+}
+
+/// Sets `status.admissionAudit` to the latest audit of the plugin's stored
+/// objects against its serving version's `validate`, or removes it (a
+/// merge patch of `null`) when there is none (the serving version does
+/// not validate, or nothing serves). No condition: a violation is a
+/// finding about objects, not a state of the plugin; the events on the
+/// objects and the metric carry it.
+pub fn add_admission_audit(status: &mut Value, audit: Option<&AdmissionAudit>, previous: &Value) {
+    match audit {
+        Some(audit) => {
+            status["admissionAudit"] = serde_json::to_value(audit).unwrap_or(Value::Null);
+        }
+        None if previous.get("admissionAudit").is_some_and(|v| !v.is_null()) => {
+            status["admissionAudit"] = Value::Null;
+        }
+        None => {}
     }
 }
 
@@ -777,5 +850,45 @@ mod tests {
             "t3",
         );
         assert_eq!(clean, base());
+    }
+
+    #[test]
+    fn the_admission_audit_reads_back_typed_and_goes_away() {
+        let (serving, _) = sample();
+        let now = "2026-01-01T00:00:00Z";
+        let mut audit = crate::registry::AdmissionAudit::starting("1.3.0", "sha256:ab", now.into());
+        audit.allowed();
+        audit.violation(crate::registry::AuditFinding {
+            namespace: Some("default".into()),
+            name: "big".into(),
+            message: "spec.replicas must be at most 3 (plugin webapp 1.3.0)".into(),
+        });
+        let audit = audit.finished(now.into());
+        let mut status = build(
+            Some(&serving),
+            None,
+            &[],
+            None,
+            None,
+            Some(1),
+            &Value::Null,
+            now,
+        );
+        add_admission_audit(&mut status, Some(&audit), &Value::Null);
+        assert_eq!(status["admissionAudit"]["checked"], 2);
+        assert_eq!(status["admissionAudit"]["violations"], 1);
+        assert_eq!(status["admissionAudit"]["first"][0]["name"], "big");
+        assert!(status["admissionAudit"]["firstError"].is_null());
+        let typed: super::super::spec::WasmPluginStatus =
+            serde_json::from_value(status.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&typed).unwrap(), status);
+        // No audit any more (the version does not validate): removed by
+        // the merge patch, and then left out.
+        let mut next = build(Some(&serving), None, &[], None, None, Some(1), &status, now);
+        add_admission_audit(&mut next, None, &status);
+        assert!(next["admissionAudit"].is_null() && next.get("admissionAudit").is_some());
+        let mut after = build(Some(&serving), None, &[], None, None, Some(1), &next, now);
+        add_admission_audit(&mut after, None, &next);
+        assert!(after.get("admissionAudit").is_none());
     }
 }

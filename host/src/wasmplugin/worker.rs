@@ -121,6 +121,8 @@ impl Worker {
                 writes: options.writes.clone(),
                 api,
                 object,
+                verification: options.verification.clone(),
+                default_verification: options.verification.clone(),
             },
             claims,
             settle: options.source_settle,
@@ -258,6 +260,7 @@ impl Worker {
         }
         let source_changed = self.spec.as_ref().map(|s| &s.source) != Some(&spec.source);
         self.spec = Some(spec.clone());
+        self.cluster.verify_with(spec.verification.clone());
         if source_changed {
             if let Some(task) = self.source_watch.take() {
                 task.abort();
@@ -336,10 +339,11 @@ impl Worker {
             }
         };
         self.revoke_if_no_longer_granted(&options).await;
-        let fetched = match super::source::fetch(&self.cluster.client, &spec_source).await {
+        let fetched = match self.cluster.fetch(&spec_source).await {
             Ok(fetched) => fetched,
             Err(error) => {
-                self.reject(problem(error.reason(), error.to_string()), false, None)
+                let retries = error.retries();
+                self.reject(problem(error.reason(), error.to_string()), retries, None)
                     .await;
                 self.write_status().await;
                 return;
@@ -356,6 +360,7 @@ impl Worker {
             self.problem = None;
             if let Some(loaded) = self.loaded.as_mut() {
                 loaded.revision = fetched.revision.clone();
+                loaded.signature = status::signature_status(fetched.signature.as_ref());
             }
             self.write_status().await;
             return;
@@ -419,6 +424,7 @@ impl Worker {
                     serving: serving.clone(),
                     options,
                     revision: fetched.revision,
+                    signature: status::signature_status(fetched.signature.as_ref()),
                 });
                 self.problem = None;
                 let transition = transition(previous.as_ref().map(|l| &l.serving), &serving);
@@ -690,17 +696,11 @@ impl Worker {
         );
         let oci_manifest_digest = self.loaded.as_ref().and_then(|l| l.revision.as_deref());
         status::add_oci_manifest_digest(&mut status, oci_manifest_digest, &self.last_status);
-        if let Some(s) = serving
-            && let Some(versions) = self.cluster.registry.versions(&s.loaded.name)
-        {
-            status::add_access(
-                &mut status,
-                &versions.access().report(),
-                &s.loaded.name,
-                &self.last_status,
-                &now(),
-            );
-        }
+        let signature = self.loaded.as_ref().and_then(|l| l.signature.as_ref());
+        status::add_signature(&mut status, signature, &self.last_status);
+        let holder = serving.and_then(|s| self.cluster.registry.versions(&s.loaded.name));
+        let plugin = serving.map(|s| s.loaded.name.as_str());
+        status::add_reports(&mut status, plugin, holder.as_deref(), &self.last_status);
         self.migration_shown = migration;
         if status == self.last_status {
             return;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{self, wait_until};
 use crate::{CONVERGE, Fixture, condition_is, digest, get_json, write_atomically};
 
-fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+pub(crate) fn webapps(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
     support::dynamic_api(
         client,
         &support::api_resource("example.com", "v1", "WebApp", "webapps"),
@@ -30,7 +30,7 @@ fn configurations(client: &kube::Client, kind: &str, plural: &str) -> Api<Dynami
 
 /// Deploys the built `plugin` as WasmPlugin `name` with `spec` merged in,
 /// and waits until it serves and its webhook configurations exist.
-async fn deploy(fx: &Fixture, name: &str, plugin: &str, spec: Value) {
+pub(crate) async fn deploy(fx: &Fixture, name: &str, plugin: &str, spec: Value) {
     let bytes = support::plugin_bytes(plugin);
     let path = fx.dir.path().join(format!("{name}.wasm"));
     write_atomically(&path, &bytes);
@@ -79,7 +79,7 @@ async fn deploy(fx: &Fixture, name: &str, plugin: &str, spec: Value) {
     .await;
 }
 
-fn webapp(name: &str, spec: Value) -> DynamicObject {
+pub(crate) fn webapp(name: &str, spec: Value) -> DynamicObject {
     serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "WebApp",
         "metadata": {"name": name},
@@ -444,4 +444,119 @@ async fn an_object_written_by_a_newer_version_is_refused_on_update() {
         .await,
     );
     assert!(message.contains("99.0.0"), "{message}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stricter_canary_candidate_shows_its_refusals_as_shadow_diffs_while_the_stable_admits() {
+    let fx = Fixture::start().await;
+    let client = fx.client();
+    support::install_crd(&client, &support::example_crd("webapp")).await;
+    deploy(&fx, "webapp", "webapp", json!({})).await;
+    let strict = fx.dir.path().join("webapp-strict.wasm");
+    write_atomically(&strict, &support::plugin_bytes("webapp_strict"));
+    // A Shadow canary that stays shadowing: the analysis never has enough
+    // calls to judge, and promotion is by hand.
+    fx.wasmplugins()
+        .patch(
+            "webapp",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"canary": {
+                "source": {"file": {"path": strict.display().to_string()}},
+                "mode": "Shadow", "promotion": "Manual",
+                "analysis": {"interval": "1s", "minCalls": 100000},
+            }}})),
+        )
+        .await
+        .unwrap();
+    let shadowing = |fx: &Fixture| {
+        fx.registry
+            .versions("webapp")
+            .and_then(|v| v.current().candidate.clone())
+            .filter(|c| {
+                c.version.plugin.manifest().version == "1.3.0" && c.settings.rollout.shadows()
+            })
+    };
+    wait_until("webapp 1.3.0 shadowing", CONVERGE, || async {
+        shadowing(&fx)
+            .map(|_| ())
+            .ok_or_else(|| "not yet".to_string())
+    })
+    .await;
+    let api = webapps(&client, "default");
+    // The stable version (1..10 replicas) admits both; the candidate (at
+    // most 3) would refuse the second.
+    create(
+        &api,
+        &webapp("small", json!({"replicas": 2, "image": "nginx"})),
+    )
+    .await
+    .expect("the stable version admits 2 replicas");
+    let admitted = create(
+        &api,
+        &webapp("large", json!({"replicas": 5, "image": "nginx"})),
+    )
+    .await
+    .expect("only the stable version's verdict counts");
+    assert_eq!(admitted.data["spec"]["replicas"], json!(5));
+    let candidate = shadowing(&fx).expect("still shadowing");
+    let observations = candidate.observations.clone();
+    let diff = wait_until(
+        "the candidate's refusal recorded as a diff",
+        CONVERGE,
+        || async {
+            observations
+                .diff_of("admission:CREATE:default/large")
+                .ok_or_else(|| format!("{:?}", observations.shadow_counts()))
+        },
+    )
+    .await;
+    let allowed = diff
+        .fields
+        .iter()
+        .find(|f| f.path == "admission.validate.allowed")
+        .unwrap_or_else(|| panic!("{diff:?}"));
+    assert_eq!(allowed.stable, Some(json!(true)), "{diff:?}");
+    assert_eq!(allowed.candidate, Some(json!(false)), "{diff:?}");
+    let message = diff
+        .fields
+        .iter()
+        .find(|f| f.path == "admission.validate.message")
+        .and_then(|f| f.candidate.clone())
+        .unwrap_or_default();
+    assert!(message.to_string().contains("at most 3"), "{diff:?}");
+    // The small one agrees (validate and defaults both compared).
+    wait_until("the agreeing create compared", CONVERGE, || async {
+        (observations.agrees("admission:CREATE:default/small") == Some(true))
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", observations.shadow_counts()))
+    })
+    .await;
+    // `wasm-operator canary diff` shows it, from the diffs ConfigMap.
+    let document = wait_until("canary diff shows the admission diff", CONVERGE, || {
+        let client = client.clone();
+        async move {
+            let out = wasm_operator::cli::canary::run(
+                &client,
+                &wasm_operator::cli::canary::CanaryCommand::Diff(
+                    wasm_operator::cli::canary::Target {
+                        name: "webapp".into(),
+                        namespace: None,
+                        output: wasm_operator::cli::OutputFormat::Json,
+                        kubeconfig: None,
+                        context: None,
+                    },
+                ),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            out.contains("admission.validate.allowed")
+                .then_some(out.clone())
+                .ok_or(out)
+        }
+    })
+    .await;
+    assert!(document.contains("large"), "{document}");
+    // Nothing was refused by the candidate, and it serves nothing.
+    assert!(get_json(&api, "large").await.is_some());
+    assert_eq!(fx.registry.current("webapp").unwrap().info.version, "1.0.0");
 }

@@ -9,6 +9,7 @@
 mod support;
 
 mod admission;
+mod admission_audit;
 mod certificates;
 #[cfg(feature = "devcluster")]
 mod dev;

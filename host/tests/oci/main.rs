@@ -10,6 +10,7 @@ mod support;
 mod hostile;
 mod pull;
 mod push;
+mod signature;
 
 use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;

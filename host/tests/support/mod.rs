@@ -7,6 +7,7 @@
 //! Include it with `#[path = "../support/mod.rs"] mod support;`.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod cosign;
 pub mod host;
 pub mod image;
 pub mod peak;

@@ -20,6 +20,7 @@ mod crd_install;
 mod langs;
 mod oci;
 mod permissions;
+mod signed;
 mod sources;
 mod survival;
 mod versions;

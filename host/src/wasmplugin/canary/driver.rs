@@ -800,6 +800,7 @@ fn adopt(loaded: &mut Option<Loaded>, run: &CanaryRun, info: LoadedVersion) {
             loaded_at: now(),
         };
         loaded.revision = None;
+        loaded.signature = None;
     }
 }
 

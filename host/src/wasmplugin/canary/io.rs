@@ -150,7 +150,7 @@ impl CanaryIo for Cluster {
     }
 
     async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem> {
-        match crate::wasmplugin::source::fetch(&self.client, source).await {
+        match Cluster::fetch(self, source).await {
             Ok(fetched) => Ok(fetched.bytes),
             Err(error) => Err(problem(error.reason(), error.to_string())),
         }

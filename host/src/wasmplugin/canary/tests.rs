@@ -293,6 +293,7 @@ fn stable() -> Option<Loaded> {
         },
         options: ActivationOptions::default(),
         revision: None,
+        signature: None,
     })
 }
 

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::AdmissionOperation;
 use crate::registry::{
-    AdmissionMode, AdmissionSettings, DEFAULT_ADMISSION_TIMEOUT_SECONDS, FailurePolicy,
-    MatchCondition,
+    AdmissionMode, AdmissionSettings, DEFAULT_ADMISSION_TIMEOUT_SECONDS,
+    DEFAULT_AUDIT_INTERVAL_SECONDS, FailurePolicy, MatchCondition,
 };
 
 /// `spec.admission`. Every field is optional; absent, the plugin's
@@ -39,6 +39,11 @@ pub struct AdmissionSpec {
     /// server evaluates them before calling the host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_conditions: Option<Vec<MatchConditionSpec>>,
+    /// Seconds between audits of the stored objects against the serving
+    /// version's `validate` (besides the audit on load and on each new
+    /// version); 0 turns the periodic audit off. Default 600.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit_interval_seconds: Option<u32>,
 }
 
 /// `spec.admission.mode`.
@@ -123,8 +128,62 @@ impl AdmissionSpec {
                     expression: c.expression.clone(),
                 })
                 .collect(),
+            audit_interval_seconds: self
+                .audit_interval_seconds
+                .unwrap_or(DEFAULT_AUDIT_INTERVAL_SECONDS),
         }
     }
+}
+
+/// `status.admissionAudit`: the latest audit of the stored objects against
+/// the serving version's `validate` (docs/admission.md).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionAuditStatus {
+    /// The version whose `validate` judged.
+    #[serde(default)]
+    pub version: String,
+    /// `sha256:<hex>` of its component.
+    #[serde(default)]
+    pub digest: String,
+    /// Objects evaluated.
+    #[serde(default)]
+    pub checked: i64,
+    /// Objects the plugin refuses.
+    #[serde(default)]
+    pub violations: i64,
+    /// Objects whose call failed (trap, deadline, memory, invalid answer).
+    #[serde(default)]
+    pub errors: i64,
+    /// The first 10 violations, sorted by namespace and name.
+    #[serde(default)]
+    pub first: Vec<AuditFindingStatus>,
+    /// The first failed call of the run (`null` when none).
+    #[serde(default)]
+    pub first_error: Option<AuditFindingStatus>,
+    /// When the run started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub started_at: Option<String>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub finished_at: Option<String>,
+}
+
+/// One object of `status.admissionAudit`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditFindingStatus {
+    /// Its namespace (absent for a cluster-scoped object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Its name.
+    #[serde(default)]
+    pub name: String,
+    /// The plugin's refusal, or the failure of its call.
+    #[serde(default)]
+    pub message: String,
 }
 
 #[cfg(test)]
@@ -158,5 +217,9 @@ mod tests {
         assert_eq!(settings.timeout_seconds, 3);
         assert_eq!(settings.operations, vec![AdmissionOperation::Create]);
         assert_eq!(settings.match_conditions[0].name, "not-test");
+        assert_eq!(settings.audit_interval_seconds, 600);
+        let off: AdmissionSpec =
+            serde_json::from_value(serde_json::json!({"auditIntervalSeconds": 0})).unwrap();
+        assert_eq!(off.settings().audit_interval_seconds, 0);
     }
 }

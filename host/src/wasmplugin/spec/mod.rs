@@ -23,7 +23,8 @@ mod admission;
 mod canary;
 
 pub use admission::{
-    AdmissionSpec, FailurePolicySpec, MatchConditionSpec, ModeSpec, OperationSpec,
+    AdmissionAuditStatus, AdmissionSpec, AuditFindingStatus, FailurePolicySpec, MatchConditionSpec,
+    ModeSpec, OperationSpec,
 };
 pub use canary::{
     AnalysisSpec, AnalysisStatus, CanaryMode, CanarySelector, CanarySpec, CanaryStatus,
@@ -123,6 +124,15 @@ pub struct WasmPluginSpec {
     /// See docs/admission.md.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<AdmissionSpec>,
+    /// The signatures an OCI source's manifest must carry before it loads
+    /// (cosign 3 bundles or cosign 2 tag-based signatures, verified offline
+    /// against these keys and certificate identities): for the stable
+    /// version, every canary candidate and every moved tag. Absent: the
+    /// host-wide policy of `wasm-operator run --verification-policy`, if
+    /// any. Only for `source.oci` (and `canary.source.oci`). See
+    /// docs/security.md.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::oci::signature::VerificationPolicy>,
 }
 
 /// `spec.source`: exactly one of the three. The schema enforces it twice:
@@ -284,6 +294,11 @@ pub struct WasmPluginStatus {
     /// component, so it differs from `digest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oci_manifest_digest: Option<String>,
+    /// Who signed the serving version's OCI manifest, as verified at its
+    /// fetch against `spec.verification` (or the host-wide policy); absent
+    /// when no policy applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<SignatureStatus>,
     /// Where the serving component came from, e.g. `file:/plugins/webapp.wasm`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
@@ -314,6 +329,27 @@ pub struct WasmPluginStatus {
     /// reconciled; see the `OutsideGrant` condition). Absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_grant: Option<OutsideGrantStatus>,
+    /// The latest audit of the stored primaries against the serving
+    /// version's `validate` (docs/admission.md). Absent while the serving
+    /// version does not implement `validate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_audit: Option<AdmissionAuditStatus>,
+}
+
+/// `status.signature`: the verified signature of the serving version.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SignatureStatus {
+    /// The OCI manifest digest the signature names.
+    pub digest: String,
+    /// Who signed: `key sha256:<fingerprint> (name)` or
+    /// `<subject> (issuer <issuer>)`.
+    pub signer: String,
+    /// `bundle` (cosign 3, by referrers) or `tag` (`sha256-<hex>.sig`).
+    pub format: String,
+    /// When it was verified (RFC 3339).
+    #[schemars(extend("format" = "date-time"))]
+    pub verified_at: String,
 }
 
 /// `status.outsideGrant`: the primaries the grant's namespaces leave out.
@@ -501,7 +537,14 @@ impl WasmPluginSpec {
     /// Reads `spec` from an object's JSON.
     pub fn from_object(object: &Value) -> Result<WasmPluginSpec, SpecError> {
         let spec = object.get("spec").cloned().unwrap_or(Value::Null);
-        serde_json::from_value(spec).map_err(|e| SpecError::Invalid(e.to_string()))
+        let spec: WasmPluginSpec =
+            serde_json::from_value(spec).map_err(|e| SpecError::Invalid(e.to_string()))?;
+        if spec.verification.is_some() && !matches!(spec.source, Source::Oci(_)) {
+            return Err(SpecError::Invalid(
+                "spec.verification applies to OCI sources only (a file or ConfigMap carries no signature); remove it or use source.oci".to_string(),
+            ));
+        }
+        Ok(spec)
     }
 
     /// The call limits: `defaults` overridden by what the spec sets.

@@ -284,6 +284,7 @@ mod tests {
             timeout_seconds: 5,
             operations: vec![AdmissionOperation::Create, AdmissionOperation::Update],
             match_conditions: vec![],
+            audit_interval_seconds: 600,
         }
     }
 

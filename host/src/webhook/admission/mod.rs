@@ -29,8 +29,10 @@
 //!   without calling the plugin: admission never blocks the controllers'
 //!   own writes or a deletion.
 
+pub mod audit;
 pub mod config;
 pub mod decide;
+pub mod shadow;
 
 use std::sync::Arc;
 
@@ -41,9 +43,10 @@ use crate::contract::{AdmissionOperation, CallContext};
 use crate::engine::CacheReader;
 use crate::plan::MANAGED_BY_VERSION_ANNOTATION;
 use crate::plan::names::MIN_COMPATIBLE_VERSION_ANNOTATION;
-use crate::registry::{ActiveVersion, Registry};
+use crate::registry::{ActiveVersion, Registry, RolloutCandidate};
 
 use decide::{Answerer, Decision};
+use shadow::{Answer, ShadowRequest};
 
 /// Which review a request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,25 +267,30 @@ async fn decide_request(
         config: version.config.clone(),
     };
     let cache = cache_view(caches, &version);
-    // A split canary's candidate may have written its newer version on
-    // objects it serves: only an object newer than every serving version
-    // is refused.
-    let newest_serving = registry
-        .versions(&manifest.name)
-        .and_then(|v| {
-            v.current()
-                .candidate
-                .as_ref()
-                .map(|c| c.version.plugin.manifest().version.clone())
-        })
-        .filter(|candidate| {
-            matches!(
-                (semver::Version::parse(candidate), semver::Version::parse(&manifest.version)),
-                (Ok(candidate), Ok(stable)) if candidate > stable
-            )
-        })
-        .unwrap_or_else(|| manifest.version.clone());
     let object_text = request.object.to_string();
+    let candidate = registry
+        .versions(&manifest.name)
+        .and_then(|v| v.current().candidate.clone());
+    let newest_serving = newest_serving(&manifest.version, candidate.as_ref());
+    let shadow = |stable: Answer| {
+        if let Some(candidate) = &candidate {
+            let request = ShadowRequest {
+                function: review.function(),
+                operation: request.operation,
+                object: request.object.clone(),
+                old_object: request.old_object.clone(),
+            };
+            let cache = cache_view(caches, &candidate.version);
+            shadow::spawn(
+                registry.metrics(),
+                candidate,
+                &manifest.version,
+                request,
+                stable,
+                cache,
+            );
+        }
+    };
     let decision = match review {
         Review::Validate => {
             let refused_as_too_new = (request.operation == AdmissionOperation::Update)
@@ -300,17 +308,23 @@ async fn decide_request(
                     fields: vec![],
                     warnings: vec![],
                 }),
-                None => version
-                    .plugin
-                    .validate(
-                        &ctx,
-                        request.operation,
-                        object_text,
-                        request.old_object.as_ref().map(Value::to_string),
-                        cache,
-                    )
-                    .await
-                    .map_err(|error| error.to_string()),
+                None => {
+                    let verdict = version
+                        .plugin
+                        .validate(
+                            &ctx,
+                            request.operation,
+                            object_text,
+                            request.old_object.as_ref().map(Value::to_string),
+                            cache,
+                        )
+                        .await
+                        .map_err(|error| error.to_string());
+                    if let Ok(verdict) = &verdict {
+                        shadow(Answer::Verdict(verdict.clone()));
+                    }
+                    verdict
+                }
             };
             decide::validation(by, verdict)
         }
@@ -320,6 +334,12 @@ async fn decide_request(
                 .defaults(&ctx, request.operation, object_text, cache)
                 .await
                 .map_err(|error| error.to_string());
+            if let Ok(Ok(answer)) = defaulted
+                .as_ref()
+                .map(|d| shadow::patch_answer(&request.object, d.clone()))
+            {
+                shadow(answer);
+            }
             decide::mutation(by, &request.object, defaulted)
         }
     };
@@ -336,4 +356,20 @@ async fn decide_request(
         _ => {}
     }
     decision
+}
+
+/// The newest version serving objects of the plugin whose stable version is
+/// `stable`: a split canary's candidate may have written its newer version
+/// on objects it serves, so only an object newer than every serving
+/// version is refused.
+fn newest_serving(stable: &str, candidate: Option<&RolloutCandidate>) -> String {
+    candidate
+        .map(|c| c.version.plugin.manifest().version.clone())
+        .filter(|candidate| {
+            matches!(
+                (semver::Version::parse(candidate), semver::Version::parse(stable)),
+                (Ok(candidate), Ok(stable)) if candidate > stable
+            )
+        })
+        .unwrap_or_else(|| stable.to_string())
 }
