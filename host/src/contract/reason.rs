@@ -225,6 +225,10 @@ reasons! {
     AwaitingPromotion => Normal,
     /// The candidate was promoted: it serves every object.
     CanaryPromoted => Normal,
+    /// Promotion refused: the candidate is not signed by the identity
+    /// `spec.canary.requireSigner` names; it keeps shadowing or serving its
+    /// share.
+    CanaryPromotionRefused => WasmPlugin,
     /// A person aborted the canary (annotation, CLI, or `spec.canary`
     /// removed): the stable version serves every object again.
     CanaryAborted => Normal,

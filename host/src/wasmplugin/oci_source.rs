@@ -6,7 +6,7 @@ use kube::Api;
 
 use super::spec::{OciSpec, SecretRef};
 use crate::contract::Reason;
-use crate::oci::signature::{SignatureError, VerificationPolicy, Verified};
+use crate::oci::signature::{SignatureError, SignerRule, VerificationPolicy, Verified};
 use crate::oci::{self, DockerConfig, OciError, OciSource};
 
 /// The key of a `kubernetes.io/dockerconfigjson` Secret.
@@ -118,6 +118,28 @@ pub async fn pull(
         digest: pulled.digest,
         signature,
     })
+}
+
+/// Verifies that manifest `digest` of `spec`'s repository carries a
+/// signature satisfying `rule` alone (a canary's `requireSigner`).
+///
+/// # Errors
+/// [`OciSourceError::Signature`] naming the rule when it is not so signed;
+/// the pull secret's and the registry's failures otherwise.
+pub async fn signed_by(
+    client: &kube::Client,
+    spec: &OciSpec,
+    digest: &str,
+    rule: &SignerRule,
+) -> Result<Verified, OciSourceError> {
+    let pull_secret = match &spec.pull_secret {
+        Some(secret) => Some(read_secret(client, secret).await?),
+        None => None,
+    };
+    let policy = VerificationPolicy {
+        rules: vec![rule.clone().into()],
+    };
+    Ok(oci::signature::verify(&spec.reference, digest, pull_secret.as_ref(), &policy).await?)
 }
 
 /// The manifest digest the tag points to now (for polling).

@@ -119,3 +119,92 @@ async fn an_unsigned_plugin_never_loads_and_verification_needs_an_oci_source() {
     let (_, message) = fx.wait_refused("local", "InvalidSpec").await;
     assert!(message.contains("OCI sources only"), "{message}");
 }
+
+fn canary_phase(o: &serde_json::Value) -> Option<&str> {
+    o.pointer("/status/canary/phase")
+        .and_then(serde_json::Value::as_str)
+}
+
+/// A Shadow canary of `reference` that promotes itself after one agreeing
+/// comparison, if signed by `release`.
+fn signed_canary(reference: &str, release: &KeyPair) -> serde_json::Value {
+    let pem = std::fs::read_to_string(&release.public).expect("the public key");
+    json!({"canary": {
+        "source": {"oci": {"reference": reference}},
+        "mode": "Shadow", "promotion": "Auto", "skipDryRun": true,
+        "analysis": {"interval": "1s", "minCalls": 1},
+        "requireSigner": {"publicKey": {"key": pem, "name": "release"}},
+    }})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canary_signed_by_the_wrong_identity_shadows_but_is_promoted_only_when_signed_right() {
+    let registry = Registry::start();
+    let fx = Fixture::start().await;
+    let release = KeyPair::generate("");
+    let stranger = KeyPair::generate("");
+    let stable = support::plugin_bytes("webapp");
+    let path = fx.dir.path().join("webapp.wasm");
+    std::fs::write(&path, &stable).expect("write the plugin");
+    fx.create(
+        "webapp",
+        json!({"source": {"file": {"path": path.display().to_string()}}}),
+    )
+    .await;
+    fx.wait_serving("webapp", &digest(&stable)).await;
+    fx.assert_reconciles("app-1").await;
+
+    // webapp 1.1.0 (identical answers) signed by a stranger: it shadows
+    // and passes analysis, but its automatic promotion is refused.
+    let next = support::plugin_bytes("webapp_next");
+    let repository = registry.reference("plugins/webapp");
+    let wrong = registry.reference("plugins/webapp:next-wrong");
+    let pushed = push(&next, &wrong).await;
+    Cosign::V3.sign(&stranger, &format!("{repository}@{pushed}"), &[]);
+    fx.patch_spec("webapp", signed_canary(&wrong, &release))
+        .await;
+    fx.wait_for("webapp", "shadowing unsigned by release", |o| {
+        matches!(canary_phase(o), Some("Shadowing" | "Paused"))
+    })
+    .await;
+    // A reconcile for the shadow to compare (the analysis needs one).
+    fx.assert_reconciles("app-2").await;
+    let (kind, note) = fx.wait_event("webapp", "CanaryPromotionRefused").await;
+    assert_eq!(kind, "Warning");
+    assert!(note.contains("requireSigner"), "{note}");
+    let o = fx
+        .wait_for("webapp", "paused, promotion refused", |o| {
+            canary_phase(o) == Some("Paused")
+                && condition(o, "CanaryProgressing").and_then(|c| c.get("reason"))
+                    == Some(&json!("CanaryPromotionRefused"))
+        })
+        .await;
+    assert_eq!(o["status"]["digest"], json!(digest(&stable)), "{o}");
+    assert!(
+        o.pointer("/status/canary/candidate/signer").is_none(),
+        "{o}"
+    );
+
+    // The same logic signed by the release key (cosign 2): promoted.
+    let right = registry.reference("plugins/webapp:next-right");
+    let next_right = with_custom_section(&next, "wasm-operator-test", b"release");
+    let pushed = push(&next_right, &right).await;
+    Cosign::V2.sign(&release, &format!("{repository}@{pushed}"), &[]);
+    fx.patch_spec("webapp", signed_canary(&right, &release))
+        .await;
+    fx.wait_for("webapp", "the signed candidate shadowing", |o| {
+        o.pointer("/status/canary/candidate/digest") == Some(&json!(digest(&next_right)))
+    })
+    .await;
+    fx.assert_reconciles("app-3").await;
+    let o = fx
+        .wait_for("webapp", "promoted", |o| {
+            canary_phase(o) == Some("Promoted")
+        })
+        .await;
+    let signer = o
+        .pointer("/status/canary/candidate/signer")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    assert!(signer.contains("(release)"), "{o}");
+}

@@ -81,6 +81,16 @@ pub enum SignerRule {
     Certificate(CertificateRule),
 }
 
+impl From<SignerRule> for Rule {
+    /// The signer rule as a top-level rule (a policy of one signer).
+    fn from(rule: SignerRule) -> Rule {
+        match rule {
+            SignerRule::PublicKey(key) => Rule::PublicKey(key),
+            SignerRule::Certificate(certificate) => Rule::Certificate(certificate),
+        }
+    }
+}
+
 /// `publicKey`: a signature that verifies with this key.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

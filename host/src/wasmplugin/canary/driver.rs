@@ -232,7 +232,10 @@ impl CanaryDriver {
         }
         let source = run.spec.source.describe();
         let bytes = match io.fetch(&run.spec.source).await {
-            Ok(bytes) => bytes,
+            Ok(fetched) => {
+                check_signer(io, run, fetched.revision.as_deref()).await;
+                fetched.bytes
+            }
             Err(failure) => {
                 run.problem = Some(failure);
                 refused(io, run).await;
@@ -329,7 +332,9 @@ impl CanaryDriver {
         };
         run.resume = false;
         let prepared = match io.fetch(&run.spec.source).await {
-            Ok(bytes) => {
+            Ok(fetched) => {
+                check_signer(io, &mut run, fetched.revision.as_deref()).await;
+                let bytes = fetched.bytes;
                 let digest = digest_of(&bytes);
                 if run
                     .candidate
@@ -394,7 +399,8 @@ impl CanaryDriver {
         }
         let verdict = match io.fetch(&run.spec.source).await {
             Err(failure) => Err(format!("{}: {}", failure.reason, failure.message)),
-            Ok(bytes) => {
+            Ok(fetched) => {
+                let bytes = fetched.bytes;
                 if run
                     .candidate
                     .as_ref()
@@ -732,8 +738,31 @@ async fn feed<Io: CanaryIo>(
     let Some(state) = run.state.clone() else {
         return;
     };
-    let next = machine::step(&state, &run.settings, input, io.now());
+    let by_person = matches!(input, Input::Promote { .. });
+    let mut next = machine::step(&state, &run.settings, input, io.now());
+    if let Some(Err(why)) = &run.required_signer
+        && next.actions.contains(&machine::Action::Promote)
+    {
+        next = machine::promotion_refused(&state, why, by_person);
+    }
     perform(io, run, next, loaded).await;
+}
+
+/// Checks the fetched candidate (manifest `digest`) against
+/// `spec.canary.requireSigner`, when set: [`CanaryRun::required_signer`].
+async fn check_signer<Io: CanaryIo>(io: &mut Io, run: &mut CanaryRun, digest: Option<&str>) {
+    run.required_signer = match &run.spec.require_signer {
+        Some(rule) => Some(
+            io.signed_by(&run.spec.source, digest, rule)
+                .await
+                .map_err(|why| {
+                    format!(
+                        "the candidate is not signed as spec.canary.requireSigner requires ({why})"
+                    )
+                }),
+        ),
+        None => None,
+    };
 }
 
 /// Performs a transition's registry calls, then records it.

@@ -15,12 +15,14 @@ use tokio::task::JoinHandle;
 
 use super::diffs::{self, DiffsWrite};
 use crate::contract::HostObject;
+use crate::oci::signature::SignerRule;
 use crate::registry::{
     ActivationOptions, CanaryObservations, Candidate, CounterSnapshot, LoadedVersion,
     RegistryError, RolloutSettings,
 };
 use crate::wasmplugin::audit::Transition;
 use crate::wasmplugin::cluster::Cluster;
+use crate::wasmplugin::source::Fetched;
 use crate::wasmplugin::spec::Source;
 use crate::wasmplugin::status::{Problem, problem};
 use crate::wasmplugin::watch::{self as source_watch, Trigger};
@@ -49,12 +51,25 @@ pub(crate) trait CanaryIo {
     /// Whether this replica writes (see [`crate::lease::WriteGate`]).
     fn may_write(&self) -> bool;
 
-    /// Fetches the component at `source`.
+    /// Fetches the component at `source` (under the WasmPlugin's
+    /// verification policy): its bytes and, for OCI, the manifest digest.
     ///
     /// # Errors
     ///
     /// The condition reason and message of a source that cannot be read.
-    async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem>;
+    async fn fetch(&mut self, source: &Source) -> Result<Fetched, Problem>;
+    /// Who signed manifest `digest` of `source` as `rule` requires
+    /// (`spec.canary.requireSigner`).
+    ///
+    /// # Errors
+    ///
+    /// Why it is not so signed (or cannot be checked), for the refusal.
+    async fn signed_by(
+        &mut self,
+        source: &Source,
+        digest: Option<&str>,
+        rule: &SignerRule,
+    ) -> Result<String, String>;
     /// Compiles and checks `bytes` (from `source`) as a version of `plugin`.
     ///
     /// # Errors
@@ -149,11 +164,28 @@ impl CanaryIo for Cluster {
         self.writes.may_write()
     }
 
-    async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem> {
-        match Cluster::fetch(self, source).await {
-            Ok(fetched) => Ok(fetched.bytes),
-            Err(error) => Err(problem(error.reason(), error.to_string())),
-        }
+    async fn fetch(&mut self, source: &Source) -> Result<Fetched, Problem> {
+        Cluster::fetch(self, source)
+            .await
+            .map_err(|error| problem(error.reason(), error.to_string()))
+    }
+
+    async fn signed_by(
+        &mut self,
+        source: &Source,
+        digest: Option<&str>,
+        rule: &SignerRule,
+    ) -> Result<String, String> {
+        let (Source::Oci(oci), Some(digest)) = (source, digest) else {
+            return Err(format!(
+                "spec.canary.requireSigner needs an OCI source; {} carries no signature",
+                source.describe()
+            ));
+        };
+        crate::wasmplugin::oci_source::signed_by(&self.client, oci, digest, rule)
+            .await
+            .map(|verified| verified.signer.to_string())
+            .map_err(|error| error.to_string())
     }
 
     async fn prepare(

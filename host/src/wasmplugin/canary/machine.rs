@@ -80,6 +80,9 @@ pub enum Pause {
     Inconclusive,
     /// Analysis passed; a person promotes (promotion: Manual).
     AwaitingPromotion,
+    /// A promotion was refused: the candidate is not signed by
+    /// `requireSigner`'s identity ([`promotion_refused`]).
+    SignerRequired,
 }
 
 /// One object the dry run found would fail.
@@ -343,6 +346,30 @@ pub fn step(state: &State, settings: &Settings, input: Input, now: Instant) -> N
             }
             checked(state, settings, verdict, now)
         }
+    }
+}
+
+/// A promotion `step` decided from `state`, refused because the candidate
+/// is not signed as `spec.canary.requireSigner` says (`why`): the canary
+/// pauses where it was (shadowing or serving its share), and says so with a
+/// `CanaryPromotionRefused` Warning: every time a person asked, once per
+/// pause for automatic promotion.
+pub fn promotion_refused(state: &State, why: &str, by_person: bool) -> Next {
+    let mut next = state.clone();
+    let first = next.pause != Some(Pause::SignerRequired);
+    next.phase = Phase::Paused;
+    next.pause = Some(Pause::SignerRequired);
+    next.message = format!(
+        "promotion refused: {why}. The candidate keeps running beside the stable version; sign it with the identity spec.canary.requireSigner names, or abort"
+    );
+    Next {
+        notice: (first || by_person).then(|| Notice {
+            reason: Reason::CanaryPromotionRefused,
+            warning: true,
+            message: next.message.clone(),
+        }),
+        state: next,
+        actions: Vec::new(),
     }
 }
 
@@ -626,6 +653,33 @@ mod tests {
         assert_eq!(started.state.phase, Phase::Progressing);
         assert_eq!(started.state.weight, 10);
         assert_eq!(started.actions, vec![Action::ResetWindow, Action::Serve]);
+    }
+
+    #[test]
+    fn a_refused_promotion_pauses_where_it_was_and_tells_a_person_every_time() {
+        let s = settings(Plan::Shadow, Promotion::Auto, 1);
+        let state = live(&s, now());
+        let auto = promotion_refused(&state, "not signed by key sha256:ab", false);
+        assert_eq!(auto.state.phase, Phase::Paused);
+        assert_eq!(auto.state.pause, Some(Pause::SignerRequired));
+        assert_eq!(auto.state.weight, state.weight);
+        assert!(auto.actions.is_empty());
+        let notice = auto.notice.clone().unwrap();
+        assert_eq!(notice.reason, Reason::CanaryPromotionRefused);
+        assert!(notice.warning);
+        assert!(notice.message.contains("sha256:ab"), "{}", notice.message);
+        // Automatic promotion again from the refused pause: no new notice.
+        assert!(
+            promotion_refused(&auto.state, "again", false)
+                .notice
+                .is_none()
+        );
+        // A person asking is always answered.
+        assert!(
+            promotion_refused(&auto.state, "again", true)
+                .notice
+                .is_some()
+        );
     }
 
     fn live(s: &Settings, t: Instant) -> State {

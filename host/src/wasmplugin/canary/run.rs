@@ -185,6 +185,9 @@ pub struct CanaryRun {
     /// Restored from the status of a host that stopped mid-canary: the
     /// candidate is loaded together with the stable version.
     pub resume: bool,
+    /// With `spec.canary.requireSigner`: the candidate's signer of that
+    /// identity, or why it has none (then a promotion is refused).
+    pub required_signer: Option<Result<String, String>>,
 }
 
 impl CanaryRun {
@@ -221,6 +224,7 @@ impl CanaryRun {
             diffs_squatter: None,
             last_figures: None,
             resume: false,
+            required_signer: None,
         }
     }
 
@@ -358,6 +362,7 @@ impl CanaryRun {
             calls: c.map(|c| c.calls as i64),
             failures: c.map(|c| c.failures as i64),
             p95_millis: c.and_then(CounterSnapshot::p95).map(|s| s * 1000.0),
+            signer: None,
         };
         let (weight, selector) = match (&self.settings.plan, &self.state) {
             (Plan::Weighted { .. }, Some(state)) => (Some(i64::from(state.weight)), None),
@@ -465,10 +470,10 @@ impl CanaryRun {
             },
             candidate: match frozen {
                 Some(f) => f.candidate.clone(),
-                None => self
-                    .candidate
-                    .as_ref()
-                    .map(|c| version(c, counters.and_then(|c| c.1.as_ref()))),
+                None => self.candidate.as_ref().map(|c| CanaryVersion {
+                    signer: self.required_signer.clone().and_then(Result::ok),
+                    ..version(c, counters.and_then(|c| c.1.as_ref()))
+                }),
             },
             mode: Some(mode.into()),
             phase: self.phase().map(|p| p.as_str().into()),

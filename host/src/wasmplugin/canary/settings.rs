@@ -325,6 +325,7 @@ pub(crate) fn test_spec(mode: CanaryMode) -> CanarySpec {
         shadow_concurrency: None,
         skip_dry_run: None,
         accept_irreversible: None,
+        require_signer: None,
     }
 }
 

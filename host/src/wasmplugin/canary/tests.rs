@@ -16,11 +16,13 @@ use super::machine::Phase;
 use super::run::Action;
 use super::{CanaryDriver, CanaryIo};
 use crate::contract::Reason;
+use crate::oci::signature::SignerRule;
 use crate::registry::{
     ActivationOptions, CanaryObservations, CounterSnapshot, DryRunFailure, LoadedVersion,
     ObjectName, RegistryError, Rollout, RolloutSettings,
 };
 use crate::wasmplugin::audit::Transition;
+use crate::wasmplugin::source::Fetched;
 use crate::wasmplugin::spec::{Source, WasmPluginSpec};
 use crate::wasmplugin::status::{Loaded, Problem, Serving};
 use crate::wasmplugin::watch::Trigger;
@@ -74,6 +76,8 @@ struct Recording {
     refuse_rollout: Option<RegistryError>,
     /// What writing the diffs ConfigMap comes to.
     diffs_write: DiffsWrite,
+    /// What `signed_by` answers (`spec.canary.requireSigner`).
+    signer: Result<String, String>,
 }
 
 impl Recording {
@@ -88,6 +92,7 @@ impl Recording {
             counters: Some(Default::default()),
             refuse_rollout: None,
             diffs_write: DiffsWrite::Written("default/web-canary-diffs".into()),
+            signer: Ok("key sha256:release".into()),
         }
     }
 
@@ -138,7 +143,7 @@ impl CanaryIo for Recording {
         true
     }
 
-    async fn fetch(&mut self, source: &Source) -> Result<Vec<u8>, Problem> {
+    async fn fetch(&mut self, source: &Source) -> Result<Fetched, Problem> {
         let Source::File { path } = source else {
             panic!("the tests use file sources");
         };
@@ -147,6 +152,20 @@ impl CanaryIo for Recording {
             .get(path)
             .cloned()
             .unwrap_or_else(|| Ok(CANDIDATE_BYTES.to_vec()))
+            .map(|bytes| Fetched {
+                bytes,
+                revision: None,
+                signature: None,
+            })
+    }
+
+    async fn signed_by(
+        &mut self,
+        _source: &Source,
+        _digest: Option<&str>,
+        _rule: &SignerRule,
+    ) -> Result<String, String> {
+        self.signer.clone()
     }
 
     async fn prepare(
@@ -448,6 +467,51 @@ async fn a_passed_dry_run_then_a_promotion_makes_the_candidate_the_stable_versio
         io.take(),
         vec![record(Reason::NoCanary, true), Call::RemoveActionAnnotation]
     );
+}
+
+#[tokio::test]
+async fn a_candidate_not_signed_by_the_required_signer_shadows_but_is_never_promoted() {
+    let mut io = Recording::new();
+    io.signer = Err("no signature of key \"release\"".into());
+    let mut loaded = stable();
+    let required = json!({"requireSigner": {"publicKey": {"key": "PEM", "name": "release"}}});
+    let mut driver = started(&mut io, canary("Shadow", required), &mut loaded).await;
+    let obs = io.candidate_observations();
+    obs.dry_run_started(1);
+    obs.dry_run_object(None);
+    obs.dry_run_finished();
+    driver.tick(&mut io, &mut loaded).await;
+    io.take();
+    assert_eq!(
+        phase(&driver),
+        Some(Phase::Shadowing),
+        "it shadows unsigned"
+    );
+    // A person promotes: refused, said every time, the candidate stays.
+    for _ in 0..2 {
+        driver.act(&mut io, Action::Promote, &mut loaded).await;
+        assert_eq!(
+            io.take(),
+            vec![
+                record(Reason::CanaryPromotionRefused, true),
+                Call::RemoveActionAnnotation
+            ]
+        );
+        assert_eq!(phase(&driver), Some(Phase::Paused));
+    }
+    assert!(
+        io.seen[0].message.contains("requireSigner"),
+        "{}",
+        io.seen[0].message
+    );
+    assert_eq!(loaded, stable(), "the stable version still serves");
+    let run = driver.run().expect("the canary stays");
+    let conditions = run.conditions();
+    let progressing = conditions
+        .iter()
+        .find(|c| c.0 == "CanaryProgressing")
+        .unwrap();
+    assert_eq!(progressing.2, "CanaryPromotionRefused");
 }
 
 #[tokio::test]

@@ -69,6 +69,15 @@ pub struct CanarySpec {
     /// otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accept_irreversible: Option<bool>,
+    /// The signer a candidate must be signed by to be promoted,
+    /// automatically or by hand (a `publicKey` or `certificate` rule, as in
+    /// `spec.verification`). The candidate still loads under
+    /// `spec.verification` and may shadow or serve its share unsigned or
+    /// signed by anyone that policy allows; a promotion it fails is refused
+    /// (`CanaryPromotionRefused`, event and condition) and the canary
+    /// pauses. Needs an OCI `source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_signer: Option<crate::oci::signature::SignerRule>,
 }
 
 /// `spec.canary.mode`.
@@ -225,6 +234,11 @@ pub struct CanaryVersion {
     /// p95 call latency in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p95_millis: Option<f64>,
+    /// The candidate: who signed it as `spec.canary.requireSigner` names
+    /// (absent without `requireSigner`, or while it is not so signed: then
+    /// the message says why a promotion is refused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
 }
 
 /// The last analysis check of a canary.
