@@ -320,11 +320,13 @@ async fn a_trapping_or_looping_validate_gets_the_failure_policy() {
     let fx = Fixture::start().await;
     let client = fx.client();
     support::install_crd(&client, &support::example_crd("faulty")).await;
+    // 3 s: long enough that a trap on a loaded 2-core CI machine ends as a
+    // trap, not a timeout (seen with 1 s while Go built beside the tests).
     deploy(
         &fx,
         "faulty",
         "faulty",
-        json!({"limits": {"callTimeout": "1s"}}),
+        json!({"limits": {"callTimeout": "3s"}}),
     )
     .await;
     let faults = support::dynamic_api(
