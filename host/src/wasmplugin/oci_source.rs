@@ -91,10 +91,7 @@ pub async fn pull(
     spec: &OciSpec,
     verification: Option<&VerificationPolicy>,
 ) -> Result<Pulled, OciSourceError> {
-    let pull_secret = match &spec.pull_secret {
-        Some(secret) => Some(read_secret(client, secret).await?),
-        None => None,
-    };
+    let pull_secret = pull_secret(client, spec).await?;
     let pulled = oci::pull(&OciSource {
         reference: spec.reference.clone(),
         digest: spec.digest.clone(),
@@ -132,10 +129,7 @@ pub async fn signed_by(
     digest: &str,
     rule: &SignerRule,
 ) -> Result<Verified, OciSourceError> {
-    let pull_secret = match &spec.pull_secret {
-        Some(secret) => Some(read_secret(client, secret).await?),
-        None => None,
-    };
+    let pull_secret = pull_secret(client, spec).await?;
     let policy = VerificationPolicy {
         rules: vec![rule.clone().into()],
     };
@@ -144,11 +138,19 @@ pub async fn signed_by(
 
 /// The manifest digest the tag points to now (for polling).
 pub async fn resolve(client: &kube::Client, spec: &OciSpec) -> Result<String, OciSourceError> {
-    let pull_secret = match &spec.pull_secret {
-        Some(secret) => Some(read_secret(client, secret).await?),
-        None => None,
-    };
+    let pull_secret = pull_secret(client, spec).await?;
     Ok(oci::resolve_digest(&spec.reference, pull_secret.as_ref()).await?)
+}
+
+/// The docker config of `spec`'s pull secret, if it names one.
+async fn pull_secret(
+    client: &kube::Client,
+    spec: &OciSpec,
+) -> Result<Option<DockerConfig>, OciSourceError> {
+    match &spec.pull_secret {
+        Some(secret) => Ok(Some(read_secret(client, secret).await?)),
+        None => Ok(None),
+    }
 }
 
 async fn read_secret(

@@ -54,7 +54,7 @@ use super::config::EXEMPT_NAMESPACES;
 use super::decide::{self, Answerer};
 use crate::apply::EventSink;
 use crate::cache::{CachedObject, NamespaceGate, SharedCache};
-use crate::contract::{AdmissionOperation, CallContext, Reason};
+use crate::contract::{AdmissionOperation, Reason};
 use crate::lease::ShardGates;
 use crate::plan::MANAGED_BY_VERSION_ANNOTATION;
 use crate::registry::{
@@ -231,15 +231,11 @@ async fn audit_once(
         if shutdown.is_cancelled() {
             return None;
         }
-        let ctx = CallContext {
-            plugin_version: manifest.version.clone(),
-            attempt: 1,
-            managed_by_version: obj
-                .annotations()
-                .get(MANAGED_BY_VERSION_ANNOTATION)
-                .cloned(),
-            config: version.config.clone(),
-        };
+        let managed_by = obj
+            .annotations()
+            .get(MANAGED_BY_VERSION_ANNOTATION)
+            .cloned();
+        let ctx = super::call_context(version, managed_by);
         let text = obj.text(&deps.primary_ar);
         let verdict = version
             .plugin

@@ -255,17 +255,7 @@ async fn decide_request(
         mode: version.admission.mode,
         failure_policy: version.admission.failure_policy,
     };
-    let managed_by = |object: &Value| {
-        object["metadata"]["annotations"][MANAGED_BY_VERSION_ANNOTATION]
-            .as_str()
-            .map(str::to_string)
-    };
-    let ctx = CallContext {
-        plugin_version: manifest.version.clone(),
-        attempt: 1,
-        managed_by_version: managed_by(&request.object),
-        config: version.config.clone(),
-    };
+    let ctx = call_context(&version, managed_by(&request.object));
     let cache = cache_view(caches, &version);
     let object_text = request.object.to_string();
     let candidate = registry
@@ -372,4 +362,23 @@ fn newest_serving(stable: &str, candidate: Option<&RolloutCandidate>) -> String 
             )
         })
         .unwrap_or_else(|| stable.to_string())
+}
+
+/// The `managed-by-version` mark of `object` (JSON), if any.
+fn managed_by(object: &Value) -> Option<String> {
+    object["metadata"]["annotations"][MANAGED_BY_VERSION_ANNOTATION]
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The context of one admission call of `version` (the webhook's, the
+/// shadow's and the audit's): its version, its deployment config, and the
+/// object's `managed-by-version` mark.
+fn call_context(version: &ActiveVersion, managed_by_version: Option<String>) -> CallContext {
+    CallContext {
+        plugin_version: version.plugin.manifest().version.clone(),
+        attempt: 1,
+        managed_by_version,
+        config: version.config.clone(),
+    }
 }

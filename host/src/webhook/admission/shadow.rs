@@ -43,7 +43,7 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::{Value, json};
 
-use crate::contract::{AdmissionOperation, CallContext, Verdict};
+use crate::contract::{AdmissionOperation, Verdict};
 use crate::engine::CacheReader;
 use crate::registry::{
     ActiveVersion, CanaryObservations, FieldDiff, ObjectName, RolloutCandidate, ShadowOutcome,
@@ -197,16 +197,7 @@ async fn ask(
     request: &ShadowRequest,
     cache: Arc<dyn CacheReader>,
 ) -> Result<Answer, (String, String)> {
-    let manifest = version.plugin.manifest();
-    let ctx = CallContext {
-        plugin_version: manifest.version.clone(),
-        attempt: 1,
-        managed_by_version: request.object["metadata"]["annotations"]
-            [crate::plan::MANAGED_BY_VERSION_ANNOTATION]
-            .as_str()
-            .map(str::to_string),
-        config: version.config.clone(),
-    };
+    let ctx = super::call_context(version, super::managed_by(&request.object));
     let failed = |reason: &str, message: String| (reason.to_string(), message);
     let object = request.object.to_string();
     match request.function {
