@@ -47,6 +47,26 @@ var defaultControllers = []string{
 	"resourcequota-controller",
 }
 
+const upUsage = `usage: realcluster up [flags]
+
+Runs etcd (embedded), kube-apiserver, kube-controller-manager, kube-scheduler
+and kwok on 127.0.0.1, writes the kubeconfig once they are ready (and prints it
+unless --quiet), and runs until a signal or until a component exits (then it
+exits 1 with the component's last log lines). See realcluster/README.md.
+
+Signals:
+  SIGINT, SIGTERM, SIGHUP  stop everything, remove the state directory and the kubeconfig
+  SIGUSR1                  restart kube-apiserver as an upgrade would: SIGTERM it (SIGKILL
+                           after 20s), start it again with the same flags, port, certificates,
+                           etcd and log file (appended), wait for its /readyz, then log
+                           "kube-apiserver restarted (ready after N ms)"; the other components
+                           keep running. Ignored (logged) during a restart and before ready.
+                           A kube-apiserver not ready again within --timeout ends "up" (exit 1).
+  SIGUSR2                  the same with SIGKILL instead of SIGTERM (a crash)
+
+Flags:
+`
+
 type upOptions struct {
 	dir           string
 	kubeconfig    string
@@ -81,6 +101,10 @@ func upMain(args []string) int {
 	fs.Var(&o.extraAPIFlags, "apiserver-flag", "extra kube-apiserver flag, e.g. --apiserver-flag=--v=2 (repeatable)")
 	fs.Var(&o.extraCMFlags, "controller-manager-flag", "extra kube-controller-manager flag (repeatable)")
 	fs.Var(&o.extraSchedulerFlags, "scheduler-flag", "extra kube-scheduler flag (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), upUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -120,20 +144,28 @@ type child struct {
 	err  error         // its exit status, valid after done
 }
 
+// startChild re-executes this binary with args; its output goes to logPath
+// (appended: a restarted component keeps its earlier log), or nowhere if "".
 func startChild(name, logPath string, pdeathsig syscall.Signal, args ...string) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
+	return startProcess(name, logPath, pdeathsig, self, args...)
+}
+
+// startProcess runs the program at path as a child of "up" (see startChild).
+func startProcess(name, logPath string, pdeathsig syscall.Signal, path string, args ...string) (*child, error) {
 	var out io.Writer = io.Discard
 	var f *os.File
 	if logPath != "" {
+		var err error
 		if f, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 			return nil, err
 		}
 		out = f
 	}
-	cmd := exec.Command(self, args...)
+	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Dies with us, even when we are SIGKILLed.
@@ -170,10 +202,15 @@ func (c *child) exited() bool {
 
 // stop sends SIGTERM, waits up to grace, then SIGKILLs.
 func (c *child) stop(grace time.Duration) {
+	c.stopWith(syscall.SIGTERM, grace)
+}
+
+// stopWith sends sig, waits up to grace for the process to exit, then SIGKILLs.
+func (c *child) stopWith(sig syscall.Signal, grace time.Duration) {
 	if c == nil || c.exited() {
 		return
 	}
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Process.Signal(sig)
 	select {
 	case <-c.done:
 	case <-time.After(grace):
@@ -276,6 +313,11 @@ func up(o upOptions) (retErr error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	// SIGUSR1/SIGUSR2 restart kube-apiserver once ready (restart.go); caught
+	// from the start, as their default action would kill "up".
+	restartSigs := make(chan os.Signal, 2)
+	signal.Notify(restartSigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(restartSigs)
 
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return err
@@ -404,9 +446,19 @@ func up(o upOptions) (retErr error) {
 		// Endpoints may not hold loopback addresses: the "kubernetes" Service gets none.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+		// On SIGTERM, end the open watches (the other components hold some) and
+		// exit in about a second. Upstream's default (0) leaves them open, and
+		// net/http's graceful shutdown then waits for the 60 s request timeout:
+		// a SIGUSR1 restart would end in a SIGKILL. Overridable (the last
+		// occurrence of a flag wins).
+		"--shutdown-watch-termination-grace-period=10s",
 	}
 	apiArgs = append(apiArgs, o.extraAPIFlags...)
-	if apiserver, err = startChild("kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), syscall.SIGKILL, apiArgs...); err != nil {
+	// A restart (SIGUSR1/SIGUSR2) starts it again the same way, appending to its log.
+	startAPIServer := func() (*child, error) {
+		return startChild("kube-apiserver", filepath.Join(logDir, "kube-apiserver.log"), syscall.SIGKILL, apiArgs...)
+	}
+	if apiserver, err = startAPIServer(); err != nil {
 		return err
 	}
 
@@ -422,12 +474,18 @@ func up(o upOptions) (retErr error) {
 	watcherDone := make(chan struct{})
 	go func() {
 		defer close(watcherDone)
-		select {
-		case s := <-sigs:
-			logf("got %v during startup, stopping", s)
-			interrupted.Store(true)
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case s := <-sigs:
+				logf("got %v during startup, stopping", s)
+				interrupted.Store(true)
+				cancel()
+				return
+			case s := <-restartSigs:
+				logf("got %v during startup, ignored (kube-apiserver restarts only once ready)", s)
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 
@@ -510,21 +568,14 @@ func up(o upOptions) (retErr error) {
 	if interrupted.Load() { // the startup signal watcher took it
 		return nil
 	}
-	select {
-	case s := <-sigs:
-		logf("got %v, stopping", s)
-		return nil
-	case <-apiserver.done:
-		return fmt.Errorf("kube-apiserver exited (%v); last log lines:\n%s", apiserver.err, tail(apiserver.log, 40))
-	case <-kcm.done:
-		return fmt.Errorf("kube-controller-manager exited (%v); last log lines:\n%s", kcm.err, tail(kcm.log, 40))
-	case <-scheduler.done:
-		return fmt.Errorf("kube-scheduler exited (%v); last log lines:\n%s", scheduler.err, tail(scheduler.log, 40))
-	case <-kwok.done:
-		return fmt.Errorf("kwok exited (%v); last log lines:\n%s", kwok.err, tail(kwok.log, 40))
-	case err := <-etcd.Err():
-		return fmt.Errorf("etcd: %w", err)
+	// SIGUSR1/SIGUSR2 restart kube-apiserver (restart.go).
+	ready := func(ctx context.Context, c *child) error {
+		return poll(ctx, httpClient, server+"/readyz", p.Token, c)
 	}
+	api := newAPIServerRestarter(apiserver, startAPIServer, ready, o.timeout)
+	err = supervise(sigs, restartSigs, api, []*child{kcm, scheduler, kwok}, etcd.Err())
+	apiserver = api.current // the one to stop, if restarted
+	return err
 }
 
 // reapMain: "reap PID PATH...". Started by "up" with PR_SET_PDEATHSIG=SIGTERM;

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -372,4 +374,252 @@ func TestUpKilled(t *testing.T) {
 		_, err := cs.Discovery().ServerVersion()
 		return err != nil, nil
 	})
+}
+
+// The kube-apiserver restart on SIGUSR1/SIGUSR2 (restart.go), with shells
+// standing in for the components: supervise as "up" runs it once ready.
+
+// logLines collects apiserverRestarter.logf's lines.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logLines) find(prefix string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.HasPrefix(line, prefix) {
+			return line
+		}
+	}
+	return ""
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// fakeAPIServer starts "/bin/sh -c script" as kube-apiserver, logging to logPath.
+func fakeAPIServer(t *testing.T, logPath, script string) (*child, error) {
+	c, err := startProcess("kube-apiserver", logPath, syscall.SIGKILL, "/bin/sh", "-c", script)
+	if err == nil {
+		t.Cleanup(func() { c.stopWith(syscall.SIGKILL, time.Second) })
+	}
+	return c, err
+}
+
+type superviseRun struct {
+	stop, restart chan os.Signal
+	result        chan error
+	logs          *logLines
+}
+
+func startSupervise(api *apiserverRestarter, others ...*child) *superviseRun {
+	r := &superviseRun{stop: make(chan os.Signal, 1), restart: make(chan os.Signal, 1), result: make(chan error, 1), logs: &logLines{}}
+	api.logf = r.logs.logf
+	go func() { r.result <- supervise(r.stop, r.restart, api, others, nil) }()
+	return r
+}
+
+func (r *superviseRun) waitLog(t *testing.T, prefix string) string {
+	t.Helper()
+	var line string
+	waitFor(t, fmt.Sprintf("a log line %q", prefix), 15*time.Second, func() (bool, error) {
+		line = r.logs.find(prefix)
+		return line != "", fmt.Errorf("log so far:\n%s", r.logs)
+	})
+	return line
+}
+
+func (r *superviseRun) running(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-r.result:
+		t.Fatalf("supervise returned %v\n%s", err, r.logs)
+	default:
+	}
+}
+
+func (r *superviseRun) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-r.result:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("supervise did not return\n%s", r.logs)
+		return nil
+	}
+}
+
+func TestSuperviseRestartsAPIServer(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sig     os.Signal
+		script  string
+		stopped string // how the old one ended
+	}{
+		{"SIGUSR1 stops it with SIGTERM", syscall.SIGUSR1, `echo started; exec sleep 60`, "signal: terminated"},
+		{"SIGUSR2 stops it with SIGKILL", syscall.SIGUSR2, `echo started; exec sleep 60`, "signal: killed"},
+		{"SIGUSR1 kills it after the grace period", syscall.SIGUSR1, `trap "" TERM; echo started; exec sleep 60`, "signal: killed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "kube-apiserver.log")
+			old, err := fakeAPIServer(t, logPath, tc.script)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the fake kube-apiserver to start", 10*time.Second, func() (bool, error) {
+				b, err := os.ReadFile(logPath)
+				return bytes.Contains(b, []byte("started")), err
+			})
+			kcm, err := startProcess("kube-controller-manager", "", syscall.SIGKILL, "/bin/sleep", "60")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kcm.stopWith(syscall.SIGKILL, time.Second)
+
+			var starts atomic.Int32
+			readyCalled := make(chan *child, 1)
+			gate := make(chan struct{})
+			api := newAPIServerRestarter(old, func() (*child, error) {
+				starts.Add(1)
+				return fakeAPIServer(t, logPath, tc.script)
+			}, func(ctx context.Context, c *child) error {
+				readyCalled <- c
+				select {
+				case <-gate:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}, 10*time.Second)
+			api.grace = 300 * time.Millisecond
+			r := startSupervise(api, kcm)
+
+			r.restart <- tc.sig
+			var restarted *child
+			select {
+			case restarted = <-readyCalled:
+			case <-time.After(15 * time.Second):
+				t.Fatalf("no kube-apiserver started again\n%s", r.logs)
+			}
+			// The deliberate stop is no failure; a second signal is ignored.
+			if !old.exited() || old.err == nil || old.err.Error() != tc.stopped {
+				t.Fatalf("old kube-apiserver: exited %v, %v; want %s", old.exited(), old.err, tc.stopped)
+			}
+			r.restart <- syscall.SIGUSR2
+			r.waitLog(t, "got user defined signal 2 while kube-apiserver is restarting, ignored")
+			r.running(t)
+			close(gate)
+			line := r.waitLog(t, "kube-apiserver restarted (ready after ")
+			t.Log(line)
+			r.running(t)
+			if n := starts.Load(); n != 1 {
+				t.Fatalf("%d starts, want 1", n)
+			}
+			if got, want := strings.Join(restarted.cmd.Args, " "), strings.Join(old.cmd.Args, " "); got != want {
+				t.Fatalf("restarted with %q, want %q", got, want)
+			}
+			b, _ := os.ReadFile(logPath)
+			if n := strings.Count(string(b), "started"); n != 2 {
+				t.Fatalf("log file has %d starts, want 2 (appended): %q", n, b)
+			}
+			if kcm.exited() {
+				t.Fatal("the other component was stopped")
+			}
+
+			// Now the new one is supervised: its exit ends "up".
+			_ = restarted.cmd.Process.Kill()
+			err = r.wait(t)
+			if err == nil || !strings.HasPrefix(err.Error(), "kube-apiserver exited (signal: killed)") {
+				t.Fatalf("supervise returned %v, want kube-apiserver exited", err)
+			}
+		})
+	}
+}
+
+func TestSuperviseAPIServerNotBack(t *testing.T) {
+	port, err := freePort() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: time.Second}
+	ready := func(ctx context.Context, c *child) error {
+		return poll(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/readyz", port), "token", c)
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         []string
+	}{
+		{"exits", `echo "Error: unknown flag: --bogus"; exit 1`,
+			[]string{"kube-apiserver did not come back after a restart: kube-apiserver exited (exit status 1) before it was ready", "unknown flag: --bogus"}},
+		{"not ready in time", `echo "still starting"; exec sleep 60`,
+			[]string{"kube-apiserver did not come back after a restart: https://127.0.0.1:", "/readyz not ready", "last log lines:\nstarted\nstill starting"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logPath := filepath.Join(t.TempDir(), "kube-apiserver.log")
+			old, err := fakeAPIServer(t, logPath, `echo started; exec sleep 60`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the fake kube-apiserver to start", 10*time.Second, func() (bool, error) {
+				b, err := os.ReadFile(logPath)
+				return bytes.Contains(b, []byte("started")), err
+			})
+			api := newAPIServerRestarter(old, func() (*child, error) {
+				return fakeAPIServer(t, logPath, tc.script)
+			}, ready, 1500*time.Millisecond)
+			r := startSupervise(api)
+			r.restart <- syscall.SIGUSR1
+			err = r.wait(t)
+			if err == nil {
+				t.Fatal("supervise returned nil")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// A stop signal during a restart stops "up": the restart is abandoned, and
+// the kube-apiserver it started is the one "up" then stops.
+func TestSuperviseStopDuringRestart(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "kube-apiserver.log")
+	old, err := fakeAPIServer(t, logPath, `exec sleep 60`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyCalled := make(chan *child, 1)
+	api := newAPIServerRestarter(old, func() (*child, error) {
+		return fakeAPIServer(t, logPath, `exec sleep 60`)
+	}, func(ctx context.Context, c *child) error {
+		readyCalled <- c
+		<-ctx.Done()
+		return ctx.Err()
+	}, time.Minute)
+	r := startSupervise(api)
+	r.restart <- syscall.SIGUSR2
+	restarted := <-readyCalled
+	r.stop <- syscall.SIGTERM
+	if err := r.wait(t); err != nil {
+		t.Fatalf("supervise returned %v, want nil", err)
+	}
+	if api.current != restarted || api.restarting {
+		t.Fatalf("current kube-apiserver %p (restarting %v), want the restarted one %p", api.current, api.restarting, restarted)
+	}
+	if restarted.exited() {
+		t.Fatal("supervise stopped the kube-apiserver itself")
+	}
 }

@@ -46,7 +46,9 @@ pub use testing::{TestCluster, test_cluster, test_cluster_simulating_workloads};
 /// How to start a [`DevCluster`].
 #[derive(Debug, Clone)]
 pub struct DevClusterOptions {
-    /// TCP port on 127.0.0.1; 0 picks a free port.
+    /// TCP port on 127.0.0.1; 0 picks a free port. A given port that is
+    /// still in use (a killed process the kernel has not torn down yet) is
+    /// retried for a few seconds.
     pub port: u16,
     /// Bearer token every request must carry; `None` disables authentication.
     pub token: Option<String>,
@@ -66,6 +68,15 @@ pub struct DevClusterOptions {
     /// a stage named like a default replaces it. Used only with
     /// `simulate_workloads`.
     pub stages: Vec<PathBuf>,
+    /// A file to append an audit log to, like kube-apiserver's
+    /// `--audit-log-path`: one `audit.k8s.io/v1` `Event` JSON line per
+    /// completed create, update, patch, delete or deletecollection, naming the
+    /// client's IP address (see [`server::audit`]). `None` writes no log.
+    ///
+    /// Guarantees: a line is complete on disk when its response is sent, even
+    /// if the process is killed right after; requests answered by fault
+    /// injection are recorded with their status code.
+    pub audit_log: Option<PathBuf>,
 }
 
 impl Default for DevClusterOptions {
@@ -78,6 +89,7 @@ impl Default for DevClusterOptions {
             history_window: 10_000,
             simulate_workloads: false,
             stages: Vec::new(),
+            audit_log: None,
         }
     }
 }
@@ -107,6 +119,12 @@ pub enum DevClusterError {
     /// The real control plane (`realcluster`) could not be started, leased or reset.
     #[error("real control plane {binary}: {message}")]
     RealCluster { binary: PathBuf, message: String },
+    /// The audit log file could not be created or opened for appending.
+    #[error("cannot open audit log {path}: {source}; check the directory exists and is writable")]
+    AuditLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A stage file of the workload simulation cannot be used.
     #[error("workload simulation: {0}")]
     Stages(#[from] stages::StageError),
@@ -153,6 +171,12 @@ mod tempfile_lite {
 
 impl DevCluster {
     /// Starts serving on 127.0.0.1 and writes a kubeconfig pointing at it.
+    ///
+    /// # Errors
+    ///
+    /// [`DevClusterError`] when the data file, a stage file or the audit log
+    /// cannot be used, the port cannot be bound, or the kubeconfig cannot be
+    /// written.
     pub async fn start(options: DevClusterOptions) -> Result<DevCluster, DevClusterError> {
         let store = store::Store::open(options.data.as_deref(), options.history_window)?;
         // Stage files are checked before anything listens, so a bad file fails the start.
@@ -163,13 +187,18 @@ impl DevCluster {
         } else {
             None
         };
-        let shared = Arc::new(server::Shared::new(store, options.token.clone()));
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port))
-            .await
-            .map_err(|source| DevClusterError::Bind {
-                port: options.port,
-                source,
+        let mut shared = server::Shared::new(store, options.token.clone());
+        if let Some(path) = &options.audit_log {
+            let log = server::audit::AuditLog::open(path).map_err(|source| {
+                DevClusterError::AuditLog {
+                    path: path.clone(),
+                    source,
+                }
             })?;
+            shared.audit = Some(log);
+        }
+        let shared = Arc::new(shared);
+        let listener = bind(SocketAddr::from(([127, 0, 0, 1], options.port))).await?;
         let addr = listener
             .local_addr()
             .map_err(|source| DevClusterError::Bind {
@@ -233,27 +262,49 @@ impl DevCluster {
     }
 
     /// Serves again on the same port with the same state.
+    ///
+    /// # Errors
+    ///
+    /// [`DevClusterError::Bind`] when the port is still in use after a few seconds.
     pub async fn restart(&mut self) -> Result<(), DevClusterError> {
         self.stop().await;
-        let port = self.addr.port();
-        // The old socket may linger briefly after the accept loop ends; retry a few times.
-        let mut last = None;
-        for _ in 0..50 {
-            match tokio::net::TcpListener::bind(self.addr).await {
-                Ok(listener) => {
-                    self.serving = Some(server::serve(listener, self.shared.clone()));
-                    return Ok(());
-                }
-                Err(e) => {
-                    last = Some(e);
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
+        let listener = bind(self.addr).await?;
+        self.serving = Some(server::serve(listener, self.shared.clone()));
+        Ok(())
+    }
+}
+
+/// How long binding a given port is retried while it is still in use.
+const BIND_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Binds `addr`, retrying for up to [`BIND_RETRY`] while a given port is in use:
+/// the socket of a stopped server, or of a killed process the kernel has not
+/// finished tearing down (`kill -9` returns before the port is released), is
+/// freed a moment later. Connections the old server left in TIME_WAIT do not
+/// block the bind: tokio sets `SO_REUSEADDR`.
+///
+/// # Errors
+///
+/// [`DevClusterError::Bind`] when the port stays in use, or on any other error.
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, DevClusterError> {
+    let deadline = tokio::time::Instant::now() + BIND_RETRY;
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && addr.port() != 0
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            Err(source) => {
+                return Err(DevClusterError::Bind {
+                    port: addr.port(),
+                    source,
+                });
             }
         }
-        Err(DevClusterError::Bind {
-            port,
-            source: last.unwrap_or_else(|| std::io::Error::other("bind failed")),
-        })
     }
 }
 

@@ -37,6 +37,10 @@ struct Args {
     /// like a default replaces it); repeatable.
     #[arg(long = "stages", value_name = "FILE", requires = "simulate_workloads")]
     stages: Vec<PathBuf>,
+    /// Append an audit log (audit.k8s.io/v1 Event JSON lines, level Metadata)
+    /// of every create, update, patch, delete and deletecollection to FILE.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -53,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
         history_window: args.history_window,
         simulate_workloads: args.simulate_workloads,
         stages: args.stages,
+        audit_log: args.audit_log,
     })
     .await?;
     println!("devcluster serving at {}", cluster.url());

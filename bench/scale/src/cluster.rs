@@ -9,7 +9,7 @@ use anyhow::{Context as _, bail};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::{Proc, spawn, tail};
+use crate::process::{Proc, spawn, tail};
 
 /// Which API server the benchmark runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -61,20 +61,32 @@ pub enum Cluster {
 }
 
 impl Cluster {
-    /// A fresh devcluster in `dir`, with enough watch history for `n` WebApps.
-    pub async fn dev(devcluster: &Path, dir: &Path, n: usize) -> anyhow::Result<Cluster> {
+    /// A devcluster in `dir` on `port` (0: a free one), with enough watch
+    /// history for `n` WebApps and the `extra` flags (e.g. `--data FILE`);
+    /// ready once it prints its URL.
+    ///
+    /// # Errors
+    /// When it does not start serving within 30 s.
+    pub async fn dev(
+        devcluster: &Path,
+        dir: &Path,
+        n: usize,
+        port: u16,
+        extra: &[String],
+    ) -> anyhow::Result<Cluster> {
         let kubeconfig = dir.join("kubeconfig");
         // Enough watch history that a watch resumed mid-run is not expired.
         let history = (n * 8).max(10_000);
         let mut child = Command::new(devcluster)
             .args([
                 "--port",
-                "0",
+                &port.to_string(),
                 "--history-window",
                 &history.to_string(),
                 "--kubeconfig",
             ])
             .arg(&kubeconfig)
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .stdin(Stdio::null())
@@ -106,10 +118,14 @@ impl Cluster {
     /// `log`; ready when `up` has written the kubeconfig (it writes it only
     /// once kube-apiserver's `/readyz` and the controller manager's
     /// `/healthz` answer).
+    ///
+    /// # Errors
+    /// When it is not ready within 330 s (with the tail of its log).
     pub async fn real(
         realcluster: &Path,
         dir: &Path,
         controllers: &str,
+        extra_apiserver_flags: &[String],
         log: &Path,
     ) -> anyhow::Result<Cluster> {
         let kubeconfig = dir.join("kubeconfig");
@@ -123,6 +139,9 @@ impl Cluster {
             // realcluster's /24 Service range holds ~250 ClusterIPs; every
             // WebApp has a Service (the last flag wins).
             .arg("--apiserver-flag=--service-cluster-ip-range=10.96.0.0/16");
+        for flag in extra_apiserver_flags {
+            cmd.arg(format!("--apiserver-flag={flag}"));
+        }
         let mut proc_ = spawn(cmd, "realcluster up", log)?;
         let deadline = Instant::now() + Duration::from_secs(330);
         while !kubeconfig.exists() {

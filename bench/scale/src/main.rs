@@ -35,15 +35,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-mod cluster;
 mod report;
 
-use cluster::Backend;
+use bench_scale::cluster::{self, Backend};
+use bench_scale::process::{Proc, client, resource, spawn, tail};
+use bench_scale::webapp::{converged, status_converged, webapp_resource};
 
 /// The operators the harness knows.
 const OPERATORS: &[&str] = &[
@@ -372,94 +373,6 @@ fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .context("no VmHWM in /proc/<pid>/status")?;
     Ok(kib / 1024.0)
-}
-
-/// A child process killed when dropped, whatever path the run leaves by.
-pub(crate) struct Proc {
-    child: Child,
-    what: String,
-    log: PathBuf,
-}
-
-impl Proc {
-    pub(crate) fn pid(&self) -> anyhow::Result<u32> {
-        self.child
-            .id()
-            .with_context(|| format!("{} has exited; see {}", self.what, self.log.display()))
-    }
-
-    /// Fails when the process has exited (with the tail of its log).
-    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            bail!(
-                "{} exited ({status}); last lines of {}:\n{}",
-                self.what,
-                self.log.display(),
-                tail(&self.log, 15)
-            );
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn stop(mut self) {
-        let _ = self.child.kill().await;
-    }
-}
-
-pub(crate) fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// Spawns `cmd` with stdout and stderr into `log`, killed on drop.
-pub(crate) fn spawn(mut cmd: Command, what: &str, log: &Path) -> anyhow::Result<Proc> {
-    let file = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let err = file.try_clone()?;
-    cmd.stdout(Stdio::from(file))
-        .stderr(Stdio::from(err))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let child = cmd
-        .spawn()
-        .with_context(|| format!("starting {what} ({:?})", cmd.as_std().get_program()))?;
-    Ok(Proc {
-        child,
-        what: what.to_owned(),
-        log: log.to_owned(),
-    })
-}
-
-async fn client(kubeconfig: &Path) -> anyhow::Result<Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(Client::try_from(config)?)
-}
-
-fn webapp_resource() -> ApiResource {
-    ApiResource {
-        group: "example.com".into(),
-        version: "v1".into(),
-        api_version: "example.com/v1".into(),
-        kind: "WebApp".into(),
-        plural: "webapps".into(),
-    }
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: if group.is_empty() {
-            version.into()
-        } else {
-            format!("{group}/{version}")
-        },
-        kind: kind.into(),
-        plural: plural.into(),
-    }
 }
 
 /// [`request_counts`] when `counted` (the devcluster), else empty counts.
@@ -791,40 +704,6 @@ async fn wait_converged(
     }
 }
 
-/// Finalizer present and the status written for the current generation.
-fn status_converged(app: &DynamicObject) -> bool {
-    let generation = app.metadata.generation;
-    let observed = app.data["status"]["observedGeneration"].as_i64();
-    generation.is_some() && observed == generation && !app.finalizers().is_empty()
-}
-
-/// WebApps whose status is converged and whose Deployment (owned, with the
-/// WebApp's replicas) and Service exist.
-fn converged(
-    apps: &[DynamicObject],
-    deployments: &[DynamicObject],
-    services: &[DynamicObject],
-) -> usize {
-    let by_name = |objs: &[DynamicObject]| -> BTreeMap<String, DynamicObject> {
-        objs.iter().map(|o| (o.name_any(), o.clone())).collect()
-    };
-    let ds = by_name(deployments);
-    let ss = by_name(services);
-    apps.iter()
-        .filter(|a| {
-            let name = a.name_any();
-            let uid = a.uid();
-            let dep_ok = ds.get(&name).is_some_and(|d| {
-                d.data["spec"]["replicas"] == a.data["spec"]["replicas"]
-                    && d.owner_references()
-                        .iter()
-                        .any(|o| Some(&o.uid) == uid.as_ref())
-            });
-            status_converged(a) && dep_ok && ss.contains_key(&name)
-        })
-        .count()
-}
-
 fn webapp_doc(i: usize) -> anyhow::Result<DynamicObject> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "example.com/v1",
@@ -876,12 +755,15 @@ async fn start_cluster(
     round: usize,
 ) -> anyhow::Result<cluster::Cluster> {
     match args.backend {
-        Backend::Dev => cluster::Cluster::dev(&args.bin_dir.join("devcluster"), dir, n).await,
+        Backend::Dev => {
+            cluster::Cluster::dev(&args.bin_dir.join("devcluster"), dir, n, 0, &[]).await
+        }
         Backend::Real => {
             cluster::Cluster::real(
                 &args.realcluster,
                 dir,
                 &args.real_controllers,
+                &[],
                 &args
                     .out
                     .join("logs")

@@ -3,6 +3,7 @@
 //! `/apis/<group>/<version>/...`) instead of dozens of routes.
 
 mod admission;
+pub mod audit;
 mod convert;
 mod discovery;
 mod path;
@@ -11,10 +12,12 @@ mod query;
 pub mod requests;
 mod resources;
 mod select;
+pub mod snapshots;
 mod table;
 mod watch;
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -46,6 +49,10 @@ pub struct Shared {
     pub webhooks: WebhookClient,
     /// Served resource requests by verb, for benchmarks (`GET /_devcluster/requests`).
     pub requests: requests::RequestCounter,
+    /// Where completed writes are recorded, if anywhere (see [`audit`]).
+    pub audit: Option<audit::AuditLog>,
+    /// The rest of the paged lists in progress (see [`snapshots`]).
+    pub lists: snapshots::ListSnapshots,
 }
 
 impl Shared {
@@ -58,6 +65,8 @@ impl Shared {
             token,
             webhooks: WebhookClient::default(),
             requests: requests::RequestCounter::default(),
+            audit: None,
+            lists: snapshots::ListSnapshots::default(),
         }
     }
 }
@@ -88,13 +97,13 @@ pub fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>) -> Serving 
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
+                    let Ok((stream, peer)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
                     let shared = shared.clone();
                     conns.spawn(async move {
                         let svc = hyper::service::service_fn(move |req| {
                             let shared = shared.clone();
-                            async move { Ok::<_, Infallible>(handle(shared, req).await) }
+                            async move { Ok::<_, Infallible>(handle(shared, req, peer).await) }
                         });
                         let io = hyper_util::rt::TokioIo::new(stream);
                         let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
@@ -148,7 +157,26 @@ fn injected(status: u16) -> ApiError {
     }
 }
 
-async fn handle(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
+/// Serves one request from `peer`, recording it in the audit log when it is a write.
+async fn handle(
+    shared: Arc<Shared>,
+    req: Request<hyper::body::Incoming>,
+    peer: SocketAddr,
+) -> Response<Body> {
+    // Taken on arrival, before any injected latency or stall.
+    let received = chrono::Utc::now();
+    let pending = shared
+        .audit
+        .as_ref()
+        .and_then(|_| audit::Pending::begin(&req, peer.ip(), received));
+    let resp = respond(shared.clone(), req).await;
+    match (pending, &shared.audit) {
+        (Some(pending), Some(log)) => pending.complete(log, resp).await,
+        _ => resp,
+    }
+}
+
+async fn respond(shared: Arc<Shared>, req: Request<hyper::body::Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     if path == "/_devcluster/requests" {
         return json_response(200, &shared.requests.snapshot());

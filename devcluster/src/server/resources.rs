@@ -208,11 +208,13 @@ async fn get(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
     Ok(respond(ctx, 200, obj))
 }
 
+/// A continue token: the snapshot of the list's first page (see
+/// [`super::snapshots`]) and where the next page starts in it.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     rv: u64,
-    ns: String,
-    name: String,
+    snapshot: u64,
+    offset: usize,
 }
 
 async fn list(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
@@ -222,47 +224,67 @@ async fn list(ctx: &Ctx) -> Result<Response<Body>, ApiError> {
         .non_empty("limit")
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0);
+    let invalid =
+        || ApiError::bad_request("invalid continue token; start the list again without it");
     let cont = match ctx.q.non_empty("continue") {
         None => None,
         Some(c) => {
             let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
                 .decode(c)
-                .map_err(|_| {
-                    ApiError::bad_request("invalid continue token; start the list again without it")
-                })?;
-            Some(
-                serde_json::from_slice::<ContinueToken>(&bytes).map_err(|_| {
-                    ApiError::bad_request("invalid continue token; start the list again without it")
-                })?,
-            )
+                .map_err(|_| invalid())?;
+            Some(serde_json::from_slice::<ContinueToken>(&bytes).map_err(|_| invalid())?)
         }
     };
     let ns = ctx.path.namespace.as_deref();
-    let (rv, mut items, more) = {
-        let st = ctx.shared.store.lock();
-        let all = match &cont {
-            Some(t) => st.list_after(&ctx.rt.key(), ns, &(t.ns.clone(), t.name.clone())),
-            None => st.list(&ctx.rt.key(), ns),
-        };
-        let mut items = Vec::new();
-        let mut more = 0usize;
-        for o in all.into_iter().filter(|o| sel.matches(o)) {
-            if limit.is_some_and(|l| items.len() >= l) {
-                more += 1;
-            } else {
-                items.push(o);
+    let (rv, mut items, more, snapshot, offset) = match &cont {
+        // A later page: from the first page's snapshot, never the store as
+        // it is now (kube-apiserver reads it at the first page's revision).
+        Some(t) => {
+            let page = ctx.shared.lists.page(t.snapshot, t.offset, limit).ok_or_else(|| {
+                ApiError::new(
+                    410,
+                    "Expired",
+                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".to_string(),
+                )
+            })?;
+            let offset = t.offset + page.items.len();
+            (
+                page.resource_version,
+                page.items,
+                page.remaining,
+                t.snapshot,
+                offset,
+            )
+        }
+        None => {
+            let (rv, mut all) = {
+                let st = ctx.shared.store.lock();
+                let all: Vec<Arc<Value>> = st
+                    .list(&ctx.rt.key(), ns)
+                    .into_iter()
+                    .filter(|o| sel.matches(o))
+                    .collect();
+                (st.rv, all)
+            };
+            match limit {
+                Some(l) if all.len() > l => {
+                    let rest = all.split_off(l);
+                    let more = rest.len();
+                    let snapshot = ctx.shared.lists.keep(rv, rest);
+                    (rv, all, more, snapshot, 0)
+                }
+                _ => (rv, all, 0, 0, 0),
             }
         }
-        let rv = cont.as_ref().map(|t| t.rv).unwrap_or(st.rv);
-        (rv, items, more)
     };
     let mut meta = json!({"resourceVersion": rv.to_string()});
-    if more > 0
-        && let Some(last) = items.last()
-    {
-        let (ns, name) = crate::store::obj_key(last);
-        let tok = serde_json::to_vec(&ContinueToken { rv, ns, name })
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+    if more > 0 {
+        let tok = serde_json::to_vec(&ContinueToken {
+            rv,
+            snapshot,
+            offset,
+        })
+        .map_err(|e| ApiError::internal(e.to_string()))?;
         meta["continue"] = json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tok));
         meta["remainingItemCount"] = json!(more);
     }

@@ -231,18 +231,6 @@ impl State {
         }
     }
 
-    /// Objects of `resource` in `ns` strictly after `after` (for `continue`).
-    pub fn list_after(&self, resource: &str, ns: Option<&str>, after: &ObjKey) -> Vec<Arc<Value>> {
-        let Some(map) = self.objects.get(resource) else {
-            return Vec::new();
-        };
-        use std::ops::Bound;
-        map.range((Bound::Excluded(after.clone()), Bound::Unbounded))
-            .take_while(|((n, _), _)| ns.is_none_or(|ns| n == ns))
-            .map(|(_, v)| v.clone())
-            .collect()
-    }
-
     /// Every resource key that has objects.
     pub fn resources(&self) -> Vec<String> {
         self.objects

@@ -3,11 +3,13 @@
 //! One binary with submodules keeps link time down:
 //! `cargo test -p wasm-operator-devcluster --test api`.
 
+mod audit;
 mod cluster;
 mod crd;
 mod crud;
 mod gc;
 mod list;
+mod restart;
 mod ssa;
 mod status;
 mod watch;

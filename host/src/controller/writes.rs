@@ -77,6 +77,25 @@ pub(super) enum Prepared {
     Retry,
 }
 
+/// How long a reconcile whose writes were dropped at a closed gate waits
+/// before it looks again.
+pub(super) const FENCED_RETRY: Duration = Duration::from_secs(5);
+
+/// What follows a fenced reconcile. An object a later term wrote
+/// ([`ReconcileError::StaleTerm`]) is that term's leader's: wait for a
+/// change. Writes dropped because this replica's gate was closed (a
+/// renewal late or lost) are looked at again after [`FENCED_RETRY`]: the
+/// gate may reopen without the shard ever changing hands (the next renewal
+/// succeeds), and then nothing else would trigger the object (found by the
+/// chaos harness under API latency). If the shard did move, the retry is
+/// skipped at once by the entry check.
+pub(super) fn after_fenced(error: &ReconcileError) -> Action {
+    match error {
+        ReconcileError::StaleTerm { .. } => Action::await_change(),
+        _ => Action::requeue(FENCED_RETRY),
+    }
+}
+
 /// kube-runtime's error policy for `error` after `failures` failures in a
 /// row: permanent failures wait for the object to change, everything else
 /// backs off per object.
@@ -274,8 +293,8 @@ impl<W: WritePlan> Shell<'_, W> {
 
     /// A failed reconcile of `obj` by `version` (of `plugin`, with `limits`).
     /// Fenced (a later leader wrote the object, or the gate closed): nothing
-    /// is written, not even the failure, and the controller waits for a
-    /// change. Otherwise the failure is reported on the object and `error`
+    /// is written, not even the failure ([`after_fenced`] says when to look
+    /// again). Otherwise the failure is reported on the object and `error`
     /// returned for the error policy; `correlate` passes the report's events
     /// through the object's event rate.
     ///
@@ -299,7 +318,7 @@ impl<W: WritePlan> Shell<'_, W> {
                 object = %display_name(obj.namespace().as_deref(), &obj.name_any()),
                 reason = Reason::Fenced.as_str(), "{error}"
             );
-            return Ok(Action::await_change());
+            return Ok(after_fenced(&error));
         }
         self.report_failure(obj, (plugin, version), limits, &error, correlate)
             .await;
@@ -667,7 +686,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_plan_the_write_gate_refuses_is_not_followed_by_a_failure_report() {
+    async fn a_plan_the_write_gate_refuses_is_not_reported_and_is_looked_at_again() {
         let metrics = Metrics::new();
         let shell = shell(Recording::new().then(Err(fenced())), &metrics);
         let obj = primary();
@@ -683,7 +702,8 @@ mod tests {
             .fail(&obj, ("webapp", "1.2.0"), &limits(), error.into(), no_rate)
             .await
             .expect("fencing is no failure");
-        assert_eq!(action, Action::await_change());
+        // The gate may reopen without the shard changing hands: look again.
+        assert_eq!(action, Action::requeue(FENCED_RETRY));
         let written = shell.writer.written();
         assert_eq!(written.len(), 1, "the refused plan, and no report");
         assert_eq!(written[0].plan, plan);

@@ -681,12 +681,22 @@ async fn stop_controllers(deps: &ControllerDeps) -> usize {
     stopped
 }
 
-/// Sharded: the controllers run while this replica takes work for at least
-/// one shard. A shard gained queues every primary again (the controller
-/// skips the other shards' at once), so the gained shard's objects are
-/// reconciled here; a shard lost or given up takes no new work (its
-/// reconciles in flight finish, their writes dropped once its gate
-/// closes).
+/// Sharded: the controllers start when this replica first takes work for
+/// a shard and then keep running, holding shards or not. A shard gained
+/// queues every primary again (the controller skips the other shards' at
+/// once), so the gained shard's objects are reconciled here; a shard lost
+/// or given up takes no new work (its reconciles in flight finish, their
+/// writes dropped once its gate closes).
+///
+/// Why not stop them when the last shard goes: a replica whose renewals
+/// run late (a loaded API server, a slow link) loses and regains its
+/// shards every few seconds. Stopping the controllers threw their queue
+/// away each time (retries and changes due), and every restart began the
+/// same full pass in the same order, so under such flapping the objects
+/// late in that order waited minutes (found by the chaos harness,
+/// `scripts/chaos.sh`: a change's p99 of 139 s under API latency). A
+/// running controller keeps its queue and only skips, at once, the
+/// objects of shards it does not hold.
 async fn follow_shards(deps: &ControllerDeps, previous: &[Leadership], now: &[Leadership]) {
     let works = |l: &Leadership| l.leading && !l.draining;
     let held: Vec<usize> = (0..now.len()).filter(|i| works(&now[*i])).collect();
@@ -700,11 +710,7 @@ async fn follow_shards(deps: &ControllerDeps, previous: &[Leadership], now: &[Le
         .map(|i| now[*i].token.unwrap_or_default())
         .collect();
     if held.is_empty() {
-        let stopped = stop_controllers(deps).await;
-        tracing::info!(
-            controllers = stopped,
-            "holding no shard: plugin controllers stopped"
-        );
+        tracing::info!("holding no shard: every reconcile is skipped until a shard is gained");
         return;
     }
     let started = start_serving(deps);
