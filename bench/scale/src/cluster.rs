@@ -11,6 +11,24 @@ use tokio::process::{Child, Command};
 
 use crate::process::{Proc, spawn, tail};
 
+/// The real control plane's options, shared by the benchmarks' command lines.
+#[derive(Debug, Clone, clap::Args, serde::Serialize)]
+pub struct RealClusterArgs {
+    /// The `realcluster` binary (`--backend real`).
+    #[arg(long, default_value = "target/realcluster/realcluster")]
+    pub realcluster: PathBuf,
+    /// kube-controller-manager's controllers on the real control plane. The
+    /// Deployment and ReplicaSet controllers are left out by default: with
+    /// them every WebApp also gets a ReplicaSet and Pods that never run, load
+    /// on the shared machine that is no operator's, and that the devcluster
+    /// does not have either.
+    #[arg(
+        long,
+        default_value = "garbage-collector-controller,namespace-controller"
+    )]
+    pub real_controllers: String,
+}
+
 /// Which API server the benchmark runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

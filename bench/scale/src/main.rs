@@ -79,19 +79,8 @@ struct Args {
     /// `realcluster up` per run; no request counts, so no writes per object).
     #[arg(long, value_enum, default_value_t = Backend::Dev)]
     backend: Backend,
-    /// The `realcluster` binary (`--backend real`).
-    #[arg(long, default_value = "target/realcluster/realcluster")]
-    realcluster: PathBuf,
-    /// kube-controller-manager's controllers on the real control plane. The
-    /// Deployment and ReplicaSet controllers are left out by default: with
-    /// them every WebApp also gets a ReplicaSet and Pods that never run, load
-    /// on the shared machine that is no operator's, and that the devcluster
-    /// does not have either.
-    #[arg(
-        long,
-        default_value = "garbage-collector-controller,namespace-controller"
-    )]
-    real_controllers: String,
+    #[command(flatten)]
+    real: cluster::RealClusterArgs,
     /// The controller-runtime peer (built by `scripts/bench-scale.sh` from
     /// `bench/scale/controller-runtime`).
     #[arg(
@@ -292,7 +281,7 @@ fn check_inputs(args: &Args) -> anyhow::Result<()> {
             "cargo build --release -p wasm-operator-devcluster",
         )],
         Backend::Real => vec![(
-            args.realcluster.clone(),
+            args.real.realcluster.clone(),
             "REALCLUSTER_BIN=<path> scripts/build-realcluster.sh",
         )],
     };
@@ -760,9 +749,9 @@ async fn start_cluster(
         }
         Backend::Real => {
             cluster::Cluster::real(
-                &args.realcluster,
+                &args.real.realcluster,
                 dir,
-                &args.real_controllers,
+                &args.real.real_controllers,
                 &[],
                 &args
                     .out

@@ -281,26 +281,21 @@ pub fn final_state(
     // A terminating app is neither converged nor unconverged: it is stuck.
     state.apps -= state.stuck_terminating.len();
     state.lost = alive.difference(&present).cloned().collect();
-    let mut owned: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for child in deployments.iter().chain(services) {
-        for owner in child
-            .owner_references()
-            .iter()
-            .filter(|o| o.kind == "WebApp")
-        {
-            if uids.contains(&owner.uid) {
-                *owned
-                    .entry((
-                        owner.uid.clone(),
-                        child
-                            .types
-                            .as_ref()
-                            .map(|t| t.kind.clone())
-                            .unwrap_or_default(),
-                    ))
-                    .or_default() += 1;
-            } else {
-                state.orphaned.push(key(child));
+    // By the list a child came from: list items carry no kind on
+    // kube-apiserver (only the list does).
+    let mut owned: BTreeMap<(String, &str), usize> = BTreeMap::new();
+    for (kind, children) in [("Deployment", deployments), ("Service", services)] {
+        for child in children {
+            for owner in child
+                .owner_references()
+                .iter()
+                .filter(|o| o.kind == "WebApp")
+            {
+                if uids.contains(&owner.uid) {
+                    *owned.entry((owner.uid.clone(), kind)).or_default() += 1;
+                } else {
+                    state.orphaned.push(key(child));
+                }
             }
         }
     }
@@ -431,12 +426,17 @@ mod tests {
             obj("WebApp", "a", "ua", None, 2),
             obj("WebApp", "b", "ub", None, 2),
         ];
-        let deployments = [
+        let mut deployments = [
             obj("Deployment", "a", "d1", Some("ua"), 2),
             obj("Deployment", "a-copy", "d2", Some("ua"), 2),
             obj("Deployment", "gone", "d3", Some("ugone"), 2),
         ];
-        let services = [obj("Service", "a", "s1", Some("ua"), 0)];
+        let mut services = [obj("Service", "a", "s1", Some("ua"), 0)];
+        // kube-apiserver's list items carry no kind: a Deployment and a
+        // Service of one WebApp are not two of a kind.
+        for child in deployments.iter_mut().chain(services.iter_mut()) {
+            child.types = None;
+        }
         let alive = BTreeSet::from(["n/a".to_owned(), "n/c".to_owned()]);
         let deleted = BTreeSet::from(["n/b".to_owned()]);
         let state = final_state(&apps, &deployments, &services, &alive, &deleted);
@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(state.lost, vec!["n/c"]);
         assert_eq!(state.undeleted, vec!["n/b"]);
         assert_eq!(state.orphaned, vec!["n/gone"]);
-        assert_eq!(state.doubled.len(), 1);
+        assert_eq!(state.doubled, vec!["WebApp uid ua: 2 Deployments"]);
         assert!(!state.holds());
     }
 }

@@ -114,15 +114,8 @@ struct Args {
     /// The repository root (for the CRDs: examples/webapp/crd.yaml, deploy/crds/wasmplugin.yaml).
     #[arg(long, default_value = ".")]
     repo: PathBuf,
-    /// `realcluster` (for --backend real).
-    #[arg(long, default_value = "target/realcluster/realcluster")]
-    realcluster: PathBuf,
-    /// kube-controller-manager's controllers on the real control plane.
-    #[arg(
-        long,
-        default_value = "garbage-collector-controller,namespace-controller"
-    )]
-    real_controllers: String,
+    #[command(flatten)]
+    real: bench_scale::cluster::RealClusterArgs,
     /// Where the report, logs and the API server's data go.
     #[arg(long, default_value = "target/chaos")]
     out: PathBuf,
@@ -364,9 +357,9 @@ async fn run(args: &Args) -> anyhow::Result<report::Report> {
         }
         Backend::Real => {
             api::ApiServer::real(
-                &args.realcluster,
+                &args.real.realcluster,
                 work,
-                &args.real_controllers,
+                &args.real.real_controllers,
                 &logs.join("realcluster.log"),
             )
             .await?
