@@ -161,19 +161,22 @@ pub fn slope_per_hour(points: &[(f64, f64)]) -> Option<f64> {
     (var > 0.0).then(|| cov / var * 3600.0)
 }
 
-/// Rates per 10 s window of the writes `pick` selects: (mean, max) per second.
+/// Writes per second between `from` and `to`: the mean, and the largest 10 s window.
 fn rates(writes: &[&Write], from: SystemTime, to: SystemTime) -> [f64; 2] {
     let span = secs(from, to).max(1.0);
     let mut windows: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut within = 0usize;
     for w in writes {
         if w.received >= from && w.received <= to {
+            within += 1;
             *windows
                 .entry((secs(from, w.received) / 10.0) as u64)
                 .or_default() += 1;
         }
     }
     let max = windows.values().copied().max().unwrap_or(0) as f64 / 10.0;
-    [writes.len() as f64 / span, max]
+    // The mean over the same span as the windows (the storm), not the run.
+    [within as f64 / span, max]
 }
 
 /// The summary of `replica`, its writes being those from `source`.
