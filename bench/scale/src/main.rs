@@ -43,7 +43,7 @@ use tokio::process::Command;
 mod report;
 
 use bench_scale::cluster::{self, Backend};
-use bench_scale::process::{Proc, client, resource, spawn, tail};
+use bench_scale::process::{Proc, client, crds, ensure_namespace, resource, spawn, tail};
 use bench_scale::webapp::{converged, status_converged, webapp_resource};
 
 /// The operators the harness knows.
@@ -430,30 +430,11 @@ fn writes(counts: &BTreeMap<String, i64>) -> i64 {
 async fn prepare_cluster(client: &Client, crd_path: &Path) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(crd_path)?;
     let crd: DynamicObject = serde_yaml::from_str(&text).context("parsing the CRD")?;
-    let crds = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &resource(
-            "apiextensions.k8s.io",
-            "v1",
-            "CustomResourceDefinition",
-            "customresourcedefinitions",
-        ),
-    );
+    let crds = crds(client);
     crds.create(&PostParams::default(), &crd)
         .await
         .context("creating the CRD")?;
-    let namespaces = Api::<DynamicObject>::all_with(
-        client.clone(),
-        &resource("", "v1", "Namespace", "namespaces"),
-    );
-    let ns: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}
-    }))?;
-    match namespaces.create(&PostParams::default(), &ns).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 409 => {}
-        Err(e) => return Err(e).context("creating the namespace"),
-    }
+    ensure_namespace(client, NAMESPACE).await?;
     let webapps =
         Api::<DynamicObject>::namespaced_with(client.clone(), NAMESPACE, &webapp_resource());
     // The real API server establishes a CRD in about a second; give a

@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use anyhow::{Context as _, bail};
 use kube::Client;
-use kube::api::ApiResource;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use tokio::process::{Child, Command};
 
 /// A child process killed when dropped, whatever path the run leaves by.
@@ -109,5 +109,37 @@ pub fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiReso
         },
         kind: kind.into(),
         plural: plural.into(),
+    }
+}
+
+/// The cluster's CustomResourceDefinitions.
+pub fn crds(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(
+        client.clone(),
+        &resource(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+        ),
+    )
+}
+
+/// Creates the namespace `name` unless it exists.
+///
+/// # Errors
+/// When the API server refuses it for another reason than its existence.
+pub async fn ensure_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let namespaces = Api::<DynamicObject>::all_with(
+        client.clone(),
+        &resource("", "v1", "Namespace", "namespaces"),
+    );
+    let ns: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+    }))?;
+    match namespaces.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("creating namespace {name}")),
     }
 }
